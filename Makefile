@@ -1,0 +1,39 @@
+# Every target sets up what it needs: a fresh machine runs `make serve` or
+# `make test` and nothing else.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.PHONY: setup serve test bench synth clean
+
+setup: $(VENV)/.installed node_modules/.installed java
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+# DynamoDB Local is a Java program; install a JRE when the machine has none.
+java:
+	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless)
+
+serve: setup
+	$(BIN)/cairn serve $(ARGS)
+
+test: setup
+	$(BIN)/pytest -q $(ARGS)
+
+bench: setup
+	$(BIN)/python -m bench $(ARGS)
+
+synth: setup
+	$(BIN)/python app.py
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out .cairn

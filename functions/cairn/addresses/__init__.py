@@ -1,0 +1,1 @@
+"""Address use cases: provisioning, inbox delivery, the event feed."""

@@ -1,0 +1,28 @@
+"""Who may touch an address: the read token, checked in constant time."""
+
+from __future__ import annotations
+
+from cairn import credentials
+from cairn.addresses.models import AddressRecord
+from cairn.errors import Unauthorized
+from cairn.store.address_table import AddressTable
+
+
+def authenticate(table: AddressTable, address_id: str, read_token: str | None, *, now: float) -> AddressRecord:
+    """The live address this token opens; one identical refusal otherwise.
+
+    Unknown, expired, deleted and wrong-token cases are indistinguishable,
+    so the answer never tells a prober which ids exist.
+    """
+    record = table.load(address_id) if read_token else None
+    if record is None or not record.is_live(now) or not credentials.matches(read_token or "", record.read_token_digest):
+        raise Unauthorized()
+    return record
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, if any."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None

@@ -1,0 +1,63 @@
+"""Read the ordered event feed of an address: poll, long-poll, acknowledge."""
+
+from __future__ import annotations
+
+import time
+
+from cairn.addresses.access import authenticate
+from cairn.addresses.models import Event, FeedPage, sequence_of
+from cairn.clock import Clock
+from cairn.errors import NotFound, RateLimited
+from cairn.settings import Settings
+from cairn.store.address_table import AddressTable
+from cairn.store.ratelimit import RateLimiter
+from cairn.store.waiters import Waiter
+
+
+class Feed:
+    def __init__(
+        self, table: AddressTable, limiter: RateLimiter, waiter: Waiter, settings: Settings, clock: Clock
+    ) -> None:
+        self._table = table
+        self._limiter = limiter
+        self._waiter = waiter
+        self._settings = settings
+        self._clock = clock
+
+    def poll(self, address_id: str, read_token: str | None, *, after: int, wait: float, limit: int) -> FeedPage:
+        """Events after `after`; with `wait`, block until one exists or time runs out.
+
+        A long-poll counts once against the per-address poll rate.
+        """
+        authenticate(self._table, address_id, read_token, now=self._clock())
+        self._count_poll(address_id)
+        deadline = time.monotonic() + min(wait, self._settings.max_wait_seconds)
+        with self._waiter.subscribe(address_id) as subscription:
+            while True:
+                page = self._table.list_events(
+                    address_id,
+                    after=after,
+                    limit=limit,
+                    now=self._clock(),
+                    max_bytes=self._settings.max_page_bytes,
+                )
+                remaining = deadline - time.monotonic()
+                if page.events or remaining <= 0:
+                    return page
+                subscription.wait(remaining)
+
+    def acknowledge(self, address_id: str, read_token: str | None, event_id: str) -> Event:
+        """Mark an event handled; repeating it keeps the first time."""
+        now = self._clock()
+        authenticate(self._table, address_id, read_token, now=now)
+        sequence = sequence_of(event_id)
+        event = None if sequence is None else self._table.acknowledge(address_id, sequence, event_id, now=now)
+        if event is None:
+            raise NotFound("No retained event with this id.", event_id=event_id)
+        return event
+
+    def _count_poll(self, address_id: str) -> None:
+        limit = self._settings.poll_rate_per_minute
+        retry_after = self._limiter.hit("poll", address_id, limit=limit, now=self._clock())
+        if retry_after is not None:
+            raise RateLimited(f"At most {limit} polls per address per minute.", retry_after=retry_after)

@@ -1,0 +1,78 @@
+"""Deliver a callback to an address through its inbox URL.
+
+The secret in the URL is the only credential and it can only write. An
+`Idempotency-Key` makes a retried delivery return the original event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cairn import credentials, jsontext
+from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
+from cairn.clock import Clock
+from cairn.errors import InvalidRequest, PayloadTooLarge
+from cairn.settings import Settings
+from cairn.store.address_table import INBOX_SECRET, AddressTable, AppendRequest, Credential
+from cairn.store.waiters import Waiter
+
+DEFAULT_TYPE = "message.received"
+DEFAULT_SOURCE = "http"
+MAX_LABEL_LENGTH = 256
+
+
+class Inbox:
+    def __init__(self, table: AddressTable, waiter: Waiter, settings: Settings, clock: Clock) -> None:
+        self._table = table
+        self._waiter = waiter
+        self._settings = settings
+        self._clock = clock
+
+    def deliver(self, address_id: str, secret: str, body: bytes, idempotency_key: str | None) -> AppendResult:
+        limit = self._settings.max_inbox_bytes
+        if len(body) > limit:
+            raise PayloadTooLarge(f"The body exceeds {limit} bytes.", max_bytes=limit)
+        payload = jsontext.parse(body)
+        claim = None if idempotency_key is None else self._claim(idempotency_key, payload)
+        event = event_from_body(payload)
+        result = self._table.append(
+            AppendRequest(
+                address_id=address_id,
+                events=[event],
+                credential=Credential(INBOX_SECRET, credentials.digest(secret)),
+                now=self._clock(),
+                idempotency=claim,
+            )
+        )
+        if not result.duplicate:
+            self._waiter.notify(address_id)
+        return result
+
+    def _claim(self, idempotency_key: str, payload: Any) -> IdempotencyClaim:
+        limit = self._settings.max_idempotency_key_length
+        if not idempotency_key or len(idempotency_key) > limit or not idempotency_key.isprintable():
+            raise InvalidRequest(
+                f"Idempotency-Key must be 1 to {limit} printable characters.", field="Idempotency-Key"
+            )
+        request_digest = credentials.digest(jsontext.canonical(payload))
+        return IdempotencyClaim(key_digest=credentials.digest(idempotency_key), request_digest=request_digest)
+
+
+def event_from_body(body: Any) -> NewEvent:
+    """AgentAddress mapping: `type`, `source` and `data` if given, else defaults and the whole body."""
+    fields = body if isinstance(body, dict) else {}
+    data = fields["data"] if "data" in fields else body
+    return NewEvent(
+        type=_label(fields, "type", DEFAULT_TYPE),
+        source=_label(fields, "source", DEFAULT_SOURCE),
+        data_json=jsontext.canonical(data),
+    )
+
+
+def _label(fields: dict[str, Any], name: str, default: str) -> str:
+    value = fields.get(name)
+    if not isinstance(value, str) or not value:
+        return default
+    if len(value) > MAX_LABEL_LENGTH:
+        raise InvalidRequest(f"{name} must be at most {MAX_LABEL_LENGTH} characters.", field=name)
+    return value

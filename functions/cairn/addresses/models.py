@@ -1,0 +1,99 @@
+"""What an address and its events are, independent of storage and HTTP."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AddressRecord:
+    """The head of an address: identity, credential digests, feed position."""
+
+    id: str
+    task_id: str | None
+    name: str | None
+    email: str
+    created_at: float
+    expires_at: float | None
+    read_token_digest: str
+    inbox_secret_digest: str
+    last_sequence: int = 0
+
+    def is_live(self, now: float) -> bool:
+        return self.expires_at is None or self.expires_at > now
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event about to be appended; `data_json` is its canonical JSON text."""
+
+    type: str
+    source: str
+    data_json: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """A committed event of an address feed."""
+
+    id: str
+    sequence: int
+    type: str
+    source: str
+    data_json: str
+    created_at: float
+    expires_at: float
+    acknowledged_at: float | None = None
+
+    @property
+    def data(self) -> Any:
+        return json.loads(self.data_json)
+
+
+@dataclass(frozen=True)
+class EventRef:
+    """Where an appended (or deduplicated) event landed."""
+
+    id: str
+    sequence: int
+
+
+@dataclass(frozen=True)
+class IdempotencyClaim:
+    """An `Idempotency-Key` and the digest of the request it first came with."""
+
+    key_digest: str
+    request_digest: str
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    events: list[EventRef]
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class FeedPage:
+    events: list[Event]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class FeedCounts:
+    retained: int
+    unacknowledged: int
+
+
+def event_id(sequence: int, suffix: str) -> str:
+    """Event ids carry their sequence so an ack finds the item in one call."""
+    return f"evt_{sequence}_{suffix}"
+
+
+def sequence_of(event_id_text: str) -> int | None:
+    """The sequence inside an event id, or None if it is not one of ours."""
+    parts = event_id_text.split("_")
+    if len(parts) != 3 or parts[0] != "evt" or not parts[1].isdigit() or len(parts[1]) > 12:
+        return None
+    return int(parts[1])

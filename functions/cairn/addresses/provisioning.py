@@ -1,0 +1,86 @@
+"""Provision, describe and delete addresses: no account, one read token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cairn import credentials
+from cairn.addresses.access import authenticate
+from cairn.addresses.models import AddressRecord, FeedCounts
+from cairn.clock import Clock
+from cairn.errors import InvalidRequest, RateLimited
+from cairn.settings import Settings
+from cairn.store.address_table import AddressTable
+from cairn.store.ratelimit import RateLimiter
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """A new address with the secrets that are shown this once only."""
+
+    record: AddressRecord
+    read_token: str
+    inbox_secret: str
+
+
+@dataclass(frozen=True)
+class AddressOverview:
+    record: AddressRecord
+    counts: FeedCounts
+
+
+class Provisioning:
+    def __init__(self, table: AddressTable, limiter: RateLimiter, settings: Settings, clock: Clock) -> None:
+        self._table = table
+        self._limiter = limiter
+        self._settings = settings
+        self._clock = clock
+
+    def provision(
+        self,
+        *,
+        client_ip: str,
+        task_id: str | None = None,
+        name: str | None = None,
+        expires_in_seconds: int | None = None,
+    ) -> Provisioned:
+        settings = self._settings
+        if expires_in_seconds is not None and not (
+            settings.min_expires_in_seconds <= expires_in_seconds <= settings.max_expires_in_seconds
+        ):
+            raise InvalidRequest(
+                f"expires_in_seconds must be between {settings.min_expires_in_seconds}"
+                f" and {settings.max_expires_in_seconds}.",
+                field="expires_in_seconds",
+            )
+        now = self._clock()
+        retry_after = self._limiter.hit("create", client_ip, limit=settings.create_rate_per_minute, now=now)
+        if retry_after is not None:
+            raise RateLimited(
+                f"At most {settings.create_rate_per_minute} addresses per minute from one client.",
+                retry_after=retry_after,
+            )
+        address_id = credentials.new_address_id()
+        read_token = credentials.new_read_token()
+        inbox_secret = credentials.new_inbox_secret()
+        record = AddressRecord(
+            id=address_id,
+            task_id=task_id,
+            name=name,
+            email=f"{address_id}@{settings.email_domain}",
+            created_at=round(now, 3),
+            expires_at=None if expires_in_seconds is None else int(now) + expires_in_seconds,
+            read_token_digest=credentials.digest(read_token),
+            inbox_secret_digest=credentials.digest(inbox_secret),
+        )
+        self._table.create(record)
+        return Provisioned(record=record, read_token=read_token, inbox_secret=inbox_secret)
+
+    def describe(self, address_id: str, read_token: str | None) -> AddressOverview:
+        now = self._clock()
+        record = authenticate(self._table, address_id, read_token, now=now)
+        return AddressOverview(record=record, counts=self._table.count_events(address_id, now=now))
+
+    def delete(self, address_id: str, read_token: str | None) -> None:
+        authenticate(self._table, address_id, read_token, now=self._clock())
+        self._table.delete(address_id)

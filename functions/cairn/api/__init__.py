@@ -1,0 +1,1 @@
+"""HTTP edge: one Powertools resolver serves Lambda and `cairn serve` alike."""

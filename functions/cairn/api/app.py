@@ -1,0 +1,26 @@
+"""Build the resolver: routes, error mapping and CORS for one set of services."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import CORSConfig
+
+from cairn.api.errors import register_error_handlers
+from cairn.api.resolver import ConcurrentRestResolver
+from cairn.api.routes import addresses, discovery, events, inbox
+from cairn.services import Services
+
+CORS = CORSConfig(
+    allow_origin="*",
+    allow_headers=["Idempotency-Key", "If-Match"],
+    expose_headers=["Retry-After"],
+    max_age=600,
+)
+
+
+def create_app(services: Services) -> ConcurrentRestResolver:
+    """The one resolver that Lambda and `cairn serve` both run."""
+    app = ConcurrentRestResolver(enable_validation=True, cors=CORS)
+    register_error_handlers(app)
+    for group in (addresses, inbox, events, discovery):
+        group.register(app, services)
+    return app

@@ -1,0 +1,78 @@
+"""Every failure leaves as `{"error": {"code", "message", ...}}`.
+
+Client mistakes get their stable code, storage trouble a 503 with
+`Retry-After`, and anything unforeseen a logged 500 that reveals nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from botocore.exceptions import BotoCoreError, ClientError
+
+from cairn import jsontext
+from cairn.errors import CairnError, Unavailable
+
+logger = Logger(service="cairn")
+
+# DynamoDB answers that mean "busy or unreachable", never "your request is wrong".
+_TRANSIENT_CODES = {
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "LimitExceededException",
+}
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None, **details: Any) -> Response:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=jsontext.canonical({"error": {"code": code, "message": message, **details}}),
+        headers=headers or {},
+    )
+
+
+def register_error_handlers(app) -> None:
+    @app.exception_handler(CairnError)
+    def cairn_error(error: CairnError) -> Response:
+        return error_response(error.status, error.code, error.message, error.headers, **error.details)
+
+    @app.exception_handler(RequestValidationError)
+    def validation_error(error: RequestValidationError) -> Response:
+        problems = error.errors()
+        if any(problem.get("type") == "json_invalid" for problem in problems):
+            return error_response(400, "invalid_json", "The body is not valid JSON.")
+        fields = [
+            {"field": ".".join(str(part) for part in problem.get("loc", ())), "message": problem.get("msg", "")}
+            for problem in problems
+        ]
+        summary = "; ".join(f"{item['field']}: {item['message']}" for item in fields)
+        return error_response(422, "invalid_request", f"Invalid request: {summary}", fields=fields)
+
+    @app.not_found
+    def not_found(_: NotFoundError) -> Response:
+        return error_response(404, "not_found", "No such route.")
+
+    @app.exception_handler((ClientError, BotoCoreError))
+    def storage_error(error: Exception) -> Response:
+        code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
+        if isinstance(error, BotoCoreError) or code in _TRANSIENT_CODES:
+            logger.warning("storage unavailable", extra={"error_code": code or type(error).__name__})
+            busy = Unavailable()
+            return error_response(busy.status, busy.code, busy.message, busy.headers, **busy.details)
+        logger.exception("storage error")
+        return error_response(500, "internal_error", "Internal error.")
+
+    @app.exception_handler(Exception)
+    def unexpected(error: Exception) -> Response:
+        logger.exception("unhandled error")
+        return error_response(500, "internal_error", "Internal error.")

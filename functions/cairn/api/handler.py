@@ -1,0 +1,23 @@
+"""Lambda entry point of the HTTP API (API Gateway REST, proxy integration)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from cairn.api.app import create_app
+from cairn.services import Services
+from cairn.settings import get_settings
+
+logger = Logger(service="cairn")
+
+# Built at cold start and reused by every invocation of this container.
+app = create_app(Services.build(get_settings()))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,78 @@
+"""A REST resolver whose per-request state belongs to the request.
+
+Powertools keeps the current event on `BaseRouter` class attributes, which
+is right for Lambda (one request per process at a time) but lets concurrent
+requests of the local server overwrite each other. Here that state lives in
+a context variable, so the same resolver and the same routes run in Lambda
+and under the local server's worker threads without a second
+implementation.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+
+@dataclass
+class _RequestState:
+    event: BaseProxyEvent | None = None
+    lambda_context: Any = None
+    context: dict = field(default_factory=dict)
+    processed_stack_frames: list[str] = field(default_factory=list)
+
+
+class ConcurrentRestResolver(APIGatewayRestResolver):
+    """`APIGatewayRestResolver` that is safe to call from many threads at once."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._request_state: ContextVar[_RequestState] = ContextVar("cairn_request_state")
+        self._idle_state = _RequestState()
+        super().__init__(**kwargs)
+
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        token = self._request_state.set(_RequestState(event=self._to_proxy_event(event), lambda_context=context))
+        try:
+            return super().resolve(event, context)
+        finally:
+            self._request_state.reset(token)
+
+    @property
+    def _state(self) -> _RequestState:
+        return self._request_state.get(self._idle_state)
+
+    @property
+    def current_event(self) -> BaseProxyEvent:  # type: ignore[override]
+        return self._state.event  # type: ignore[return-value]
+
+    @current_event.setter
+    def current_event(self, value: BaseProxyEvent) -> None:
+        self._state.event = value
+
+    @property
+    def lambda_context(self) -> Any:  # type: ignore[override]
+        return self._state.lambda_context
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._state.lambda_context = value
+
+    @property
+    def context(self) -> dict:  # type: ignore[override]
+        return self._state.context
+
+    @context.setter
+    def context(self, value: dict) -> None:
+        self._state.context = value
+
+    @property
+    def processed_stack_frames(self) -> list[str]:  # type: ignore[override]
+        return self._state.processed_stack_frames
+
+    @processed_stack_frames.setter
+    def processed_stack_frames(self, value: list[str]) -> None:
+        self._state.processed_stack_frames = value

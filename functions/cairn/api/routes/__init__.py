@@ -1,0 +1,1 @@
+"""Route groups; each `register(app, services)` adds its routes to the resolver."""

@@ -1,0 +1,87 @@
+"""Provision, describe and delete addresses."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from cairn.addresses.access import bearer_token
+from cairn.api import presenters, urls
+from cairn.api.schemas import AddressDetailResponse, DeleteResponse, ProvisionRequest, ProvisionResponse
+from cairn.services import Services
+
+BEARER = [{"bearerAuth": []}]
+
+
+def register(app, services: Services) -> None:
+    provisioning = services.provisioning
+    settings = services.settings
+
+    @app.post(
+        "/api/v1/addresses",
+        summary="Provision an address (no account needed)",
+        description="Creates an address with a state store, an event feed, an inbox URL and an email address. "
+        "The read token in the answer is shown once only.",
+        tags=["addresses"],
+        status_code=201,
+    )
+    def provision(body: Annotated[ProvisionRequest | None, Body()] = None) -> Response[ProvisionResponse]:
+        request = body or ProvisionRequest()
+        event = app.current_event
+        created = provisioning.provision(
+            client_ip=client_ip(event),
+            task_id=request.task_id,
+            name=request.name,
+            expires_in_seconds=request.expires_in_seconds,
+        )
+        base = urls.base_url(event, settings.public_base_url)
+        return Response(
+            status_code=201,
+            content_type=content_types.APPLICATION_JSON,
+            body={
+                "address": presenters.address_json(created.record),
+                "credentials": {"read_token": created.read_token},
+                "endpoints": urls.endpoints(base, created.record.id, created.inbox_secret),
+            },
+        )
+
+    @app.get(
+        "/api/v1/addresses/<address_id>",
+        summary="Describe an address: metadata and feed depth",
+        tags=["addresses"],
+        security=BEARER,
+    )
+    def describe(address_id: str) -> AddressDetailResponse:
+        overview = provisioning.describe(address_id, request_token(app))
+        record = overview.record
+        base = urls.base_url(app.current_event, settings.public_base_url)
+        return {
+            "address": presenters.address_json(record),
+            "feed": {
+                "events": overview.counts.retained,
+                "unacknowledged": overview.counts.unacknowledged,
+                "last_sequence": record.last_sequence,
+                "max_events": settings.max_events,
+            },
+            "endpoints": urls.endpoints(base, record.id),
+        }
+
+    @app.delete(
+        "/api/v1/addresses/<address_id>",
+        summary="Delete an address with its state and feed",
+        description="The id, its read token and its inbox URL stop working at once.",
+        tags=["addresses"],
+        security=BEARER,
+    )
+    def delete(address_id: str) -> DeleteResponse:
+        provisioning.delete(address_id, request_token(app))
+        return {"address": {"id": address_id}, "deleted": True}
+
+
+def request_token(app) -> str | None:
+    return bearer_token(app.current_event.headers.get("authorization"))
+
+
+def client_ip(event) -> str:
+    identity = (event.get("requestContext") or {}).get("identity") or {}
+    return identity.get("sourceIp") or "unknown"

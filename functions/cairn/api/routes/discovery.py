@@ -1,0 +1,92 @@
+"""Documents that let an agent find its way: guide, OpenAPI, capabilities, health."""
+
+from functools import cache
+from importlib import resources
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.models import Server
+
+import cairn
+from cairn.api import urls
+from cairn.services import Services
+from cairn.settings import DAY_SECONDS, Settings
+
+SECURITY_SCHEMES = {
+    "bearerAuth": {"type": "http", "scheme": "bearer", "description": "The address's read token."},
+}
+
+
+@cache
+def _template(name: str) -> str:
+    return resources.files("cairn.api").joinpath("static", name).read_text()
+
+
+def render(name: str, base: str, settings: Settings) -> str:
+    values = {
+        "BASE_URL": base,
+        "MAX_EVENTS": settings.max_events,
+        "RETENTION_DAYS": round(settings.event_retention_seconds / DAY_SECONDS, 2),
+        "MAX_INBOX_BYTES": settings.max_inbox_bytes,
+        "POLL_RATE": settings.poll_rate_per_minute,
+        "MAX_WAIT": settings.max_wait_seconds,
+    }
+    text = _template(name)
+    for placeholder, value in values.items():
+        text = text.replace("{{" + placeholder + "}}", str(value))
+    return text
+
+
+def capabilities(settings: Settings) -> dict:
+    return {
+        "service": "cairn",
+        "version": cairn.__version__,
+        "api": "agentaddress-compatible",
+        "capabilities": ["addresses", "inbox", "events", "long_poll", "acknowledgements", "idempotency_keys"],
+        "limits": {
+            "max_events_per_address": settings.max_events,
+            "event_retention_seconds": settings.event_retention_seconds,
+            "max_inbox_bytes": settings.max_inbox_bytes,
+            "max_idempotency_key_length": settings.max_idempotency_key_length,
+            "max_wait_seconds": settings.max_wait_seconds,
+            "max_page_limit": settings.max_page_limit,
+            "create_rate_per_minute_per_ip": settings.create_rate_per_minute,
+            "poll_rate_per_minute_per_address": settings.poll_rate_per_minute,
+            "expires_in_seconds": {"min": settings.min_expires_in_seconds, "max": settings.max_expires_in_seconds},
+        },
+    }
+
+
+def register(app, services: Services) -> None:
+    settings = services.settings
+
+    def base() -> str:
+        return urls.base_url(app.current_event, settings.public_base_url)
+
+    def text(body: str, content_type: str):
+        return Response(status_code=200, content_type=content_type, body=body)
+
+    @app.get("/skill.md", include_in_schema=False)
+    def skill():
+        return text(render("skill.md", base(), settings), "text/markdown; charset=utf-8")
+
+    @app.get("/llms.txt", include_in_schema=False)
+    def llms():
+        return text(render("llms.txt", base(), settings), content_types.TEXT_PLAIN)
+
+    @app.get("/.well-known/agentaddress.json", include_in_schema=False)
+    def well_known() -> dict:
+        return capabilities(settings)
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi():
+        document = app.get_openapi_json_schema(
+            title="Cairn",
+            version=cairn.__version__,
+            servers=[Server(url=base())],
+            security_schemes=SECURITY_SCHEMES,
+        )
+        return text(document, content_types.APPLICATION_JSON)
+
+    @app.get("/healthz", include_in_schema=False)
+    def health() -> dict:
+        return {"status": "ok", "version": cairn.__version__}

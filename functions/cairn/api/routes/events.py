@@ -1,0 +1,55 @@
+"""The event feed: long-poll and acknowledge."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from cairn.addresses.models import FeedPage
+from cairn.api import presenters
+from cairn.api.routes.addresses import BEARER, request_token
+from cairn.api.schemas import AckResponse, FeedResponse
+from cairn.clock import iso
+from cairn.services import Services
+
+MAX_CURSOR = 10**12 - 1
+
+
+def register(app, services: Services) -> None:
+    feed = services.feed
+    settings = services.settings
+
+    @app.get(
+        "/api/v1/addresses/<address_id>/events",
+        summary="Read events after a cursor, waiting up to `wait` seconds for the first one",
+        description="Events stay until they expire; reading or acknowledging removes nothing. "
+        "A long-poll counts once against the per-address poll rate.",
+        tags=["events"],
+        security=BEARER,
+    )
+    def poll(
+        address_id: str,
+        after: Annotated[int, Query(ge=0, le=MAX_CURSOR, description="Last sequence already handled.")] = 0,
+        wait: Annotated[float, Query(ge=0, le=settings.max_wait_seconds, description="Seconds to wait.")] = 0,
+        limit: Annotated[int, Query(ge=1, le=settings.max_page_limit)] = settings.default_page_limit,
+    ) -> FeedResponse:
+        page = feed.poll(address_id, request_token(app), after=after, wait=wait, limit=limit)
+        return feed_json(page, after)
+
+    @app.post(
+        "/api/v1/addresses/<address_id>/events/<event_id>/ack",
+        summary="Acknowledge an event",
+        description="Marks the event handled and keeps the first acknowledgement time; repeating it is safe. "
+        "The event stays in the feed until it expires.",
+        tags=["events"],
+        security=BEARER,
+    )
+    def acknowledge(address_id: str, event_id: str) -> AckResponse:
+        event = feed.acknowledge(address_id, request_token(app), event_id)
+        acknowledged_at = iso(event.acknowledged_at or 0.0)
+        return {"event": {"id": event.id, "sequence": event.sequence, "acknowledged_at": acknowledged_at}}
+
+
+def feed_json(page: FeedPage, after: int) -> dict:
+    events = [presenters.event_json(event) for event in page.events]
+    next_cursor = page.events[-1].sequence if page.events else after
+    return {"events": events, "next_cursor": next_cursor, "has_more": page.has_more}

@@ -1,0 +1,43 @@
+"""The inbox URL: anyone holding it may post one JSON event."""
+
+import base64
+
+from aws_lambda_powertools.event_handler import Response, content_types
+
+from cairn.api.schemas import DeliveryResponse
+from cairn.services import Services
+
+
+def register(app, services: Services) -> None:
+    inbox = services.inbox
+
+    @app.post(
+        "/api/v1/inbox/<address_id>/<secret>",
+        summary="Deliver a callback to an address",
+        description="Any JSON body up to the inbox limit. The event's type and source come from the body's "
+        "`type` and `source` strings (default `message.received` / `http`), its data from `data` or the "
+        "whole body. With an `Idempotency-Key`, a retry with the same body returns the original event "
+        "(200, duplicate true); a different body under the same key is refused (422).",
+        tags=["inbox"],
+        status_code=202,
+    )
+    def deliver(address_id: str, secret: str) -> Response[DeliveryResponse]:
+        event = app.current_event
+        result = inbox.deliver(
+            address_id,
+            secret,
+            raw_body(event),
+            event.headers.get("idempotency-key"),
+        )
+        first = result.events[0]
+        return Response(
+            status_code=200 if result.duplicate else 202,
+            content_type=content_types.APPLICATION_JSON,
+            body={"duplicate": result.duplicate, "event": {"id": first.id, "sequence": first.sequence}},
+        )
+
+
+def raw_body(event) -> bytes:
+    """The request body as sent, whether API Gateway passed it as text or base64."""
+    body = event.body or ""
+    return base64.b64decode(body) if event.is_base64_encoded else body.encode("utf-8", "surrogateescape")

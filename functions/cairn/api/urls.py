@@ -1,0 +1,36 @@
+"""Absolute URLs for the endpoints of an address.
+
+A configured public base URL wins; otherwise the request tells where the
+client reached us (API Gateway: domain and stage; local: the Host header).
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+API_PREFIX = "/api/v1"
+
+
+def base_url(event: BaseProxyEvent, configured: str | None) -> str:
+    if configured:
+        return configured.rstrip("/")
+    headers = {name.lower(): value for name, value in (event.headers or {}).items()}
+    context = event.get("requestContext") or {}
+    host = context.get("domainName") or headers.get("host") or "localhost"
+    scheme = headers.get("x-forwarded-proto", "https" if context.get("domainName") else "http")
+    stage = context.get("stage")
+    # API Gateway's default domain includes the stage; a custom domain maps it away.
+    prefix = f"/{stage}" if stage and stage != "$default" and ".execute-api." in host else ""
+    return f"{scheme}://{host}{prefix}"
+
+
+def address_url(base: str, address_id: str) -> str:
+    return f"{base}{API_PREFIX}/addresses/{address_id}"
+
+
+def endpoints(base: str, address_id: str, inbox_secret: str | None = None) -> dict[str, str]:
+    root = address_url(base, address_id)
+    urls = {"events_url": f"{root}/events", "state_url": f"{root}/state", "address_url": root}
+    if inbox_secret is not None:
+        urls = {"inbox_url": f"{base}{API_PREFIX}/inbox/{address_id}/{inbox_secret}", **urls}
+    return urls

@@ -1,0 +1,44 @@
+"""Identifiers, credentials and their hashes.
+
+Tokens are shown once and never stored: the store keeps SHA-256 digests and
+compares them in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets as _random
+
+
+def new_address_id() -> str:
+    """An email-safe id (`[a-z0-9_]`) carrying 130 random bits."""
+    raw = base64.b32encode(_random.token_bytes(17)).decode().rstrip("=").lower()
+    return f"addr_{raw[:26]}"
+
+
+def new_read_token() -> str:
+    """A bearer token with 256 random bits."""
+    return f"crt_{_random.token_urlsafe(32)}"
+
+
+def new_inbox_secret() -> str:
+    """The write-only capability embedded in an inbox URL (256 random bits)."""
+    return _random.token_urlsafe(32)
+
+
+def new_suffix() -> str:
+    """A short random tag that makes event ids unique beyond their sequence."""
+    return _random.token_hex(4)
+
+
+def digest(value: str | bytes) -> str:
+    """Hex SHA-256 of a credential, idempotency key or request body."""
+    data = value.encode() if isinstance(value, str) else value
+    return hashlib.sha256(data).hexdigest()
+
+
+def matches(candidate: str, stored_digest: str | None) -> bool:
+    """Whether `candidate` hashes to `stored_digest`, in constant time."""
+    return stored_digest is not None and hmac.compare_digest(digest(candidate), stored_digest)

@@ -1,0 +1,85 @@
+"""Errors a client can cause or must react to, each with a stable code.
+
+The HTTP edge turns every `CairnError` into
+`{"error": {"code": ..., "message": ..., **details}}` with its status; use
+cases raise them and know nothing of HTTP beyond the status number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CairnError(Exception):
+    """Base of every error with a stable, client-visible code."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, headers: dict[str, str] | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+
+class InvalidRequest(CairnError):
+    status = 400
+    code = "invalid_request"
+
+
+class InvalidJson(CairnError):
+    status = 400
+    code = "invalid_json"
+
+
+class Unauthorized(CairnError):
+    """Wrong token, unknown, expired or deleted address: deliberately one answer."""
+
+    status = 401
+    code = "unauthorized"
+
+    def __init__(self, message: str = "Missing or invalid credentials for this address.") -> None:
+        super().__init__(message)
+
+
+class NotFound(CairnError):
+    status = 404
+    code = "not_found"
+
+
+class QuotaExceeded(CairnError):
+    status = 409
+    code = "quota_exceeded"
+
+
+class PayloadTooLarge(CairnError):
+    status = 413
+    code = "payload_too_large"
+
+
+class IdempotencyKeyReused(CairnError):
+    status = 422
+    code = "idempotency_key_reused"
+
+
+class RateLimited(CairnError):
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(
+            message,
+            headers={"Retry-After": str(retry_after)},
+            retry_after_seconds=retry_after,
+        )
+
+
+class Unavailable(CairnError):
+    """The store is throttled or unreachable: safe to retry the same request."""
+
+    status = 503
+    code = "temporarily_unavailable"
+
+    def __init__(self, message: str = "Storage is busy; retry shortly.", *, retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)}, retry_after_seconds=retry_after)

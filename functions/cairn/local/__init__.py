@@ -1,0 +1,1 @@
+"""`cairn serve`: the Lambda routes on one machine, on DynamoDB Local."""

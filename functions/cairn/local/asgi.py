@@ -1,0 +1,126 @@
+"""Serve the Lambda resolver over HTTP: each request becomes an API Gateway
+REST proxy event, is resolved on a worker thread, and its answer is sent back.
+
+Long-polls block their worker thread while they wait, so the thread pool is
+sized for hundreds of concurrent polls rather than for CPU count.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+import anyio
+import anyio.to_thread
+
+Resolve = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+# Lambda refuses request payloads above 6 MB; refuse them here the same way.
+MAX_REQUEST_BYTES = 6 * 1024 * 1024
+
+
+class LocalContext:
+    """The parts of a Lambda context the routes and Powertools read."""
+
+    function_name = "cairn-local"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:cairn-local"
+    memory_limit_in_mb = 1024
+    log_group_name = "local"
+    log_stream_name = "local"
+
+    def __init__(self) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+class ResolverBridge:
+    """ASGI application around a Lambda-style `resolve(event, context)`."""
+
+    def __init__(self, resolve: Resolve, *, max_concurrency: int = 1024) -> None:
+        self._resolve = resolve
+        self._limiter = anyio.CapacityLimiter(max_concurrency)
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return
+        body = await _read_body(receive)
+        if body is None:
+            await _send(send, _too_large())
+            return
+        event = rest_event(scope, body)
+        response = await anyio.to_thread.run_sync(self._resolve, event, LocalContext(), limiter=self._limiter)
+        await _send(send, response)
+
+
+def rest_event(scope: dict[str, Any], body: bytes) -> dict[str, Any]:
+    """The API Gateway REST (payload v1) event for an ASGI request."""
+    multi_headers: dict[str, list[str]] = {}
+    for name, value in scope.get("headers", []):
+        multi_headers.setdefault(name.decode("latin-1"), []).append(value.decode("latin-1"))
+    multi_query: dict[str, list[str]] = {}
+    for name, value in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):
+        multi_query.setdefault(name, []).append(value)
+    try:
+        text, encoded = body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, encoded = base64.b64encode(body).decode(), True
+    client = scope.get("client") or ("127.0.0.1", 0)
+    return {
+        "resource": "/{proxy+}",
+        "path": scope["path"],
+        "httpMethod": scope["method"],
+        "headers": {name: values[-1] for name, values in multi_headers.items()},
+        "multiValueHeaders": multi_headers,
+        "queryStringParameters": {name: values[-1] for name, values in multi_query.items()} or None,
+        "multiValueQueryStringParameters": multi_query or None,
+        "pathParameters": {"proxy": scope["path"].lstrip("/")},
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/{proxy+}",
+            "httpMethod": scope["method"],
+            "path": scope["path"],
+            "stage": "local",
+            "requestId": str(uuid.uuid4()),
+            "identity": {"sourceIp": client[0]},
+        },
+        "body": text if body else None,
+        "isBase64Encoded": encoded,
+    }
+
+
+async def _read_body(receive: Callable) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _too_large() -> dict[str, Any]:
+    error = {"code": "payload_too_large", "message": f"The request exceeds {MAX_REQUEST_BYTES} bytes."}
+    return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": json.dumps({"error": error})}
+
+
+async def _send(send: Callable, response: dict[str, Any]) -> None:
+    headers: list[tuple[bytes, bytes]] = []
+    for name, value in (response.get("headers") or {}).items():
+        headers.append((name.lower().encode(), str(value).encode()))
+    for name, values in (response.get("multiValueHeaders") or {}).items():
+        headers.extend((name.lower().encode(), str(value).encode()) for value in values)
+    body = response.get("body") or ""
+    payload = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode()
+    await send({"type": "http.response.start", "status": response.get("statusCode", 200), "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

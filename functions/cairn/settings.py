@@ -1,0 +1,52 @@
+"""Every tunable limit and endpoint, read once from the environment.
+
+The defaults are the AgentAddress limits; CDK sets the same variables in
+Lambda, and `cairn serve` in the local process. Nothing else reads
+`os.environ` for configuration.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DAY_SECONDS = 86_400
+
+
+class Settings(BaseSettings):
+    """Configuration of one Cairn deployment (environment prefix `CAIRN_`)."""
+
+    model_config = SettingsConfigDict(env_prefix="CAIRN_", frozen=True)
+
+    table_name: str = "cairn"
+    dynamodb_endpoint: str | None = None
+    region: str = Field(default="us-east-1", validation_alias="AWS_REGION")
+    public_base_url: str | None = None
+    email_domain: str = "cairn.localhost"
+
+    event_retention_seconds: int = Field(default=30 * DAY_SECONDS, ge=1)
+    max_events: int = Field(default=1_000, ge=1)
+    max_inbox_bytes: int = Field(default=1_000_000, ge=1)
+    max_idempotency_key_length: int = Field(default=255, ge=1)
+    min_expires_in_seconds: int = Field(default=60, ge=1)
+    max_expires_in_seconds: int = Field(default=365 * DAY_SECONDS, ge=1)
+
+    create_rate_per_minute: int = Field(default=20, ge=1)
+    poll_rate_per_minute: int = Field(default=30, ge=1)
+
+    max_wait_seconds: int = Field(default=25, ge=0, le=28)
+    default_page_limit: int = Field(default=100, ge=1)
+    max_page_limit: int = Field(default=1_000, ge=1)
+    # Lambda answers at most 6 MB; a page of events stops growing before that.
+    max_page_bytes: int = Field(default=5_000_000, ge=1_100_000)
+
+    state_max_keys: int = Field(default=32, ge=1)
+    state_max_bytes: int = Field(default=65_536, ge=1)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment on first use."""
+    return Settings()

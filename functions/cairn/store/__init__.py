@@ -1,0 +1,1 @@
+"""DynamoDB adapter: the only code that knows table keys and item shapes."""

@@ -1,0 +1,37 @@
+"""Fixed one-minute windows counted in DynamoDB, shared by every instance."""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from cairn.store import keys
+from cairn.store.items import error_code, key, n
+
+WINDOW_SECONDS = 60
+
+
+class RateLimiter:
+    def __init__(self, client, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    def hit(self, scope: str, subject: str, *, limit: int, now: float) -> int | None:
+        """Count one use; return the seconds to wait when over `limit`, else None."""
+        window = int(now) // WINDOW_SECONDS
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=key(keys.rate_pk(scope, subject), keys.rate_sk(window)),
+                UpdateExpression="ADD hits :one SET expires_at = :expires",
+                ConditionExpression="attribute_not_exists(hits) OR hits < :limit",
+                ExpressionAttributeValues={
+                    ":one": n(1),
+                    ":limit": n(limit),
+                    ":expires": n((window + 2) * WINDOW_SECONDS),
+                },
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return max(1, (window + 1) * WINDOW_SECONDS - int(now))
+            raise
+        return None

@@ -1,0 +1,76 @@
+"""Shared fixtures: moto for unit tests, one DynamoDB Local per session for
+integration tests, and `cairn serve` processes for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Unit tests must never reach a real AWS account.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+
+from cairn.local.dynamodb_local import DynamoDBLocal  # noqa: E402
+from cairn.store.client import make_client  # noqa: E402
+from cairn.store.table import ensure_table  # noqa: E402
+from tests.support.fakes import FakeClock  # noqa: E402
+from tests.support.lambda_client import LambdaClient, make_services  # noqa: E402
+from tests.support.serve import ServeProcess  # noqa: E402
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def moto_env() -> Iterator[None]:
+    """moto's in-memory AWS; build clients inside it with other limits as needed."""
+    from moto import mock_aws
+
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def moto_api(moto_env: None, clock: FakeClock) -> LambdaClient:
+    """The API resolver on moto, called with API Gateway events."""
+    return LambdaClient.on_moto(clock)
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DynamoDBLocal]:
+    """One DynamoDB Local for the whole run (in-memory data folder per run)."""
+    with DynamoDBLocal(tmp_path_factory.mktemp("dynamodb")) as database:
+        yield database
+
+
+@pytest.fixture
+def local_table(dynamodb_local: DynamoDBLocal) -> str:
+    """A fresh table on DynamoDB Local for one test."""
+    name = f"cairn-{uuid.uuid4().hex[:12]}"
+    from cairn.settings import Settings
+
+    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), name)
+    return name
+
+
+@pytest.fixture
+def local_api(dynamodb_local: DynamoDBLocal, local_table: str, clock: FakeClock) -> LambdaClient:
+    """The API resolver on DynamoDB Local (real transactions and concurrency)."""
+    services = make_services(table_name=local_table, dynamodb_endpoint=dynamodb_local.endpoint, clock=clock)
+    return LambdaClient(services)
+
+
+@pytest.fixture
+def served(dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
+    """`cairn serve` over HTTP, on the session's DynamoDB Local."""
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table) as server:
+        yield server

@@ -1,0 +1,173 @@
+"""`cairn serve` over real HTTP, as agents use it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from tests.support.serve import ServeProcess
+
+BEARER = "Authorization"
+
+
+def provision(client: httpx.Client, **body) -> dict:
+    reply = client.post("/api/v1/addresses", json=body)
+    assert reply.status_code == 201, reply.text
+    return reply.json()
+
+
+def auth(created: dict) -> dict[str, str]:
+    return {BEARER: f"Bearer {created['credentials']['read_token']}"}
+
+
+def test_two_processes_hand_off_through_an_address(served: ServeProcess, tmp_path: Path):
+    """Provision and deliver in one process; a later process resumes and acks."""
+    saved = tmp_path / "address.json"
+    first_run = textwrap.dedent(
+        f"""
+        import httpx, json, sys
+        created = httpx.post("{served.base_url}/api/v1/addresses", json={{"task_id": "handoff"}}, timeout=10).json()
+        open(sys.argv[1], "w").write(json.dumps(created))
+        reply = httpx.post(created["endpoints"]["inbox_url"], json={{"type": "demo.callback", "data": {{"ok": 1}}}},
+                           headers={{"Idempotency-Key": "handoff:callback"}}, timeout=10)
+        assert reply.status_code == 202, reply.text
+        """
+    )
+    second_run = textwrap.dedent(
+        """
+        import httpx, json, sys
+        created = json.load(open(sys.argv[1]))
+        headers = {"Authorization": "Bearer " + created["credentials"]["read_token"]}
+        page = httpx.get(created["endpoints"]["events_url"], params={"after": 0, "wait": 1}, headers=headers, timeout=10).json()
+        event = page["events"][0]
+        ack = httpx.post(created["endpoints"]["events_url"] + "/" + event["id"] + "/ack", headers=headers, timeout=10)
+        print(json.dumps({"type": event["type"], "data": event["data"], "ack": ack.status_code}))
+        """
+    )
+    subprocess.run([sys.executable, "-c", first_run, str(saved)], check=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", second_run, str(saved)], check=True, timeout=60, capture_output=True, text=True
+    )
+    assert json.loads(result.stdout) == {"type": "demo.callback", "data": {"ok": 1}, "ack": 200}
+    created = json.loads(saved.read_text())
+    with served.client() as client:
+        page = client.get(created["endpoints"]["events_url"], params={"after": 0, "wait": 0}, headers=auth(created))
+        events = page.json()["events"]
+        assert len(events) == 1 and events[0]["acknowledged_at"]
+
+
+def test_a_long_poll_wakes_as_soon_as_an_event_commits(served: ServeProcess):
+    with served.client() as client:
+        created = provision(client)
+        result: dict = {}
+
+        def long_poll() -> None:
+            begun = time.monotonic()
+            reply = client.get(created["endpoints"]["events_url"], params={"wait": 20}, headers=auth(created))
+            result.update(reply=reply, elapsed=time.monotonic() - begun)
+
+        poller = threading.Thread(target=long_poll)
+        poller.start()
+        time.sleep(0.5)
+        client.post(created["endpoints"]["inbox_url"], json={"type": "wake.up"})
+        poller.join(30)
+    assert [event["type"] for event in result["reply"].json()["events"]] == ["wake.up"]
+    assert result["elapsed"] < 10, "the poll waited for its timeout instead of waking"
+
+
+def test_two_hundred_long_polls_wait_while_other_requests_are_answered(served: ServeProcess):
+    async def scenario() -> tuple[list[httpx.Response], list[float]]:
+        limits = httpx.Limits(max_connections=300, max_keepalive_connections=300)
+        async with httpx.AsyncClient(base_url=served.base_url, timeout=40, limits=limits) as client:
+            created = (await client.post("/api/v1/addresses", json={})).json()
+            url = created["endpoints"]["events_url"]
+            polls = [
+                asyncio.create_task(client.get(url, params={"wait": 20}, headers=auth(created))) for _ in range(200)
+            ]
+            await asyncio.sleep(2.0)
+            assert not any(poll.done() for poll in polls), "a poll returned before any event existed"
+            answered = []
+            for _ in range(5):
+                begun = time.monotonic()
+                assert (await client.get("/healthz")).status_code == 200
+                other = (await client.post("/api/v1/addresses", json={})).json()
+                assert (await client.post(other["endpoints"]["inbox_url"], json={})).status_code == 202
+                answered.append(time.monotonic() - begun)
+            await client.post(created["endpoints"]["inbox_url"], json={"type": "fan.out"})
+            return await asyncio.gather(*polls), answered
+
+    replies, answered = asyncio.run(scenario())
+    assert len(replies) == 200
+    assert all(reply.status_code == 200 for reply in replies)
+    assert all([event["type"] for event in reply.json()["events"]] == ["fan.out"] for reply in replies)
+    assert max(answered) < 5, "other requests were stuck behind the waiting polls"
+
+
+def test_restart_keeps_addresses_and_events(tmp_path: Path):
+    data_dir = tmp_path / "data"
+    with ServeProcess(tmp_path, data_dir=data_dir) as server, server.client() as client:
+        created = provision(client, task_id="survivor")
+        assert client.post(created["endpoints"]["inbox_url"], json={"type": "before.restart"}).status_code == 202
+    # A new server on the same data directory, on another port.
+    with ServeProcess(tmp_path, data_dir=data_dir) as server, server.client() as client:
+        events_path = "/api/v1/addresses/" + created["address"]["id"] + "/events"
+        page = client.get(events_path, headers=auth(created)).json()
+        assert [event["type"] for event in page["events"]] == ["before.restart"]
+        inbox_path = urlsplit(created["endpoints"]["inbox_url"]).path
+        assert client.post(inbox_path, json={"type": "after.restart"}).json()["event"]["sequence"] == 2
+
+
+def test_ctrl_c_stops_the_server_and_dynamodb_local(tmp_path: Path):
+    server = ServeProcess(tmp_path, data_dir=tmp_path / "data").start()
+    dynamodb_line = next(line for line in server.output if line.startswith("DynamoDB Local on"))
+    dynamodb_port = int(dynamodb_line.split(":")[2].split(",")[0])
+    assert server.stop() == 0
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", dynamodb_port)) != 0, "DynamoDB Local still listens"
+        assert probe.connect_ex(("127.0.0.1", server.port)) != 0
+
+
+def test_demo_verification_errors_are_json(served: ServeProcess):
+    """The AgentAddress two-run demo's checks: bad token 401 and oversize 413, both JSON."""
+    with served.client() as client:
+        created = provision(client)
+        unauthorized = client.get(created["endpoints"]["events_url"], headers={BEARER: "Bearer wrong"})
+        assert unauthorized.status_code == 401
+        assert unauthorized.json()["error"]["code"] == "unauthorized"
+        oversize = client.post(created["endpoints"]["inbox_url"], json={"data": "x" * 1_000_001})
+        assert oversize.status_code == 413
+        assert oversize.json()["error"]["code"] == "payload_too_large"
+        skill = client.get("/skill.md").text
+        assert f"{served.base_url}/api/v1/addresses" in skill
+
+
+def test_many_concurrent_posters_over_http_lose_nothing(served: ServeProcess):
+    with served.client() as client:
+        created = provision(client)
+
+    def post_all(writer: int) -> list[int]:
+        with httpx.Client(timeout=30) as client:
+            return [
+                client.post(created["endpoints"]["inbox_url"], json={"data": {"w": writer, "n": n}}).json()["event"][
+                    "sequence"
+                ]
+                for n in range(25)
+            ]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        sequences = sorted(seq for seqs in pool.map(post_all, range(8)) for seq in seqs)
+    assert sequences == list(range(1, 201))
+    with served.client() as client:
+        page = client.get(created["endpoints"]["events_url"], params={"limit": 1000}, headers=auth(created)).json()
+    assert [event["sequence"] for event in page["events"]] == list(range(1, 201))

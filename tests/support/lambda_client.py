@@ -1,0 +1,116 @@
+"""Call the API resolver the way API Gateway does, without a server."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from cairn.api.app import create_app
+from cairn.clock import Clock
+from cairn.services import Services
+from cairn.settings import Settings
+from cairn.store.client import make_client
+from cairn.store.table import ensure_table
+from cairn.store.waiters import NotifyingWaiter
+
+
+def make_services(*, clock: Clock, waiter=None, **overrides: Any) -> Services:
+    relaxed = {"poll_rate_per_minute": 10_000, "create_rate_per_minute": 10_000}
+    settings = Settings(**{"table_name": "cairn-test", **relaxed, **overrides})
+    return Services.build(settings, waiter=waiter or NotifyingWaiter(), clock=clock)
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+    @property
+    def error_code(self) -> str | None:
+        body = self.json()
+        return body.get("error", {}).get("code") if isinstance(body, dict) else None
+
+
+@dataclass
+class LambdaClient:
+    services: Services
+    source_ip: str = "203.0.113.7"
+    app: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.app = create_app(self.services)
+
+    @classmethod
+    def on_moto(cls, clock: Clock, **overrides: Any) -> LambdaClient:
+        services = make_services(clock=clock, **overrides)
+        ensure_table(make_client(services.settings), services.settings.table_name)
+        return cls(services)
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: Any = None,
+        body: str | bytes | None = None,
+        headers: dict[str, str] | None = None,
+        token: str | None = None,
+    ) -> Reply:
+        parts = urlsplit(url)
+        query = dict(pair.split("=", 1) for pair in parts.query.split("&") if pair) if parts.query else None
+        all_headers = {"Host": "cairn.test", **(headers or {})}
+        if token is not None:
+            all_headers["Authorization"] = f"Bearer {token}"
+        if json_body is not None:
+            body = json.dumps(json_body)
+            all_headers.setdefault("Content-Type", "application/json")
+        encoded = isinstance(body, bytes)
+        if encoded:
+            body = base64.b64encode(body).decode()
+        event = {
+            "resource": "/{proxy+}",
+            "path": parts.path,
+            "httpMethod": method,
+            "headers": all_headers,
+            "multiValueHeaders": {name: [value] for name, value in all_headers.items()},
+            "queryStringParameters": query,
+            "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+            "pathParameters": None,
+            "stageVariables": None,
+            "requestContext": {"stage": "test", "requestId": "req", "identity": {"sourceIp": self.source_ip}},
+            "body": body,
+            "isBase64Encoded": encoded,
+        }
+        response = self.app.resolve(event, {})
+        headers_out = {k: v for k, v in (response.get("headers") or {}).items()}
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers_out[name] = values[-1]
+        return Reply(response["statusCode"], headers_out, response.get("body") or "")
+
+    # -- conveniences used across tests --------------------------------------
+
+    def provision(self, **body: Any) -> dict[str, Any]:
+        reply = self.request("POST", "/api/v1/addresses", json_body=body)
+        assert reply.status == 201, reply.text
+        return reply.json()
+
+    def post_inbox(self, created: dict[str, Any], payload: Any, key: str | None = None) -> Reply:
+        headers = {"Idempotency-Key": key} if key is not None else None
+        return self.request("POST", path_of(created["endpoints"]["inbox_url"]), json_body=payload, headers=headers)
+
+    def poll(self, created: dict[str, Any], **query: Any) -> Reply:
+        url = path_of(created["endpoints"]["events_url"])
+        if query:
+            url += "?" + "&".join(f"{k}={v}" for k, v in query.items())
+        return self.request("GET", url, token=created["credentials"]["read_token"])
+
+
+def path_of(url: str) -> str:
+    return urlsplit(url).path

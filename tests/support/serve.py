@@ -1,0 +1,109 @@
+"""Run `cairn serve` as a separate process, as a user would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cairn.local.dynamodb_local import free_port
+
+READY_LINE = "Cairn is serving on"
+
+
+class ServeProcess:
+    """`cairn serve` on a free port; stopped with Ctrl-C (SIGINT) on exit."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        dynamodb_endpoint: str | None = None,
+        table: str | None = None,
+        data_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.output: list[str] = []
+        command = [sys.executable, "-m", "cairn.cli", "serve", "--port", str(self.port)]
+        if dynamodb_endpoint:
+            command += ["--dynamodb-endpoint", dynamodb_endpoint]
+        if table:
+            command += ["--table", table]
+        command += ["--data-dir", str(data_dir or workdir / "data")]
+        self._command = command
+        self._env = {**os.environ, "CAIRN_POLL_RATE_PER_MINUTE": "100000", "CAIRN_CREATE_RATE_PER_MINUTE": "100000"}
+        self._env.update(env or {})
+        self._workdir = workdir
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> ServeProcess:
+        self.output = []
+        self.process = subprocess.Popen(
+            self._command,
+            cwd=Path(__file__).resolve().parents[2],
+            env=self._env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ready = threading.Event()
+        threading.Thread(target=self._read_output, args=(ready,), daemon=True).start()
+        if not ready.wait(timeout):
+            self.kill()
+            raise RuntimeError("cairn serve did not start:\n" + "".join(self.output))
+        return self
+
+    def _read_output(self, ready: threading.Event) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+            if READY_LINE in line:
+                ready.set()
+        ready.set()
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Ctrl-C, as a person at the terminal would; returns the exit code."""
+        if self.process is None:
+            return 0
+        self.process.send_signal(signal.SIGINT)
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self.process = None
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(40.0), **kwargs)
+
+    def __enter__(self) -> ServeProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.stop()
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

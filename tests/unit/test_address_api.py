@@ -1,0 +1,318 @@
+"""The address API through the Lambda resolver, on moto."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+
+from tests.support.lambda_client import LambdaClient, path_of
+
+INBOX_LIMIT = 1_000_000
+
+
+def events_of(reply) -> list[dict]:
+    assert reply.status == 200, reply.text
+    return reply.json()["events"]
+
+
+# -- provisioning -------------------------------------------------------------
+
+
+def test_provision_returns_the_agentaddress_shape(moto_api: LambdaClient):
+    created = moto_api.provision(task_id="build-42", name="nightly build", expires_in_seconds=3600)
+    address = created["address"]
+    assert address["task_id"] == "build-42"
+    assert address["name"] == "nightly build"
+    assert address["email"] == f"{address['id']}@cairn.localhost"
+    assert address["expires_at"] == address["expiresAt"] is not None
+    assert created["credentials"]["read_token"]
+    endpoints = created["endpoints"]
+    assert endpoints["events_url"] == f"http://cairn.test/api/v1/addresses/{address['id']}/events"
+    assert endpoints["inbox_url"].startswith(f"http://cairn.test/api/v1/inbox/{address['id']}/")
+    assert endpoints["state_url"].endswith("/state")
+
+
+def test_provision_accepts_an_empty_request(moto_api: LambdaClient):
+    reply = moto_api.request("POST", "/api/v1/addresses")
+    assert reply.status == 201
+    assert reply.json()["address"]["expiresAt"] is None
+
+
+@pytest.mark.parametrize("expires_in", [59, 31_536_001, -1])
+def test_provision_refuses_lifetimes_out_of_range(moto_api: LambdaClient, expires_in: int):
+    reply = moto_api.request("POST", "/api/v1/addresses", json_body={"expires_in_seconds": expires_in})
+    assert reply.status in (400, 422)
+    assert reply.error_code == "invalid_request"
+    assert "expires_in_seconds" in reply.text
+
+
+def test_secrets_are_stored_only_as_digests(moto_api: LambdaClient):
+    created = moto_api.provision()
+    secret = created["endpoints"]["inbox_url"].rsplit("/", 1)[1]
+    items = boto3.client("dynamodb", region_name="us-east-1").scan(TableName="cairn-test")["Items"]
+    dump = json.dumps(items)
+    assert created["credentials"]["read_token"] not in dump
+    assert secret not in dump
+
+
+def test_configured_public_base_url_wins(moto_env, clock):
+    api = LambdaClient.on_moto(clock, public_base_url="https://cairn.example.com/prod/")
+    created = api.provision()
+    assert created["endpoints"]["events_url"].startswith("https://cairn.example.com/prod/api/v1/addresses/")
+
+
+def test_creation_is_rate_limited_per_client_ip(moto_env, clock):
+    api = LambdaClient.on_moto(clock, create_rate_per_minute=3)
+    for _ in range(3):
+        api.provision()
+    refused = api.request("POST", "/api/v1/addresses")
+    assert refused.status == 429
+    assert refused.error_code == "rate_limited"
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    api.source_ip = "198.51.100.1"
+    assert api.request("POST", "/api/v1/addresses").status == 201, "another client is not limited"
+    api.source_ip = "203.0.113.7"
+    clock.advance(61)
+    assert api.request("POST", "/api/v1/addresses").status == 201, "the window recovers"
+
+
+# -- inbox --------------------------------------------------------------------
+
+
+def test_inbox_accepts_then_deduplicates_by_idempotency_key(moto_api: LambdaClient):
+    created = moto_api.provision()
+    first = moto_api.post_inbox(created, {"type": "demo.callback", "data": {"ok": True}}, key="task:callback")
+    assert first.status == 202
+    assert first.json()["duplicate"] is False
+    again = moto_api.post_inbox(created, {"type": "demo.callback", "data": {"ok": True}}, key="task:callback")
+    assert again.status == 200
+    assert again.json() == {"duplicate": True, "event": first.json()["event"]}
+    assert len(events_of(moto_api.poll(created))) == 1
+
+
+def test_same_key_with_another_body_is_refused_and_changes_nothing(moto_api: LambdaClient):
+    created = moto_api.provision()
+    moto_api.post_inbox(created, {"n": 1}, key="k")
+    reused = moto_api.post_inbox(created, {"n": 2}, key="k")
+    assert reused.status == 422
+    assert reused.error_code == "idempotency_key_reused"
+    assert [e["data"] for e in events_of(moto_api.poll(created))] == [{"n": 1}]
+
+
+def test_key_order_and_whitespace_do_not_make_a_different_body(moto_api: LambdaClient):
+    created = moto_api.provision()
+    url = path_of(created["endpoints"]["inbox_url"])
+    headers = {"Idempotency-Key": "k"}
+    assert moto_api.request("POST", url, body='{"a": 1, "b": 2}', headers=headers).status == 202
+    assert moto_api.request("POST", url, body='{"b":2,"a":1}', headers=headers).status == 200
+
+
+def test_inbox_size_limit_is_exact_and_answers_json(moto_api: LambdaClient):
+    created = moto_api.provision()
+    url = path_of(created["endpoints"]["inbox_url"])
+    prefix, suffix = '{"data":"', '"}'
+    at_limit = prefix + "x" * (INBOX_LIMIT - len(prefix) - len(suffix)) + suffix
+    assert len(at_limit) == INBOX_LIMIT
+    accepted = moto_api.request("POST", url, body=at_limit)
+    assert accepted.status == 202
+    over = moto_api.request("POST", url, body=json.dumps({"data": "x" * 1_000_001}))
+    assert over.status == 413
+    assert over.error_code == "payload_too_large"
+    events = events_of(moto_api.poll(created))
+    assert len(events) == 1
+    assert events[0]["data"] == "x" * (INBOX_LIMIT - len(prefix) - len(suffix))
+
+
+def test_inbox_refuses_malformed_json_and_bad_keys(moto_api: LambdaClient):
+    created = moto_api.provision()
+    url = path_of(created["endpoints"]["inbox_url"])
+    assert moto_api.request("POST", url, body="{not json").error_code == "invalid_json"
+    assert moto_api.request("POST", url, body=b"\xff\xfe{}").error_code == "invalid_json"
+    assert moto_api.request("POST", url, body="[" * 10_000 + "]" * 10_000).error_code == "invalid_json"
+    too_long = moto_api.post_inbox(created, {"a": 1}, key="k" * 256)
+    assert too_long.status == 400
+    assert too_long.error_code == "invalid_request"
+    assert events_of(moto_api.poll(created)) == []
+
+
+def test_wrong_inbox_secret_is_unauthorized(moto_api: LambdaClient):
+    created = moto_api.provision()
+    url = path_of(created["endpoints"]["inbox_url"]).rsplit("/", 1)[0] + "/wrong"
+    reply = moto_api.request("POST", url, json_body={"a": 1})
+    assert reply.status == 401
+    assert reply.error_code == "unauthorized"
+    assert events_of(moto_api.poll(created)) == []
+
+
+def test_full_feed_is_refused_until_events_expire(moto_env, clock):
+    api = LambdaClient.on_moto(clock, max_events=3, event_retention_seconds=3600)
+    created = api.provision()
+    for n in range(3):
+        assert api.post_inbox(created, {"n": n}, key=f"k{n}").status == 202
+    full = api.post_inbox(created, {"n": 3})
+    assert full.status == 409
+    assert full.error_code == "quota_exceeded"
+    assert api.post_inbox(created, {"n": 0}, key="k0").status == 200, "a retained duplicate uses no slot"
+    clock.advance(3601)
+    assert events_of(api.poll(created)) == [], "expired events are invisible at once"
+    assert api.post_inbox(created, {"n": 4}).status == 202, "expiry frees the slots"
+    assert [e["sequence"] for e in events_of(api.poll(created))] == [4]
+
+
+def test_inbox_payload_above_one_item_round_trips(moto_api: LambdaClient):
+    created = moto_api.provision()
+    text = "é" * 400_000  # 800,000 bytes of UTF-8: stored in several chunk items
+    body = json.dumps({"data": {"text": text}}, ensure_ascii=False)
+    assert moto_api.request("POST", path_of(created["endpoints"]["inbox_url"]), body=body).status == 202
+    assert events_of(moto_api.poll(created))[0]["data"] == {"text": text}
+
+
+# -- feed ---------------------------------------------------------------------
+
+
+def test_poll_pages_with_cursor_limit_and_has_more(moto_api: LambdaClient):
+    created = moto_api.provision()
+    for n in range(5):
+        moto_api.post_inbox(created, {"type": "step", "data": {"n": n}})
+    page = moto_api.poll(created, after=0, limit=2).json()
+    assert [e["sequence"] for e in page["events"]] == [1, 2]
+    assert page["next_cursor"] == 2 and page["has_more"] is True
+    page = moto_api.poll(created, after=2, limit=3).json()
+    assert [e["data"]["n"] for e in page["events"]] == [2, 3, 4]
+    assert page["next_cursor"] == 5 and page["has_more"] is False
+    empty = moto_api.poll(created, after=5).json()
+    assert empty == {"events": [], "next_cursor": 5, "has_more": False}
+
+
+def test_poll_validates_its_query(moto_api: LambdaClient):
+    created = moto_api.provision()
+    for query in ({"wait": 26}, {"limit": 0}, {"limit": 1001}, {"after": -1}, {"after": "x"}):
+        reply = moto_api.poll(created, **query)
+        assert reply.status == 422, query
+        assert reply.error_code == "invalid_request"
+        assert reply.json()["error"]["fields"]
+
+
+def test_ack_is_idempotent_and_keeps_the_first_time(moto_api: LambdaClient, clock):
+    created = moto_api.provision()
+    moto_api.post_inbox(created, {"type": "demo.callback"})
+    event = events_of(moto_api.poll(created))[0]
+    token = created["credentials"]["read_token"]
+    url = f"{path_of(created['endpoints']['events_url'])}/{event['id']}/ack"
+    first = moto_api.request("POST", url, token=token)
+    assert first.status == 200
+    acked = first.json()["event"]
+    assert acked["id"] == event["id"] and acked["sequence"] == 1 and acked["acknowledged_at"]
+    clock.advance(5)
+    assert moto_api.request("POST", url, token=token).json() == first.json()
+    assert events_of(moto_api.poll(created))[0]["acknowledged_at"] == acked["acknowledged_at"]
+
+
+@pytest.mark.parametrize("event_id", ["evt_99_abcdef01", "nonsense", "evt_1_wrongsfx"])
+def test_ack_of_an_unknown_event_is_not_found(moto_api: LambdaClient, event_id: str):
+    created = moto_api.provision()
+    moto_api.post_inbox(created, {"a": 1})
+    url = f"{path_of(created['endpoints']['events_url'])}/{event_id}/ack"
+    reply = moto_api.request("POST", url, token=created["credentials"]["read_token"])
+    assert reply.status == 404
+    assert reply.error_code == "not_found"
+
+
+def test_polls_are_rate_limited_per_address(moto_env, clock):
+    api = LambdaClient.on_moto(clock, poll_rate_per_minute=2)
+    created = api.provision()
+    other = api.provision()
+    assert api.poll(created).status == 200
+    assert api.poll(created).status == 200
+    limited = api.poll(created)
+    assert limited.status == 429
+    assert limited.json()["error"]["retry_after_seconds"] == int(limited.headers["Retry-After"])
+    assert api.poll(other).status == 200
+
+
+def test_unknown_address_and_wrong_token_answer_identically(moto_api: LambdaClient):
+    created = moto_api.provision()
+    events_path = path_of(created["endpoints"]["events_url"])
+    wrong = moto_api.request("GET", events_path, token="crt_wrong")
+    unknown = moto_api.request("GET", "/api/v1/addresses/addr_unknown/events", token="crt_wrong")
+    missing = moto_api.request("GET", events_path)
+    assert wrong.status == unknown.status == missing.status == 401
+    assert wrong.text == unknown.text == missing.text
+
+
+# -- describe, delete, expiry -----------------------------------------------
+
+
+def test_describe_reports_feed_depth(moto_api: LambdaClient):
+    created = moto_api.provision(task_id="t")
+    for n in range(3):
+        moto_api.post_inbox(created, {"n": n})
+    token = created["credentials"]["read_token"]
+    first = events_of(moto_api.poll(created))[0]
+    moto_api.request("POST", f"{path_of(created['endpoints']['events_url'])}/{first['id']}/ack", token=token)
+    detail = moto_api.request("GET", path_of(created["endpoints"]["address_url"]), token=token).json()
+    assert detail["address"]["task_id"] == "t"
+    assert detail["feed"] == {"events": 3, "unacknowledged": 2, "last_sequence": 3, "max_events": 1000}
+    assert "inbox_url" not in detail["endpoints"]
+
+
+def test_delete_removes_everything_and_credentials_stop_at_once(moto_api: LambdaClient):
+    created = moto_api.provision()
+    moto_api.post_inbox(created, {"a": 1}, key="k")
+    token = created["credentials"]["read_token"]
+    address_path = path_of(created["endpoints"]["address_url"])
+    reply = moto_api.request("DELETE", address_path, token=token)
+    assert reply.status == 200
+    assert reply.json() == {"address": {"id": created["address"]["id"]}, "deleted": True}
+    assert moto_api.poll(created).status == 401
+    assert moto_api.post_inbox(created, {"a": 2}).status == 401
+    assert moto_api.request("DELETE", address_path, token=token).status == 401
+    items = boto3.client("dynamodb", region_name="us-east-1").scan(TableName="cairn-test")["Items"]
+    assert not [item for item in items if item["pk"]["S"] == f"A#{created['address']['id']}"]
+
+
+def test_expired_address_is_never_served(moto_api: LambdaClient, clock):
+    created = moto_api.provision(expires_in_seconds=60)
+    assert moto_api.post_inbox(created, {"a": 1}).status == 202
+    clock.advance(61)
+    assert moto_api.poll(created).status == 401
+    assert moto_api.post_inbox(created, {"a": 2}).status == 401
+
+
+# -- discovery and errors -----------------------------------------------------
+
+
+def test_skill_names_this_servers_endpoints(moto_api: LambdaClient):
+    reply = moto_api.request("GET", "/skill.md")
+    assert reply.status == 200
+    for needle in ("http://cairn.test/api/v1/addresses", "credentials.read_token", "next_cursor", "ack"):
+        assert needle in reply.text
+
+
+def test_openapi_is_3_1_and_lists_every_route(moto_api: LambdaClient):
+    document = moto_api.request("GET", "/openapi.json").json()
+    assert document["openapi"].startswith("3.1")
+    assert {
+        "/api/v1/addresses",
+        "/api/v1/addresses/{address_id}",
+        "/api/v1/addresses/{address_id}/events",
+        "/api/v1/addresses/{address_id}/events/{event_id}/ack",
+        "/api/v1/inbox/{address_id}/{secret}",
+    } <= set(document["paths"])
+    assert document["servers"][0]["url"] == "http://cairn.test"
+
+
+def test_capabilities_and_health(moto_api: LambdaClient):
+    limits = moto_api.request("GET", "/.well-known/agentaddress.json").json()["limits"]
+    assert limits["max_events_per_address"] == 1000
+    assert limits["max_inbox_bytes"] == INBOX_LIMIT
+    assert moto_api.request("GET", "/llms.txt").status == 200
+    assert moto_api.request("GET", "/healthz").json()["status"] == "ok"
+
+
+def test_unknown_routes_answer_json(moto_api: LambdaClient):
+    reply = moto_api.request("GET", "/nowhere")
+    assert reply.status == 404
+    assert reply.error_code == "not_found"

@@ -1,0 +1,52 @@
+import threading
+import time
+
+from cairn.store.waiters import NotifyingWaiter, PollingWaiter
+
+
+def test_notification_wakes_a_subscribed_waiter_at_once():
+    waiter = NotifyingWaiter(recheck_seconds=30)
+    woke = threading.Event()
+
+    def wait() -> None:
+        with waiter.subscribe("a") as subscription:
+            started.set()
+            subscription.wait(20)
+            woke.set()
+
+    started = threading.Event()
+    thread = threading.Thread(target=wait)
+    thread.start()
+    started.wait(5)
+    waiter.notify("a")
+    assert woke.wait(5), "the notification did not wake the waiter"
+    thread.join()
+
+
+def test_a_notification_before_waiting_is_not_lost():
+    waiter = NotifyingWaiter(recheck_seconds=30)
+    with waiter.subscribe("a") as subscription:
+        waiter.notify("a")  # an append that commits between the read and the wait
+        begun = time.monotonic()
+        subscription.wait(20)
+        assert time.monotonic() - begun < 5
+
+
+def test_other_addresses_do_not_wake_a_waiter():
+    waiter = NotifyingWaiter(recheck_seconds=30)
+    with waiter.subscribe("a") as subscription:
+        waiter.notify("b")
+        begun = time.monotonic()
+        subscription.wait(0.3)
+        assert time.monotonic() - begun >= 0.25
+
+
+def test_polling_waiter_backs_off_but_never_sleeps_past_the_deadline():
+    with PollingWaiter(first=0.01, longest=0.04).subscribe("a") as subscription:
+        begun = time.monotonic()
+        for _ in range(5):
+            subscription.wait(1.0)
+        assert time.monotonic() - begun < 0.5
+        begun = time.monotonic()
+        subscription.wait(0.0)
+        assert time.monotonic() - begun < 0.05
