@@ -48,6 +48,23 @@ class NotFound(CairnError):
     code = "not_found"
 
 
+class RevisionConflict(CairnError):
+    """A compare-and-set lost: `current_revision` (or `conflicts`) says what is there now."""
+
+    status = 409
+    code = "revision_conflict"
+
+
+class StateLimitExceeded(CairnError):
+    """Too many keys (409) or too many bytes (413) in an address's state."""
+
+    code = "state_limit_exceeded"
+
+    def __init__(self, message: str, *, status: int, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.status = status
+
+
 class QuotaExceeded(CairnError):
     status = 409
     code = "quota_exceeded"

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
 from cairn.addresses.provisioning import Provisioning
+from cairn.addresses.state import AddressState
 from cairn.clock import Clock, system_clock
 from cairn.settings import Settings
 from cairn.store.address_table import AddressTable
 from cairn.store.client import make_client
 from cairn.store.ratelimit import RateLimiter
+from cairn.store.state_table import StateTable
 from cairn.store.waiters import PollingWaiter, Waiter
 
 
@@ -25,6 +27,7 @@ class Services:
     provisioning: Provisioning
     inbox: Inbox
     feed: Feed
+    state: AddressState
 
     @classmethod
     def build(
@@ -44,9 +47,11 @@ class Services:
             max_events=settings.max_events,
         )
         limiter = RateLimiter(client, settings.table_name)
+        state_table = StateTable(client, settings.table_name)
         return cls(
             settings=settings,
-            provisioning=Provisioning(table, limiter, settings, clock),
+            provisioning=Provisioning(table, state_table, limiter, settings, clock),
             inbox=Inbox(table, waiter, settings, clock),
             feed=Feed(table, limiter, waiter, settings, clock),
+            state=AddressState(table, state_table, waiter, settings, clock),
         )

@@ -42,6 +42,10 @@ def test_two_processes_hand_off_through_an_address(served: ServeProcess, tmp_pat
         reply = httpx.post(created["endpoints"]["inbox_url"], json={{"type": "demo.callback", "data": {{"ok": 1}}}},
                            headers={{"Idempotency-Key": "handoff:callback"}}, timeout=10)
         assert reply.status_code == 202, reply.text
+        token = {{"Authorization": "Bearer " + created["credentials"]["read_token"]}}
+        saved = httpx.put(created["endpoints"]["state_url"] + "/plan", json={{"value": ["fetch", "render"]}},
+                          headers=token, timeout=10)
+        assert saved.status_code == 201, saved.text
         """
     )
     second_run = textwrap.dedent(
@@ -52,19 +56,26 @@ def test_two_processes_hand_off_through_an_address(served: ServeProcess, tmp_pat
         page = httpx.get(created["endpoints"]["events_url"], params={"after": 0, "wait": 1}, headers=headers, timeout=10).json()
         event = page["events"][0]
         ack = httpx.post(created["endpoints"]["events_url"] + "/" + event["id"] + "/ack", headers=headers, timeout=10)
-        print(json.dumps({"type": event["type"], "data": event["data"], "ack": ack.status_code}))
+        plan = httpx.get(created["endpoints"]["state_url"] + "/plan", headers=headers, timeout=10).json()["value"]
+        print(json.dumps({"type": event["type"], "data": event["data"], "ack": ack.status_code, "plan": plan}))
         """
     )
     subprocess.run([sys.executable, "-c", first_run, str(saved)], check=True, timeout=60)
     result = subprocess.run(
         [sys.executable, "-c", second_run, str(saved)], check=True, timeout=60, capture_output=True, text=True
     )
-    assert json.loads(result.stdout) == {"type": "demo.callback", "data": {"ok": 1}, "ack": 200}
+    assert json.loads(result.stdout) == {
+        "type": "demo.callback",
+        "data": {"ok": 1},
+        "ack": 200,
+        "plan": ["fetch", "render"],
+    }
     created = json.loads(saved.read_text())
     with served.client() as client:
         page = client.get(created["endpoints"]["events_url"], params={"after": 0, "wait": 0}, headers=auth(created))
         events = page.json()["events"]
-        assert len(events) == 1 and events[0]["acknowledged_at"]
+        assert [event["type"] for event in events] == ["demo.callback", "state.updated"]
+        assert events[0]["acknowledged_at"]
 
 
 def test_a_long_poll_wakes_as_soon_as_an_event_commits(served: ServeProcess):
@@ -119,13 +130,20 @@ def test_restart_keeps_addresses_and_events(tmp_path: Path):
     with ServeProcess(tmp_path, data_dir=data_dir) as server, server.client() as client:
         created = provision(client, task_id="survivor")
         assert client.post(created["endpoints"]["inbox_url"], json={"type": "before.restart"}).status_code == 202
+        checkpoint = client.put(
+            created["endpoints"]["state_url"] + "/checkpoint", json={"value": {"step": 7}}, headers=auth(created)
+        )
+        assert checkpoint.status_code == 201
     # A new server on the same data directory, on another port.
     with ServeProcess(tmp_path, data_dir=data_dir) as server, server.client() as client:
         events_path = "/api/v1/addresses/" + created["address"]["id"] + "/events"
         page = client.get(events_path, headers=auth(created)).json()
-        assert [event["type"] for event in page["events"]] == ["before.restart"]
+        assert [event["type"] for event in page["events"]] == ["before.restart", "state.updated"]
+        state_path = urlsplit(created["endpoints"]["state_url"]).path
+        saved = client.get(state_path + "/checkpoint", headers=auth(created)).json()
+        assert (saved["value"], saved["revision"]) == ({"step": 7}, 1)
         inbox_path = urlsplit(created["endpoints"]["inbox_url"]).path
-        assert client.post(inbox_path, json={"type": "after.restart"}).json()["event"]["sequence"] == 2
+        assert client.post(inbox_path, json={"type": "after.restart"}).json()["event"]["sequence"] == 3
 
 
 def test_ctrl_c_stops_the_server_and_dynamodb_local(tmp_path: Path):

@@ -14,8 +14,17 @@ def authenticate(table: AddressTable, address_id: str, read_token: str | None, *
     Unknown, expired, deleted and wrong-token cases are indistinguishable,
     so the answer never tells a prober which ids exist.
     """
-    record = table.load(address_id) if read_token else None
-    if record is None or not record.is_live(now) or not credentials.matches(read_token or "", record.read_token_digest):
+    return admit(table.load(address_id) if read_token else None, read_token, now=now)
+
+
+def admit(record: AddressRecord | None, read_token: str | None, *, now: float) -> AddressRecord:
+    """`record` if it is live and the token opens it; the one refusal otherwise."""
+    if (
+        record is None
+        or not read_token
+        or not record.is_live(now)
+        or not credentials.matches(read_token, record.read_token_digest)
+    ):
         raise Unauthorized()
     return record
 

@@ -12,6 +12,7 @@ from cairn.errors import InvalidRequest, RateLimited
 from cairn.settings import Settings
 from cairn.store.address_table import AddressTable
 from cairn.store.ratelimit import RateLimiter
+from cairn.store.state_table import StateTable, StateUsage
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,15 @@ class Provisioned:
 class AddressOverview:
     record: AddressRecord
     counts: FeedCounts
+    state: StateUsage
 
 
 class Provisioning:
-    def __init__(self, table: AddressTable, limiter: RateLimiter, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, table: AddressTable, state: StateTable, limiter: RateLimiter, settings: Settings, clock: Clock
+    ) -> None:
         self._table = table
+        self._state = state
         self._limiter = limiter
         self._settings = settings
         self._clock = clock
@@ -79,7 +84,11 @@ class Provisioning:
     def describe(self, address_id: str, read_token: str | None) -> AddressOverview:
         now = self._clock()
         record = authenticate(self._table, address_id, read_token, now=now)
-        return AddressOverview(record=record, counts=self._table.count_events(address_id, now=now))
+        return AddressOverview(
+            record=record,
+            counts=self._table.count_events(address_id, now=now),
+            state=self._state.usage(address_id),
+        )
 
     def delete(self, address_id: str, read_token: str | None) -> None:
         authenticate(self._table, address_id, read_token, now=self._clock())

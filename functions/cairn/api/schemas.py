@@ -1,8 +1,8 @@
 """Wire shapes of the address API, used for validation and OpenAPI."""
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ProvisionRequest(BaseModel):
@@ -86,12 +86,6 @@ class FeedCountsOut(BaseModel):
     max_events: int
 
 
-class AddressDetailResponse(BaseModel):
-    address: AddressOut
-    feed: FeedCountsOut
-    endpoints: AddressEndpointsOut
-
-
 class DeletedAddressOut(BaseModel):
     id: str
 
@@ -99,3 +93,90 @@ class DeletedAddressOut(BaseModel):
 class DeleteResponse(BaseModel):
     address: DeletedAddressOut
     deleted: bool
+
+
+class StateUsageOut(BaseModel):
+    keys: int
+    bytes: int
+    max_keys: int
+    max_bytes: int
+
+
+class StateKeyOut(BaseModel):
+    key: str
+    revision: int
+    size: int = Field(description="Bytes this key counts against max_bytes.")
+    updated_at: str
+
+
+class StateListResponse(BaseModel):
+    keys: list[StateKeyOut]
+    usage: StateUsageOut
+
+
+class StateValueOut(BaseModel):
+    key: str
+    value: Any
+    revision: int
+    updated_at: str
+
+
+class PutStateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: Any = Field(description="Any JSON value, null included.")
+    if_revision: int | None = Field(
+        default=None, ge=0, description="Absent: unconditional. 0: create only. N: only if the key is at revision N."
+    )
+
+
+class DeletedStateOut(BaseModel):
+    key: str
+    deleted: bool
+    revision: int
+
+
+class StateOperationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    op: Literal["set", "delete"]
+    value: Any = None
+    if_revision: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def set_needs_a_value(self) -> "StateOperationIn":
+        if self.op == "set" and "value" not in self.model_fields_set:
+            raise ValueError("a set operation needs a value")
+        return self
+
+
+class StateBatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    operations: list[StateOperationIn] = Field(min_length=1)
+
+
+class StateSetResult(BaseModel):
+    key: str
+    op: Literal["set"]
+    revision: int
+    value: Any
+
+
+class StateDeleteResult(BaseModel):
+    key: str
+    op: Literal["delete"]
+    revision: int
+
+
+class StateBatchResponse(BaseModel):
+    results: list[Annotated[StateSetResult | StateDeleteResult, Field(discriminator="op")]]
+    usage: StateUsageOut
+
+
+class AddressDetailResponse(BaseModel):
+    address: AddressOut
+    feed: FeedCountsOut
+    state: StateUsageOut
+    endpoints: AddressEndpointsOut

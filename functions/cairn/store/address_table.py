@@ -72,6 +72,8 @@ class AppendRequest:
     now: float
     idempotency: IdempotencyClaim | None = None
     extra_actions: list[dict[str, Any]] = field(default_factory=list)
+    # The head's sequence when the caller has just read it; else a guess.
+    last_sequence: int | None = None
 
 
 @dataclass
@@ -135,9 +137,7 @@ class AddressTable:
             ConsistentRead=True,
         )
         item = response.get("Item")
-        if not item or "deleted" in item:
-            return None
-        return _record_from_item(item)
+        return record_from_item(item) if item else None
 
     def delete(self, address_id: str) -> bool:
         """Close the address at once, then remove everything under it.
@@ -172,7 +172,7 @@ class AddressTable:
         head and tries again, with a growing random pause so that no writer
         starves, until `_APPEND_BUDGET_SECONDS` have passed.
         """
-        last = self._hint(request.address_id)
+        last = self._hint(request.address_id) if request.last_sequence is None else request.last_sequence
         deadline = time.monotonic() + _APPEND_BUDGET_SECONDS
         attempt = 0
         while True:
@@ -470,7 +470,10 @@ class AddressTable:
             self._hints.pop(address_id, None)
 
 
-def _record_from_item(item: dict[str, Any]) -> AddressRecord:
+def record_from_item(item: dict[str, Any]) -> AddressRecord | None:
+    """The address a head item describes; None for a deleted one."""
+    if "deleted" in item:
+        return None
     return AddressRecord(
         id=get_s(item, "address_id") or "",
         task_id=get_s(item, "task_id"),

@@ -29,6 +29,14 @@ def chunk_sk(sequence: int, index: int) -> str:
     return f"C#{sequence:0{SEQ_WIDTH}d}#{index:03d}"
 
 
+def state_key_sk(state_key: str) -> str:
+    """One item per state key; `STATE` (the usage counters) shares the `S` prefix."""
+    return f"S#{state_key}"
+
+
+STATE_PREFIX = "S"
+
+
 def idempotency_sk(key_digest: str) -> str:
     return f"I#{key_digest}"
 

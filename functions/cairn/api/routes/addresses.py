@@ -63,6 +63,12 @@ def register(app, services: Services) -> None:
                 "last_sequence": record.last_sequence,
                 "max_events": settings.max_events,
             },
+            "state": {
+                "keys": overview.state.keys,
+                "bytes": overview.state.bytes,
+                "max_keys": settings.state_max_keys,
+                "max_bytes": settings.state_max_bytes,
+            },
             "endpoints": urls.endpoints(base, record.id),
         }
 

@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.models import Server
 
 import cairn
+from cairn.addresses.state import KEY_PATTERN, PER_KEY_OVERHEAD
 from cairn.api import urls
 from cairn.services import Services
 from cairn.settings import DAY_SECONDS, Settings
@@ -29,6 +30,8 @@ def render(name: str, base: str, settings: Settings) -> str:
         "MAX_INBOX_BYTES": settings.max_inbox_bytes,
         "POLL_RATE": settings.poll_rate_per_minute,
         "MAX_WAIT": settings.max_wait_seconds,
+        "STATE_MAX_KEYS": settings.state_max_keys,
+        "STATE_MAX_BYTES": settings.state_max_bytes,
     }
     text = _template(name)
     for placeholder, value in values.items():
@@ -41,7 +44,16 @@ def capabilities(settings: Settings) -> dict:
         "service": "cairn",
         "version": cairn.__version__,
         "api": "agentaddress-compatible",
-        "capabilities": ["addresses", "inbox", "events", "long_poll", "acknowledgements", "idempotency_keys"],
+        "capabilities": [
+            "addresses",
+            "inbox",
+            "events",
+            "long_poll",
+            "acknowledgements",
+            "idempotency_keys",
+            "state",
+            "state_batch",
+        ],
         "limits": {
             "max_events_per_address": settings.max_events,
             "event_retention_seconds": settings.event_retention_seconds,
@@ -52,6 +64,14 @@ def capabilities(settings: Settings) -> dict:
             "create_rate_per_minute_per_ip": settings.create_rate_per_minute,
             "poll_rate_per_minute_per_address": settings.poll_rate_per_minute,
             "expires_in_seconds": {"min": settings.min_expires_in_seconds, "max": settings.max_expires_in_seconds},
+        },
+        "state": {
+            "max_keys": settings.state_max_keys,
+            "max_bytes": settings.state_max_bytes,
+            "max_batch_operations": settings.state_max_keys,
+            "key_pattern": KEY_PATTERN.pattern,
+            "accounting": "per key: UTF-8 bytes of the key + UTF-8 bytes of the value as canonical JSON "
+            f"(sorted keys, no whitespace) + {PER_KEY_OVERHEAD} bytes of metadata",
         },
     }
 

@@ -1,0 +1,235 @@
+"""The durable JSON state of an address: revision-checked keys whose every
+change is recorded as a `state.updated` event in the same transaction.
+
+Accounting, defined once: a key costs the UTF-8 bytes of its name, plus the
+UTF-8 bytes of its value as canonical JSON (sorted keys, no whitespace), plus
+`PER_KEY_OVERHEAD` bytes for its revision and timestamp. An address holds at
+most `state_max_keys` keys and `state_max_bytes` bytes by that measure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cairn import credentials, jsontext
+from cairn.addresses.access import admit, authenticate
+from cairn.addresses.models import NewEvent
+from cairn.clock import Clock
+from cairn.errors import InvalidRequest, NotFound, RevisionConflict, StateLimitExceeded, Unavailable
+from cairn.settings import Settings
+from cairn.store.address_table import READ_TOKEN, AddressTable, AppendRequest, Credential, ExtraConditionFailed
+from cairn.store.state_table import (
+    KeyChange,
+    StateEntry,
+    StateLimits,
+    StateSnapshot,
+    StateTable,
+    StateUsage,
+    usage_delta,
+)
+from cairn.store.waiters import Waiter
+
+KEY_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+PER_KEY_OVERHEAD = 32
+EVENT_TYPE = "state.updated"
+EVENT_SOURCE = "state"
+_RETRY_BUDGET_SECONDS = 10.0
+
+
+def entry_size(key: str, value_json: str) -> int:
+    """Bytes a key with this canonical JSON value counts against the limit."""
+    return len(key.encode()) + len(value_json.encode()) + PER_KEY_OVERHEAD
+
+
+@dataclass(frozen=True)
+class StateOperation:
+    key: str
+    op: Literal["set", "delete"]
+    value: Any = None
+    if_revision: int | None = None
+
+
+@dataclass(frozen=True)
+class StateWrite:
+    """The outcome of one operation."""
+
+    key: str
+    op: Literal["set", "delete"]
+    revision: int
+    value_json: str | None
+    created: bool
+    updated_at: float
+
+    @property
+    def value(self) -> Any:
+        return json.loads(self.value_json) if self.value_json is not None else None
+
+
+class AddressState:
+    def __init__(
+        self, addresses: AddressTable, state: StateTable, waiter: Waiter, settings: Settings, clock: Clock
+    ) -> None:
+        self._addresses = addresses
+        self._state = state
+        self._waiter = waiter
+        self._settings = settings
+        self._clock = clock
+        self.limits = StateLimits(max_keys=settings.state_max_keys, max_bytes=settings.state_max_bytes)
+
+    # -- reads ---------------------------------------------------------------
+
+    def list_keys(self, address_id: str, read_token: str | None) -> tuple[list[StateEntry], StateUsage]:
+        authenticate(self._addresses, address_id, read_token, now=self._clock())
+        entries, usage = self._state.read_all(address_id)
+        return sorted((entry for entry in entries.values() if entry.exists), key=lambda e: e.key), usage
+
+    def get(self, address_id: str, read_token: str | None, key: str) -> StateEntry:
+        validate_key(key)
+        snapshot = self._state.read(address_id, [key])
+        admit(snapshot.head, read_token, now=self._clock())
+        entry = snapshot.entries.get(key)
+        if entry is None or not entry.exists:
+            raise NotFound(f"No state key {key!r}.", key=key)
+        return entry
+
+    def usage(self, address_id: str) -> StateUsage:
+        return self._state.usage(address_id)
+
+    # -- writes --------------------------------------------------------------
+
+    def apply(self, address_id: str, read_token: str | None, operations: list[StateOperation]) -> list[StateWrite]:
+        """Apply every operation or none; retried internally when only other keys moved."""
+        prepared = self._prepare(operations)
+        deadline = time.monotonic() + _RETRY_BUDGET_SECONDS
+        while True:
+            now = self._clock()
+            snapshot = self._state.read(address_id, [key for key, _, _ in prepared])
+            head = admit(snapshot.head, read_token, now=now)
+            changes = self._plan(prepared, snapshot)
+            events = [
+                NewEvent(
+                    type=EVENT_TYPE,
+                    source=EVENT_SOURCE,
+                    data_json=jsontext.canonical(
+                        {
+                            "key": change.key,
+                            "op": "set" if change.value_json is not None else "delete",
+                            "revision": change.revision,
+                            "size": change.size,
+                        }
+                    ),
+                )
+                for change in changes
+            ]
+            actions = self._state.change_actions(
+                address_id, changes, limits=self.limits, now=now, expires_at=head.expires_at
+            )
+            try:
+                self._addresses.append(
+                    AppendRequest(
+                        address_id=address_id,
+                        events=events,
+                        credential=Credential(READ_TOKEN, credentials.digest(read_token or "")),
+                        now=now,
+                        extra_actions=actions,
+                        last_sequence=head.last_sequence,
+                    )
+                )
+            except ExtraConditionFailed as error:
+                # A key or the totals moved since the read: read again and re-decide.
+                if time.monotonic() >= deadline:
+                    raise Unavailable("State is too busy right now; retry shortly.") from error
+                continue
+            self._waiter.notify(address_id)
+            return [
+                StateWrite(
+                    key=change.key,
+                    op="set" if change.value_json is not None else "delete",
+                    revision=change.revision,
+                    value_json=change.value_json,
+                    created=change.previous is None or not change.previous.exists,
+                    updated_at=round(now, 3),
+                )
+                for change in changes
+            ]
+
+    def _prepare(self, operations: list[StateOperation]) -> list[tuple[str, StateOperation, str | None]]:
+        if not operations:
+            raise InvalidRequest("At least one operation is needed.", field="operations")
+        if len(operations) > self.limits.max_keys:
+            raise InvalidRequest(f"At most {self.limits.max_keys} operations at once.", field="operations")
+        seen: set[str] = set()
+        prepared = []
+        for operation in operations:
+            validate_key(operation.key)
+            if operation.key in seen:
+                raise InvalidRequest(f"Key {operation.key!r} appears twice.", field="operations", key=operation.key)
+            seen.add(operation.key)
+            if operation.if_revision is not None and operation.if_revision < 0:
+                raise InvalidRequest("if_revision must be 0 or more.", field="if_revision")
+            value_json = jsontext.canonical(operation.value) if operation.op == "set" else None
+            prepared.append((operation.key, operation, value_json))
+        return prepared
+
+    def _plan(self, prepared: list[tuple[str, StateOperation, str | None]], snapshot: StateSnapshot) -> list[KeyChange]:
+        conflicts = []
+        missing = []
+        changes = []
+        for key, operation, value_json in prepared:
+            previous = snapshot.entries.get(key)
+            current = previous.revision if previous is not None and previous.exists else None
+            expected = operation.if_revision
+            if expected is not None and (current != expected if expected else current is not None):
+                conflicts.append({"key": key, "current_revision": current})
+                continue
+            if operation.op == "delete" and current is None:
+                missing.append(key)
+                continue
+            changes.append(
+                KeyChange(
+                    key=key,
+                    previous=previous,
+                    revision=(previous.revision if previous is not None else 0) + 1,
+                    size=entry_size(key, value_json) if value_json is not None else 0,
+                    value_json=value_json,
+                )
+            )
+        if conflicts:
+            details: dict[str, Any] = {"conflicts": conflicts}
+            if len(prepared) == 1:
+                details.update(conflicts[0])
+            names = ", ".join(repr(conflict["key"]) for conflict in conflicts)
+            raise RevisionConflict(f"Another writer changed {names}; read it again and retry.", **details)
+        if missing:
+            raise NotFound(f"No state key {', '.join(map(repr, missing))}.", keys=missing, key=missing[0])
+        self._check_limits(changes, snapshot.usage)
+        return changes
+
+    def _check_limits(self, changes: list[KeyChange], usage: StateUsage) -> None:
+        delta = usage_delta(changes)
+        keys_after = usage.keys + delta.keys
+        bytes_after = usage.bytes + delta.bytes
+        limits = self.limits
+        if keys_after > limits.max_keys:
+            raise StateLimitExceeded(
+                f"An address holds at most {limits.max_keys} state keys.",
+                status=409,
+                max_keys=limits.max_keys,
+                keys=keys_after,
+            )
+        if bytes_after > limits.max_bytes:
+            raise StateLimitExceeded(
+                f"State would take {bytes_after} bytes; the limit is {limits.max_bytes}.",
+                status=413,
+                max_bytes=limits.max_bytes,
+                bytes=bytes_after,
+            )
+
+
+def validate_key(key: str) -> None:
+    if not KEY_PATTERN.fullmatch(key):
+        raise InvalidRequest("State keys are 1 to 128 characters of A-Z a-z 0-9 . _ : -", field="key")

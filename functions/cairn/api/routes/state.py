@@ -1,0 +1,125 @@
+"""Durable state: read, write with compare-and-set, delete, batch."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from cairn.addresses.state import StateOperation, StateWrite
+from cairn.api.routes.addresses import BEARER, request_token
+from cairn.api.schemas import (
+    DeletedStateOut,
+    PutStateRequest,
+    StateBatchRequest,
+    StateBatchResponse,
+    StateListResponse,
+    StateValueOut,
+)
+from cairn.clock import iso
+from cairn.errors import InvalidRequest
+from cairn.services import Services
+from cairn.store.state_table import StateUsage
+
+KEY_PATH = "/api/v1/addresses/<address_id>/state/<key>"
+
+
+def register(app, services: Services) -> None:
+    state = services.state
+
+    def usage_json(usage: StateUsage) -> dict:
+        return {
+            "keys": usage.keys,
+            "bytes": usage.bytes,
+            "max_keys": state.limits.max_keys,
+            "max_bytes": state.limits.max_bytes,
+        }
+
+    @app.get(
+        "/api/v1/addresses/<address_id>/state",
+        summary="List state keys with their revisions and the address's usage",
+        tags=["state"],
+        security=BEARER,
+    )
+    def list_keys(address_id: str) -> StateListResponse:
+        entries, usage = state.list_keys(address_id, request_token(app))
+        keys = [
+            {"key": e.key, "revision": e.revision, "size": e.size, "updated_at": iso(e.updated_at)} for e in entries
+        ]
+        return {"keys": keys, "usage": usage_json(usage)}
+
+    @app.get(KEY_PATH, summary="Read one state key", tags=["state"], security=BEARER)
+    def get_key(address_id: str, key: str) -> Response[StateValueOut]:
+        entry = state.get(address_id, request_token(app), key)
+        body = {"key": key, "value": entry.value, "revision": entry.revision, "updated_at": iso(entry.updated_at)}
+        return json_response(200, body, headers={"ETag": f'"{entry.revision}"'})
+
+    @app.put(
+        KEY_PATH,
+        summary="Write one state key (compare-and-set with if_revision)",
+        description="`if_revision` absent: unconditional; 0: create only; N: only if the key is at revision N. "
+        "A mismatch is 409 `revision_conflict` with `current_revision` and changes nothing. Every write appends "
+        "a `state.updated` event in the same transaction; a full feed blocks the write.",
+        tags=["state"],
+        security=BEARER,
+    )
+    def put_key(address_id: str, key: str, body: Annotated[PutStateRequest, Body()]) -> Response[StateValueOut]:
+        operation = StateOperation(key=key, op="set", value=body.value, if_revision=body.if_revision)
+        (write,) = state.apply(address_id, request_token(app), [operation])
+        return json_response(201 if write.created else 200, value_json(write), headers={"ETag": f'"{write.revision}"'})
+
+    @app.delete(
+        KEY_PATH,
+        summary="Delete one state key (optionally only at revision If-Match)",
+        tags=["state"],
+        security=BEARER,
+    )
+    def delete_key(address_id: str, key: str) -> DeletedStateOut:
+        expected = parse_if_match(app.current_event.headers.get("if-match"))
+        operation = StateOperation(key=key, op="delete", if_revision=expected)
+        (write,) = state.apply(address_id, request_token(app), [operation])
+        return {"key": key, "deleted": True, "revision": write.revision}
+
+    @app.post(
+        "/api/v1/addresses/<address_id>/state",
+        summary="Apply up to 32 set/delete operations atomically",
+        description="All or nothing. One 409 `revision_conflict` lists every conflicting key in `conflicts`. "
+        "Each operation appends its own `state.updated` event, in order, with consecutive sequences.",
+        tags=["state"],
+        security=BEARER,
+    )
+    def batch(address_id: str, body: Annotated[StateBatchRequest, Body()]) -> StateBatchResponse:
+        operations = [
+            StateOperation(key=op.key, op=op.op, value=op.value, if_revision=op.if_revision) for op in body.operations
+        ]
+        writes = state.apply(address_id, request_token(app), operations)
+        return {"results": [result_json(write) for write in writes], "usage": usage_json(state.usage(address_id))}
+
+
+def value_json(write: StateWrite) -> dict:
+    return {
+        "key": write.key,
+        "value": write.value,
+        "revision": write.revision,
+        "updated_at": iso(write.updated_at),
+    }
+
+
+def result_json(write: StateWrite) -> dict:
+    result = {"key": write.key, "op": write.op, "revision": write.revision}
+    if write.op == "set":
+        result["value"] = write.value
+    return result
+
+
+def json_response(status: int, body: dict, headers: dict[str, str]) -> Response:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
+
+
+def parse_if_match(header: str | None) -> int | None:
+    """`If-Match: 3`, `"3"` or `W/"3"` → 3; absent → None."""
+    if header is None:
+        return None
+    text = header.strip().removeprefix("W/").strip('"')
+    if not text.isdigit() or len(text) > 18:
+        raise InvalidRequest("If-Match must be a revision number.", field="If-Match")
+    return int(text)
