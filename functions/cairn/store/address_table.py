@@ -61,6 +61,9 @@ INBOX_SECRET = "inbox_secret_digest"
 class AppendRequest:
     """Events to append under a credential, with optional extra actions.
 
+    `credential` None is for trusted internal writers (inbound email) that
+    need only a live address, never for a client request.
+
     `extra_actions` join the same transaction (the state document, for one);
     when one of their conditions fails, `append` raises `ExtraConditionFailed`
     carrying the current items so the caller can decide.
@@ -68,7 +71,7 @@ class AppendRequest:
 
     address_id: str
     events: Sequence[NewEvent]
-    credential: Credential
+    credential: Credential | None
     now: float
     idempotency: IdempotencyClaim | None = None
     extra_actions: list[dict[str, Any]] = field(default_factory=list)
@@ -199,25 +202,25 @@ class AddressTable:
         pk = keys.address_pk(request.address_id)
         now = request.now
         new_last = last + len(request.events)
-        head = {
+        condition = (
+            "last_seq = :last AND attribute_not_exists(deleted)"
+            " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
+        )
+        values = {":new": n(new_last), ":last": n(last), ":now": n(int(now))}
+        head: dict[str, Any] = {
             "Update": {
                 "TableName": self._table,
                 "Key": key(pk, keys.META),
                 "UpdateExpression": "SET last_seq = :new",
-                "ConditionExpression": (
-                    "last_seq = :last AND #cred = :digest AND attribute_not_exists(deleted)"
-                    " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
-                ),
-                "ExpressionAttributeNames": {"#cred": request.credential.attribute},
-                "ExpressionAttributeValues": {
-                    ":new": n(new_last),
-                    ":last": n(last),
-                    ":digest": s(request.credential.digest),
-                    ":now": n(int(now)),
-                },
+                "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
+        if request.credential is not None:
+            condition += " AND #cred = :digest"
+            head["Update"]["ExpressionAttributeNames"] = {"#cred": request.credential.attribute}
+            values[":digest"] = s(request.credential.digest)
+        head["Update"]["ConditionExpression"] = condition
         actions: list[dict] = [head]
         refs: list[EventRef] = []
         expires_at = int(now) + self._retention
@@ -489,9 +492,11 @@ def record_from_item(item: dict[str, Any]) -> AddressRecord | None:
 
 def _head_admits(head: dict[str, Any], request: AppendRequest) -> bool:
     """Whether a head's failure was only a moved sequence, not a refusal."""
-    stored = get_s(head, request.credential.attribute) or ""
     expires_at = get_n(head, "expires_at")
     live = expires_at is None or expires_at > int(request.now)
+    if request.credential is None:
+        return live
+    stored = get_s(head, request.credential.attribute) or ""
     return live and hmac.compare_digest(stored, request.credential.digest)
 
 
