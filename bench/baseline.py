@@ -1,0 +1,120 @@
+"""The inbox append's transaction in raw boto3: what DynamoDB Local allows at best.
+
+Each append is one `TransactWriteItems`: an Update of a head item that moves
+`last_seq` from N to N+1 only if it is still N, and a Put of the event. A
+writer guesses N from its own last write and, when another writer moved the
+head, learns the new N from the cancellation (ALL_OLD) and retries at once.
+This is Cairn's protocol without HTTP, the resolver or credentials.
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from bench.report import Table
+from bench.throughput import POST_1_TO_1, POST_8_TO_1, POST_8_TO_8
+from bench.timing import LoadResult, run_load
+from cairn.store.items import cancellation_reasons, error_code, get_int, key, n, s
+
+THREADS = 8
+
+RAW_1_TO_1 = "1 thread, 1 head"
+RAW_8_TO_1 = f"{THREADS} threads, 1 head"
+RAW_8_TO_8 = f"{THREADS} threads, {THREADS} heads"
+
+
+class RawAppender:
+    """One writer with its own sequence guess; counts its transactions."""
+
+    def __init__(self, client, table: str, head: str) -> None:
+        self._client = client
+        self._table = table
+        self._head = head
+        self._last = 0
+        self.transactions = 0
+
+    def append(self) -> str:
+        while True:
+            self.transactions += 1
+            try:
+                self._client.transact_write_items(TransactItems=self._actions())
+            except ClientError as error:
+                if error_code(error) != "TransactionCanceledException":
+                    raise
+                head = cancellation_reasons(error)[0].get("Item")
+                # No head item means the cancellation was a conflict, not a stale guess.
+                self._last = get_int(head, "last_seq") if head else self._last
+                continue
+            self._last += 1
+            return "ok"
+
+    def _actions(self) -> list[dict]:
+        sequence = self._last + 1
+        return [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(self._head, "META"),
+                    "UpdateExpression": "SET last_seq = :new",
+                    "ConditionExpression": "last_seq = :last",
+                    "ExpressionAttributeValues": {":new": n(sequence), ":last": n(self._last)},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {**key(self._head, f"E#{sequence:012d}"), "data": s('{"n":1}')},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        ]
+
+
+def measure_baseline(client, table_name: str, seconds: float, warmup: float) -> tuple[Table, dict[str, LoadResult]]:
+    table = Table(
+        f"Baseline: raw boto3 TransactWriteItems (head Update + event Put) on DynamoDB Local ({seconds:g} s per row)",
+        ["scenario", "appends", "appends/s", "p50 ms", "p99 ms", "transactions per append"],
+    )
+    shapes = {RAW_1_TO_1: (1, 1), RAW_8_TO_1: (THREADS, 1), RAW_8_TO_8: (THREADS, THREADS)}
+    results: dict[str, LoadResult] = {}
+    for number, (name, (threads, heads)) in enumerate(shapes.items()):
+        head_keys = [f"BENCH#{number}#{index}" for index in range(heads)]
+        for head in head_keys:
+            client.put_item(TableName=table_name, Item={**key(head, "META"), "last_seq": n(0)})
+        writers = [RawAppender(client, table_name, head_keys[index % heads]) for index in range(threads)]
+        appends = [writer.append for writer in writers]
+        run_load(appends, warmup)
+        for writer in writers:
+            writer.transactions = 0
+        result = run_load(appends, seconds)
+        transactions = sum(writer.transactions for writer in writers)
+        results[name] = result
+        table.add(
+            name, result.operations, result.per_second, result.p50_ms(), result.p99_ms(),
+            round(transactions / result.operations, 2),
+        )  # fmt: skip
+    table.notes.append(
+        "One boto3 client (Cairn's own configuration) shared by the threads; each thread keeps its own guess."
+    )
+    return table, results
+
+
+def compare_with_cairn(cairn: dict[str, LoadResult], raw: dict[str, LoadResult]) -> Table:
+    """Cairn's HTTP inbox posts/s as a share of the raw transaction rate of the same shape."""
+    table = Table(
+        "Cairn over HTTP against the raw transaction",
+        ["shape", "Cairn posts/s", "raw appends/s", "Cairn as % of raw"],
+    )
+    for shape, cairn_name, raw_name in [
+        ("1 writer, 1 address", POST_1_TO_1, RAW_1_TO_1),
+        (f"{THREADS} writers, 1 address", POST_8_TO_1, RAW_8_TO_1),
+        (f"{THREADS} writers, {THREADS} addresses", POST_8_TO_8, RAW_8_TO_8),
+    ]:
+        posts, appends = cairn[cairn_name].per_second, raw[raw_name].per_second
+        table.add(shape, posts, appends, round(100 * posts / appends))
+    table.notes.append(
+        "Cairn's transaction also claims the idempotency record (3 items, the raw one has 2), and every post "
+        "goes through HTTP, the resolver and a separate server process on the same cores."
+    )
+    return table

@@ -1,0 +1,82 @@
+"""`cairn serve` as a subprocess on the benchmark's DynamoDB Local."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+
+from cairn.local.dynamodb_local import free_port
+
+READY_LINE = "Cairn is serving on"
+# Rate limits and the feed quota would otherwise turn a load test into 429s and 409s.
+UNLIMITED_ENV = {
+    "CAIRN_POLL_RATE_PER_MINUTE": "1000000000",
+    "CAIRN_CREATE_RATE_PER_MINUTE": "1000000000",
+    "CAIRN_MAX_EVENTS": "1000000000",
+}
+# Above the longest long-poll (25 s), so a waiting poll is never cut short.
+HTTP_TIMEOUT = httpx.Timeout(30.0)
+
+
+class CairnServer:
+    """`cairn serve --dynamodb-endpoint ...` on a free port, stopped with Ctrl-C (SIGINT)."""
+
+    def __init__(self, dynamodb_endpoint: str, table: str, workdir: Path) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._command = [
+            sys.executable, "-m", "cairn.cli", "serve",
+            "--port", str(self.port),
+            "--dynamodb-endpoint", dynamodb_endpoint,
+            "--table", table,
+        ]  # fmt: skip
+        self._workdir = workdir
+        self._output: collections.deque[str] = collections.deque(maxlen=50)
+        self._process: subprocess.Popen | None = None
+
+    def __enter__(self) -> CairnServer:
+        self._process = subprocess.Popen(
+            self._command,
+            cwd=self._workdir,
+            env={**os.environ, **UNLIMITED_ENV},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        ready = threading.Event()
+        threading.Thread(target=self._read_output, args=(ready,), daemon=True).start()
+        if not ready.wait(60) or self._process.poll() is not None:
+            self.__exit__()
+            raise RuntimeError("cairn serve did not start:\n" + "".join(self._output))
+        return self
+
+    def _read_output(self, ready: threading.Event) -> None:
+        # Drained to the end, so a chatty server never blocks on a full pipe.
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            self._output.append(line)
+            if READY_LINE in line:
+                ready.set()
+        ready.set()
+
+    def __exit__(self, *exc_info: object) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def client(self) -> httpx.Client:
+        """A keep-alive client of its own; proxies from the environment are ignored."""
+        return httpx.Client(base_url=self.base_url, timeout=HTTP_TIMEOUT, trust_env=False)
