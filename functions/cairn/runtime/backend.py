@@ -1,0 +1,38 @@
+"""What a storage backend gives the runtime store: atomic units of work and reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
+
+from cairn.runtime.model import RunRecord, RunSuspension
+from cairn.runtime.state import Pointer, RunState, SessionState, UnitOfWork
+
+T = TypeVar("T")
+
+
+class Backend(Protocol):
+    def transact(self, operation: Callable[[UnitOfWork], T]) -> T:
+        """Run `operation` on fresh state and commit its changes atomically.
+
+        If something it read changed before the commit, it runs again; it
+        raises what `operation` raises and commits nothing then.
+        """
+
+    def load_session(self, session_id: str) -> SessionState | None: ...
+
+    def load_run(self, run_id: str) -> RunState | None: ...
+
+    def load_checkpoint(self, run_id: str) -> RunSuspension | None: ...
+
+    def session_run_ids(self, session_id: str) -> list[str]: ...
+
+    def records(self, run_id: str, after_seq: int, through_seq: int | None = None) -> Iterator[RunRecord]:
+        """Records of a run after a sequence, oldest first (lazily paged)."""
+
+    def record(self, run_id: str, record_id: str) -> RunRecord | None: ...
+
+    def pointers(self, session_id: str, after_position: int) -> Iterator[Pointer]: ...
+
+    def purge(self, session_id: str, run_ids: list[str]) -> None:
+        """Delete a reserved session's data (restartable), then mark it purged."""

@@ -1,0 +1,141 @@
+"""One exception per goa-ai sentinel, with goa-ai's exact messages.
+
+`ContractError` marks a mutation that repeating cannot change (the caller
+must not retry it); it wraps the sentinel it was caused by, and
+`is_error(error, SessionPurgedError)` looks through the wrapper the way Go's
+`errors.Is` does. Transient storage trouble is never wrapped.
+"""
+
+from __future__ import annotations
+
+
+class RuntimeStoreError(Exception):
+    """Base of every runtime store error; `code` is the HTTP error code."""
+
+    code = "runtime_error"
+    status = 400
+    message = ""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or self.message)
+
+
+class ContractError(RuntimeStoreError):
+    """A caller mistake or stored-state conflict; `cause` is the sentinel, if any."""
+
+    code = "contract_error"
+    status = 422
+
+    def __init__(self, cause: BaseException | str, message: str | None = None) -> None:
+        self.cause = cause if isinstance(cause, BaseException) else None
+        super().__init__(message or str(cause))
+        if self.cause is not None:
+            self.__cause__ = self.cause
+
+
+class RuntimeStoreUnavailable(RuntimeStoreError):
+    """Transient: the store is busy or unreachable; retrying is safe."""
+
+    code = "temporarily_unavailable"
+    status = 503
+    message = "runtime store temporarily unavailable"
+
+
+def _sentinel(name: str, code: str, status: int, message: str) -> type[RuntimeStoreError]:
+    return type(name, (RuntimeStoreError,), {"code": code, "status": status, "message": message, "__doc__": message})
+
+
+SessionNotFoundError = _sentinel("SessionNotFoundError", "session_not_found", 404, "session not found")
+SessionEndedError = _sentinel("SessionEndedError", "session_ended", 409, "session ended")
+SessionPurgedError = _sentinel("SessionPurgedError", "session_purged", 410, "session purged")
+SessionActiveError = _sentinel("SessionActiveError", "session_active", 409, "session is active")
+SessionHasActiveRunsError = _sentinel(
+    "SessionHasActiveRunsError", "session_has_active_runs", 409, "session has active runs"
+)
+RunNotFoundError = _sentinel("RunNotFoundError", "run_not_found", 404, "run not found")
+RunConflictError = _sentinel("RunConflictError", "run_conflict", 409, "run metadata conflict")
+RunTerminalConflictError = _sentinel(
+    "RunTerminalConflictError", "run_terminal_conflict", 409, "run terminal outcome conflict"
+)
+RunCancellationConflictError = _sentinel(
+    "RunCancellationConflictError", "run_cancellation_conflict", 409, "run cancellation reason conflict"
+)
+RunNotActiveError = _sentinel("RunNotActiveError", "run_not_active", 409, "run is not active")
+RunSuspensionNotFoundError = _sentinel(
+    "RunSuspensionNotFoundError", "run_suspension_not_found", 404, "run suspension not found"
+)
+RunSuspensionConflictError = _sentinel(
+    "RunSuspensionConflictError", "run_suspension_conflict", 409, "run suspension conflict"
+)
+ParentRunIDRequiredError = _sentinel(
+    "ParentRunIDRequiredError", "parent_run_id_required", 400, "parent run id is required"
+)
+ChildRunIDRequiredError = _sentinel("ChildRunIDRequiredError", "child_run_id_required", 400, "child run id is required")
+ChildAgentIDRequiredError = _sentinel(
+    "ChildAgentIDRequiredError", "child_agent_id_required", 400, "child agent id is required"
+)
+ChildSessionIDRequiredError = _sentinel(
+    "ChildSessionIDRequiredError", "child_session_id_required", 400, "child session id is required"
+)
+RunSessionMismatchError = _sentinel(
+    "RunSessionMismatchError",
+    "run_session_mismatch",
+    409,
+    "parent and child runs must belong to the same session",
+)
+RunRecordOwnerMismatchError = _sentinel(
+    "RunRecordOwnerMismatchError", "run_record_owner_mismatch", 409, "run record owner does not match stored run"
+)
+InvalidTranscriptPositionError = _sentinel(
+    "InvalidTranscriptPositionError", "invalid_transcript_position", 400, "invalid transcript position"
+)
+EventConflictError = _sentinel("EventConflictError", "event_conflict", 409, "runlog: event conflict")
+
+
+def event_conflict(run_id: str, event_key: str) -> RuntimeStoreError:
+    """goa-ai's `*runlog.EventConflictError`: names the run and key."""
+    return EventConflictError(f'run "{run_id}" event key "{event_key}": runlog: event conflict')
+
+
+def wrap(cause: BaseException | str, prefix: str = "") -> ContractError:
+    """`ContractError` around `cause`, its message optionally prefixed (`started record: `)."""
+    if isinstance(cause, ContractError):
+        return ContractError(cause.cause or str(cause), f"{prefix}{cause}") if prefix else cause
+    return ContractError(cause, f"{prefix}{cause}")
+
+
+def is_error(error: BaseException | None, kind: type[BaseException]) -> bool:
+    """Go's `errors.Is`: the error or anything it wraps is of `kind`."""
+    while error is not None:
+        if isinstance(error, kind):
+            return True
+        error = getattr(error, "cause", None) or error.__cause__
+    return False
+
+
+SENTINELS: dict[str, type[RuntimeStoreError]] = {
+    kind.code: kind
+    for kind in (
+        SessionNotFoundError,
+        SessionEndedError,
+        SessionPurgedError,
+        SessionActiveError,
+        SessionHasActiveRunsError,
+        RunNotFoundError,
+        RunConflictError,
+        RunTerminalConflictError,
+        RunCancellationConflictError,
+        RunNotActiveError,
+        RunSuspensionNotFoundError,
+        RunSuspensionConflictError,
+        ParentRunIDRequiredError,
+        ChildRunIDRequiredError,
+        ChildAgentIDRequiredError,
+        ChildSessionIDRequiredError,
+        RunSessionMismatchError,
+        RunRecordOwnerMismatchError,
+        InvalidTranscriptPositionError,
+        EventConflictError,
+        RuntimeStoreUnavailable,
+    )
+}

@@ -1,0 +1,236 @@
+"""Commands, results and stored shapes of the runtime store contract.
+
+Field names are goa-ai's, in snake_case. Times are timezone-aware UTC
+datetimes with millisecond precision; payloads and checkpoints are bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+CANCELLATION_RECORD_TYPE = "runtime.cancellation_intent"
+RUN_STARTED = "run_started"
+RUN_COMPLETED = "run_completed"
+RUN_SUSPENDED = "run_suspended"
+CHILD_RUN_LINKED = "child_run_linked"
+TRANSCRIPT_SEEDED = "transcript_messages_seeded"
+TRANSCRIPT_APPENDED = "transcript_messages_appended"
+LIFECYCLE_TYPES = frozenset({RUN_STARTED, CHILD_RUN_LINKED, CANCELLATION_RECORD_TYPE, RUN_SUSPENDED, RUN_COMPLETED})
+TRANSCRIPT_TYPES = frozenset({TRANSCRIPT_SEEDED, TRANSCRIPT_APPENDED})
+
+REASON_USER_REQUESTED = "user_requested"
+REASON_SESSION_ENDED = "session_ended"
+REASON_ENGINE_CANCELED = "engine_canceled"
+
+MAX_TRANSCRIPT_PAGE_RECORDS = 512
+MAX_TRANSCRIPT_PAGE_BYTES = 1_048_576
+
+
+class SessionStatus(StrEnum):
+    ACTIVE = "active"
+    ENDED = "ended"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Suspended counts as terminal: the workflow ended, a new run continues it."""
+        return self is not RunStatus.RUNNING
+
+
+class RunStartOutcome(StrEnum):
+    PROCEED = "proceed"
+    STOP = "stop"
+
+
+class RunRepairOutcome(StrEnum):
+    STORED = "stored"
+    ALREADY_STORED = "already_stored"
+    DIFFERENT_TERMINAL = "different_terminal"
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    status: SessionStatus
+    created_at: datetime
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """The immutable start identity of a run."""
+
+    agent_id: str
+    run_id: str
+    started_at: datetime
+    seed_end_id: str = ""
+    session_id: str = ""
+    parent_run_id: str = ""
+    predecessor_run_id: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    agent_id: str
+    run_id: str
+    status: RunStatus
+    start_outcome: RunStartOutcome
+    started_at: datetime
+    updated_at: datetime
+    seed_end_id: str = ""
+    session_id: str = ""
+    parent_run_id: str = ""
+    successor_run_id: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    cancellation_reason: str = ""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run log event; `id` is assigned by the store (a decimal string)."""
+
+    event_key: str
+    run_id: str
+    agent_id: str
+    type: str
+    payload: bytes
+    timestamp: datetime
+    session_id: str = ""
+    turn_id: str = ""
+    id: str = ""
+
+    def same_content(self, other: RunRecord) -> bool:
+        """goa-ai's `sameEvent`: everything but the id, timestamp exact."""
+        return (
+            self.event_key == other.event_key
+            and self.run_id == other.run_id
+            and self.agent_id == other.agent_id
+            and self.session_id == other.session_id
+            and self.turn_id == other.turn_id
+            and self.type == other.type
+            and self.timestamp == other.timestamp
+            and self.payload == other.payload
+        )
+
+
+@dataclass(frozen=True)
+class RunSuspension:
+    """A checkpoint: `data` is opaque and kept byte for byte."""
+
+    id: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    id: str = ""
+    inserted: bool = False
+    session_status: str = ""
+
+
+@dataclass(frozen=True)
+class RootRunStart:
+    request_digest: bytes
+    run: RunStart
+    started: RunRecord
+    cancellation: RunRecord | None = None
+
+
+@dataclass(frozen=True)
+class ChildRunStart:
+    request_digest: bytes
+    run: RunStart
+    parent_linked: RunRecord
+    started: RunRecord
+    cancellation: RunRecord | None = None
+
+
+@dataclass(frozen=True)
+class OneShotRunStart:
+    request_digest: bytes
+    run: RunStart
+    started: RunRecord
+
+
+@dataclass(frozen=True)
+class OneShotChildRunStart:
+    request_digest: bytes
+    run: RunStart
+    parent_linked: RunRecord
+    started: RunRecord
+
+
+@dataclass(frozen=True)
+class RunCancellation:
+    run_id: str
+    reason: str
+    record: RunRecord
+
+
+@dataclass(frozen=True)
+class RunSuspensionCommand:
+    """goa-ai's `storage.RunSuspension` command (the checkpoint type owns the plain name)."""
+
+    run_id: str
+    suspension: RunSuspension
+    record: RunRecord
+
+
+@dataclass(frozen=True)
+class RunTerminal:
+    run_id: str
+    status: RunStatus
+    record: RunRecord
+
+
+@dataclass(frozen=True)
+class RootRunStartResult:
+    outcome: RunStartOutcome
+    run_status: RunStatus
+    started: AppendResult
+    cancellation: AppendResult = AppendResult()
+
+
+@dataclass(frozen=True)
+class ChildRunStartResult:
+    outcome: RunStartOutcome
+    run_status: RunStatus
+    parent_record: AppendResult
+    started: AppendResult
+    cancellation: AppendResult = AppendResult()
+
+
+@dataclass(frozen=True)
+class OneShotRunStartResult:
+    run_status: RunStatus
+    record: AppendResult
+
+
+@dataclass(frozen=True)
+class OneShotChildRunStartResult:
+    run_status: RunStatus
+    parent_record: AppendResult
+    started: AppendResult
+
+
+@dataclass(frozen=True)
+class RunRepairResult:
+    outcome: RunRepairOutcome
+    status: RunStatus
+    record: AppendResult = AppendResult()
+
+
+@dataclass(frozen=True)
+class RunRecordPage:
+    events: list[RunRecord]
+    next_cursor: str = ""

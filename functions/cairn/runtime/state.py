@@ -1,0 +1,175 @@
+"""What the rules read and write, and the unit of work that carries it.
+
+The rule engine reads sessions, runs, records and checkpoints through a
+`UnitOfWork`, changes them in memory, and the backend commits every change
+of one operation at once (under a lock in memory, as one conditional
+`TransactWriteItems` in DynamoDB). The rules exist once; backends only load
+and commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Protocol
+
+from cairn.runtime.model import RunMeta, RunRecord, RunSuspension
+
+ENGINE_OWNER = 1
+
+# Session lifecycle as stored: `purging` and `purged` both read as purged.
+ACTIVE = "active"
+ENDED = "ended"
+PURGING = "purging"
+PURGED = "purged"
+
+
+@dataclass
+class SessionState:
+    id: str
+    status: str
+    created_at: datetime
+    ended_at: datetime | None = None
+    list_seq: int = 0
+    version: int = 0
+
+    @property
+    def purged(self) -> bool:
+        return self.status in (PURGING, PURGED)
+
+
+@dataclass
+class RunState:
+    """Run meta plus what the contract binds to the run for its lifetime."""
+
+    meta: RunMeta
+    owner_kind: int = ENGINE_OWNER
+    request_digest: bytes = b""
+    predecessor_run_id: str = ""
+    start_key: str = ""
+    parent_link_key: str = ""
+    cancellation_key: str = ""
+    suspension_key: str = ""
+    terminal_key: str = ""
+    next_seq: int = 0
+    version: int = 0
+
+    def update(self, **changes) -> None:
+        self.meta = replace(self.meta, **changes)
+
+
+@dataclass
+class Pointer:
+    """One entry of a session's commit-ordered record list."""
+
+    position: int
+    run_id: str
+    record_id: str
+
+
+class UnitOfWork(Protocol):
+    def session(self, session_id: str) -> SessionState | None: ...
+
+    def run(self, run_id: str) -> RunState | None: ...
+
+    def record_by_key(self, run_id: str, event_key: str) -> RunRecord | None: ...
+
+    def record_by_id(self, run_id: str, record_id: str) -> RunRecord | None: ...
+
+    def checkpoint(self, run_id: str) -> RunSuspension | None: ...
+
+    def save_session(self, session: SessionState) -> None: ...
+
+    def save_run(self, run: RunState) -> None: ...
+
+    def add_record(self, record: RunRecord) -> None: ...
+
+    def add_pointer(self, session_id: str, pointer: Pointer) -> None: ...
+
+    def save_checkpoint(self, run_id: str, suspension: RunSuspension) -> None: ...
+
+
+@dataclass
+class PendingWrites:
+    """Changes of one operation, kept until the backend commits them."""
+
+    sessions: dict[str, SessionState] = field(default_factory=dict)
+    runs: dict[str, RunState] = field(default_factory=dict)
+    records: list[RunRecord] = field(default_factory=list)
+    pointers: list[tuple[str, Pointer]] = field(default_factory=list)
+    checkpoints: dict[str, RunSuspension] = field(default_factory=dict)
+
+
+class BufferedUnitOfWork:
+    """Reads through to a backend once per item; writes are buffered and read back."""
+
+    def __init__(self) -> None:
+        self.writes = PendingWrites()
+        self._sessions: dict[str, SessionState | None] = {}
+        self._runs: dict[str, RunState | None] = {}
+        self._records: dict[tuple[str, str], RunRecord | None] = {}
+        self._checkpoints: dict[str, RunSuspension | None] = {}
+
+    # Backends implement these four loads.
+    def load_session(self, session_id: str) -> SessionState | None:
+        raise NotImplementedError
+
+    def load_run(self, run_id: str) -> RunState | None:
+        raise NotImplementedError
+
+    def load_record_by_key(self, run_id: str, event_key: str) -> RunRecord | None:
+        raise NotImplementedError
+
+    def load_record_by_id(self, run_id: str, record_id: str) -> RunRecord | None:
+        raise NotImplementedError
+
+    def load_checkpoint(self, run_id: str) -> RunSuspension | None:
+        raise NotImplementedError
+
+    def session(self, session_id: str) -> SessionState | None:
+        if session_id not in self._sessions:
+            self._sessions[session_id] = self.load_session(session_id)
+        return self._sessions[session_id]
+
+    def run(self, run_id: str) -> RunState | None:
+        if run_id not in self._runs:
+            self._runs[run_id] = self.load_run(run_id)
+        return self._runs[run_id]
+
+    def record_by_key(self, run_id: str, event_key: str) -> RunRecord | None:
+        for record in self.writes.records:
+            if record.run_id == run_id and record.event_key == event_key:
+                return record
+        if (run_id, event_key) not in self._records:
+            self._records[(run_id, event_key)] = self.load_record_by_key(run_id, event_key)
+        return self._records[(run_id, event_key)]
+
+    def record_by_id(self, run_id: str, record_id: str) -> RunRecord | None:
+        for record in self.writes.records:
+            if record.run_id == run_id and record.id == record_id:
+                return record
+        return self.load_record_by_id(run_id, record_id)
+
+    def checkpoint(self, run_id: str) -> RunSuspension | None:
+        if run_id in self.writes.checkpoints:
+            return self.writes.checkpoints[run_id]
+        if run_id not in self._checkpoints:
+            self._checkpoints[run_id] = self.load_checkpoint(run_id)
+        return self._checkpoints[run_id]
+
+    def save_session(self, session: SessionState) -> None:
+        self._sessions[session.id] = session
+        self.writes.sessions[session.id] = session
+
+    def save_run(self, run: RunState) -> None:
+        self._runs[run.meta.run_id] = run
+        self.writes.runs[run.meta.run_id] = run
+
+    def add_record(self, record: RunRecord) -> None:
+        self.writes.records.append(record)
+
+    def add_pointer(self, session_id: str, pointer: Pointer) -> None:
+        self.writes.pointers.append((session_id, pointer))
+
+    def save_checkpoint(self, run_id: str, suspension: RunSuspension) -> None:
+        self.writes.checkpoints[run_id] = suspension

@@ -1,0 +1,260 @@
+"""`RuntimeStore`: goa-ai's `storage.Store` contract and host session
+administration, served by the rule engine over any `Backend`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
+
+from cairn.runtime import engine
+from cairn.runtime.backend import Backend
+from cairn.runtime.errors import (
+    ContractError,
+    InvalidTranscriptPositionError,
+    RunNotFoundError,
+    RuntimeStoreUnavailable,
+    RunSuspensionNotFoundError,
+    RuntimeStoreError,
+    SessionNotFoundError,
+    SessionPurgedError,
+    wrap,
+)
+from cairn.runtime.model import (
+    MAX_TRANSCRIPT_PAGE_BYTES,
+    MAX_TRANSCRIPT_PAGE_RECORDS,
+    TRANSCRIPT_TYPES,
+    AppendResult,
+    ChildRunStart,
+    ChildRunStartResult,
+    OneShotChildRunStart,
+    OneShotChildRunStartResult,
+    OneShotRunStart,
+    OneShotRunStartResult,
+    RootRunStart,
+    RootRunStartResult,
+    RunCancellation,
+    RunMeta,
+    RunRecord,
+    RunRecordPage,
+    RunRepairResult,
+    RunStatus,
+    RunSuspension,
+    RunSuspensionCommand,
+    RunTerminal,
+    Session,
+    SessionStatus,
+)
+from cairn.runtime.state import SessionState, UnitOfWork
+
+T = TypeVar("T")
+
+
+def utc_now() -> datetime:
+    """Now, at the millisecond precision the contract stores."""
+    moment = datetime.now(UTC)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+class RuntimeStore(Protocol):
+    """The methods of goa-ai's `storage.Store` in scope, plus session administration."""
+
+    def create_session(self, session_id: str, created_at: datetime) -> Session: ...
+    def load_session(self, session_id: str) -> Session: ...
+    def load_session_status(self, session_id: str) -> SessionStatus: ...
+    def end_session(self, session_id: str, ended_at: datetime) -> Session: ...
+    def purge_session(self, session_id: str) -> None: ...
+    def list_runs_by_session(self, session_id: str, statuses: Iterable[RunStatus] = ()) -> list[RunMeta]: ...
+    def start_root_run(self, command: RootRunStart) -> RootRunStartResult: ...
+    def start_child_run(self, command: ChildRunStart) -> ChildRunStartResult: ...
+    def start_one_shot_run(self, command: OneShotRunStart) -> OneShotRunStartResult: ...
+    def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult: ...
+    def append_run_record(self, record: RunRecord) -> AppendResult: ...
+    def record_run_cancellation(self, command: RunCancellation) -> AppendResult: ...
+    def record_run_suspension(self, command: RunSuspensionCommand) -> AppendResult: ...
+    def record_run_terminal(self, command: RunTerminal) -> AppendResult: ...
+    def repair_run_suspension(self, command: RunSuspensionCommand) -> RunRepairResult: ...
+    def repair_run_terminal(self, command: RunTerminal) -> RunRepairResult: ...
+    def load_run(self, run_id: str) -> RunMeta: ...
+    def load_run_suspension(self, run_id: str) -> RunSuspension: ...
+    def list_run_records(self, run_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage: ...
+    def list_session_run_records(self, session_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage: ...
+    def list_run_transcript_records(
+        self, run_id: str, through_record_id: str, after_record_id: str = "", limit: int = 512
+    ) -> RunRecordPage: ...
+
+
+class EngineRuntimeStore:
+    """The contract's rules over a backend; every mutation error is a `ContractError`."""
+
+    def __init__(self, backend: Backend, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self._backend = backend
+        self._clock = clock
+
+    def _mutate(self, operation: Callable[[UnitOfWork], T]) -> T:
+        try:
+            return self._backend.transact(operation)
+        except (ContractError, RuntimeStoreUnavailable):
+            raise
+        except RuntimeStoreError as error:
+            raise wrap(error) from None
+
+    # -- sessions ------------------------------------------------------------
+
+    def create_session(self, session_id: str, created_at: datetime) -> Session:
+        return _session(self._mutate(lambda uow: engine.create_session(uow, session_id, created_at)))
+
+    def load_session(self, session_id: str) -> Session:
+        return _session(self._readable_session(session_id))
+
+    def load_session_status(self, session_id: str) -> SessionStatus:
+        return SessionStatus(self._readable_session(session_id).status)
+
+    def end_session(self, session_id: str, ended_at: datetime) -> Session:
+        return _session(self._mutate(lambda uow: engine.end_session(uow, session_id, ended_at)))
+
+    def purge_session(self, session_id: str) -> None:
+        run_ids = self._backend.session_run_ids(session_id)
+
+        def reserve(uow: UnitOfWork) -> bool:
+            statuses = [run.meta.status for run in map(uow.run, run_ids) if run is not None]
+            return engine.reserve_purge(uow, session_id, statuses)
+
+        if self._mutate(reserve):
+            self._backend.purge(session_id, run_ids)
+
+    def list_runs_by_session(self, session_id: str, statuses: Iterable[RunStatus] = ()) -> list[RunMeta]:
+        self._readable_session(session_id)
+        wanted = set(statuses)
+        metas = [run.meta for run in map(self._backend.load_run, self._backend.session_run_ids(session_id)) if run]
+        return [meta for meta in metas if not wanted or meta.status in wanted]
+
+    def _readable_session(self, session_id: str) -> SessionState:
+        session = self._backend.load_session(session_id) if session_id else None
+        if session is None:
+            raise SessionNotFoundError()
+        if session.purged:
+            raise SessionPurgedError()
+        return session
+
+    # -- starts and records ------------------------------------------------------
+
+    def start_root_run(self, command: RootRunStart) -> RootRunStartResult:
+        return self._mutate(lambda uow: engine.start_root_run(uow, command, self._clock()))
+
+    def start_child_run(self, command: ChildRunStart) -> ChildRunStartResult:
+        return self._mutate(lambda uow: engine.start_child_run(uow, command, self._clock()))
+
+    def start_one_shot_run(self, command: OneShotRunStart) -> OneShotRunStartResult:
+        return self._mutate(lambda uow: engine.start_one_shot_run(uow, command, self._clock()))
+
+    def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult:
+        return self._mutate(lambda uow: engine.start_one_shot_child_run(uow, command, self._clock()))
+
+    def append_run_record(self, record: RunRecord) -> AppendResult:
+        return self._mutate(lambda uow: engine.append_run_record(uow, record))
+
+    def record_run_cancellation(self, command: RunCancellation) -> AppendResult:
+        return self._mutate(lambda uow: engine.record_run_cancellation(uow, command, self._clock()))
+
+    def record_run_suspension(self, command: RunSuspensionCommand) -> AppendResult:
+        return self._mutate(lambda uow: engine.record_run_suspension(uow, command, self._clock()))
+
+    def record_run_terminal(self, command: RunTerminal) -> AppendResult:
+        return self._mutate(lambda uow: engine.record_run_terminal(uow, command, self._clock()))
+
+    def repair_run_suspension(self, command: RunSuspensionCommand) -> RunRepairResult:
+        return self._mutate(lambda uow: engine.repair_run_suspension(uow, command, self._clock()))
+
+    def repair_run_terminal(self, command: RunTerminal) -> RunRepairResult:
+        return self._mutate(lambda uow: engine.repair_run_terminal(uow, command, self._clock()))
+
+    # -- reads -----------------------------------------------------------------
+
+    def load_run(self, run_id: str) -> RunMeta:
+        run = self._backend.load_run(run_id)
+        if run is None:
+            raise RunNotFoundError()
+        return run.meta
+
+    def load_run_suspension(self, run_id: str) -> RunSuspension:
+        self.load_run(run_id)
+        suspension = self._backend.load_checkpoint(run_id)
+        if suspension is None:
+            raise RunSuspensionNotFoundError()
+        return suspension
+
+    def list_run_records(self, run_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage:
+        after = _page_start(cursor, limit)
+        self.load_run(run_id)
+        events: list[RunRecord] = []
+        for record in self._backend.records(run_id, after):
+            if len(events) == limit:
+                return RunRecordPage(events=events, next_cursor=events[-1].id)
+            events.append(record)
+        return RunRecordPage(events=events)
+
+    def list_session_run_records(self, session_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage:
+        after = _page_start(cursor, limit)
+        self._readable_session(session_id)
+        pointers = self._backend.pointers(session_id, after)
+        events: list[RunRecord] = []
+        for pointer in pointers:
+            if len(events) == limit:
+                return RunRecordPage(events=events, next_cursor=str(last_position))
+            record = self._backend.record(pointer.run_id, pointer.record_id)
+            if record is not None:
+                events.append(record)
+            last_position = pointer.position
+        return RunRecordPage(events=events)
+
+    def list_run_transcript_records(
+        self, run_id: str, through_record_id: str, after_record_id: str = "", limit: int = MAX_TRANSCRIPT_PAGE_RECORDS
+    ) -> RunRecordPage:
+        if not through_record_id or limit <= 0:
+            raise wrap(InvalidTranscriptPositionError())
+        self.load_run(run_id)
+        invalid = ContractError(InvalidTranscriptPositionError(), f'invalid transcript position: run "{run_id}"')
+        through = self._backend.record(run_id, through_record_id)
+        if through is None:
+            raise invalid
+        after_seq = 0
+        if after_record_id:
+            after = self._backend.record(run_id, after_record_id)
+            if after is None or after.type not in TRANSCRIPT_TYPES or int(after.id) > int(through.id):
+                raise invalid
+            after_seq = int(after.id)
+        limit = min(limit, MAX_TRANSCRIPT_PAGE_RECORDS)
+        events: list[RunRecord] = []
+        size = 0
+        for record in self._backend.records(run_id, after_seq, int(through.id)):
+            if record.type not in TRANSCRIPT_TYPES:
+                continue
+            if len(record.payload) > MAX_TRANSCRIPT_PAGE_BYTES:
+                if events:
+                    break
+                raise ContractError(
+                    f'transcript record "{record.id}" payload size {len(record.payload)} exceeds supported page '
+                    f"size {MAX_TRANSCRIPT_PAGE_BYTES} bytes"
+                )
+            if len(events) == limit or size + len(record.payload) > MAX_TRANSCRIPT_PAGE_BYTES:
+                return RunRecordPage(events=events, next_cursor=events[-1].id)
+            events.append(record)
+            size += len(record.payload)
+        return RunRecordPage(events=events)
+
+
+def _page_start(cursor: str, limit: int) -> int:
+    if limit <= 0:
+        raise ContractError("limit must be greater than zero")
+    if not cursor:
+        return 0
+    if not cursor.isdigit() or int(cursor) <= 0 or cursor != str(int(cursor)):
+        raise ContractError(f'invalid cursor "{cursor}"')
+    return int(cursor)
+
+
+def _session(state: SessionState) -> Session:
+    return Session(
+        id=state.id, status=SessionStatus(state.status), created_at=state.created_at, ended_at=state.ended_at
+    )
