@@ -255,6 +255,8 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
         start_key=plan.started.event_key,
         parent_link_key=plan.parent_linked.event_key if plan.parent_linked is not None else "",
     )
+    if session is not None:
+        session.running_runs += 1
     started = append(uow, state, session, plan.started)
     cancellation = AppendResult()
     if stop and plan.cancellation is not None:
@@ -503,8 +505,7 @@ def record_run_suspension(uow: UnitOfWork, command: RunSuspensionCommand, now: d
     if result.inserted:
         uow.save_checkpoint(run.meta.run_id, command.suspension)
         run.suspension_key = run.terminal_key = command.record.event_key
-        run.update(status=RunStatus.SUSPENDED, updated_at=now)
-        uow.save_run(run)
+        _close(uow, run, session, RunStatus.SUSPENDED, now)
     return result
 
 
@@ -547,9 +548,16 @@ def record_run_terminal(uow: UnitOfWork, command: RunTerminal, now: datetime) ->
     result = append(uow, run, session, command.record)
     if result.inserted:
         run.terminal_key = command.record.event_key
-        run.update(status=command.status, updated_at=now)
-        uow.save_run(run)
+        _close(uow, run, session, command.status, now)
     return result
+
+
+def _close(uow: UnitOfWork, run: RunState, session: SessionState | None, status: RunStatus, now: datetime) -> None:
+    if session is not None and run.meta.status == RunStatus.RUNNING:
+        session.running_runs -= 1
+        uow.save_session(session)
+    run.update(status=status, updated_at=now)
+    uow.save_run(run)
 
 
 def repair_run_suspension(uow: UnitOfWork, command: RunSuspensionCommand, now: datetime) -> RunRepairResult:
@@ -616,7 +624,7 @@ def end_session(uow: UnitOfWork, session_id: str, ended_at: datetime | None) -> 
     return session
 
 
-def reserve_purge(uow: UnitOfWork, session_id: str, run_statuses: list[RunStatus]) -> bool:
+def reserve_purge(uow: UnitOfWork, session_id: str) -> bool:
     """Mark an ended session with no running run as purging; False when already purged.
 
     The reservation is what makes the purge permanent: from here on every
@@ -632,7 +640,7 @@ def reserve_purge(uow: UnitOfWork, session_id: str, run_statuses: list[RunStatus
         return True
     if session.status == ACTIVE:
         raise wrap(SessionActiveError())
-    if RunStatus.RUNNING in run_statuses:
+    if session.running_runs > 0:
         raise wrap(SessionHasActiveRunsError())
     session.status = PURGING
     uow.save_session(session)

@@ -31,6 +31,8 @@ class SessionState:
     created_at: datetime
     ended_at: datetime | None = None
     list_seq: int = 0
+    # Runs of this session still running: purge waits for zero.
+    running_runs: int = 0
     version: int = 0
 
     @property

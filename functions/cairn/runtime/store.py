@@ -114,14 +114,8 @@ class EngineRuntimeStore:
         return _session(self._mutate(lambda uow: engine.end_session(uow, session_id, ended_at)))
 
     def purge_session(self, session_id: str) -> None:
-        run_ids = self._backend.session_run_ids(session_id)
-
-        def reserve(uow: UnitOfWork) -> bool:
-            statuses = [run.meta.status for run in map(uow.run, run_ids) if run is not None]
-            return engine.reserve_purge(uow, session_id, statuses)
-
-        if self._mutate(reserve):
-            self._backend.purge(session_id, run_ids)
+        if self._mutate(lambda uow: engine.reserve_purge(uow, session_id)):
+            self._backend.purge(session_id, self._backend.session_run_ids(session_id))
 
     def list_runs_by_session(self, session_id: str, statuses: Iterable[RunStatus] = ()) -> list[RunMeta]:
         self._readable_session(session_id)

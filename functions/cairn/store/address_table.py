@@ -33,11 +33,9 @@ from cairn.addresses.models import (
     event_id,
 )
 from cairn.errors import IdempotencyKeyReused, QuotaExceeded, Unauthorized, Unavailable
-from cairn.store import keys
+from cairn.store import blobs, keys
 from cairn.store.items import b, cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
 
-# Events whose JSON exceeds this are split into chunk items (item limit 400 KB).
-INLINE_DATA_BYTES = 350_000
 _APPEND_BUDGET_SECONDS = 10.0
 _BATCH_WRITE_SIZE = 25
 _HINT_CAPACITY = 50_000
@@ -106,6 +104,9 @@ class AddressTable:
         self._max_events = max_events
         self._hints: dict[str, int] = {}
         self._hints_lock = threading.Lock()
+        # Writers in one process take turns per address (striped), so they
+        # never race each other's transactions; other processes still can.
+        self._append_locks = [threading.Lock() for _ in range(64)]
 
     # -- heads ---------------------------------------------------------------
 
@@ -175,6 +176,10 @@ class AddressTable:
         head and tries again, with a growing random pause so that no writer
         starves, until `_APPEND_BUDGET_SECONDS` have passed.
         """
+        with self._append_locks[hash(request.address_id) % len(self._append_locks)]:
+            return self._append(request)
+
+    def _append(self, request: AppendRequest) -> AppendResult:
         last = self._hint(request.address_id) if request.last_sequence is None else request.last_sequence
         deadline = time.monotonic() + _APPEND_BUDGET_SECONDS
         attempt = 0
@@ -188,12 +193,13 @@ class AddressTable:
                 outcome = self._diagnose(request, cancellation_reasons(error), last, layout)
                 if isinstance(outcome, AppendResult):
                     return outcome
-                last = outcome
-                self._remember(request.address_id, last)
+                self._remember(request.address_id, outcome)
                 attempt += 1
                 if time.monotonic() >= deadline:
                     raise Unavailable("The address is too busy right now; retry shortly.") from error
                 time.sleep(random.uniform(0, 0.001 * min(2**attempt, 50)))
+                # Other writers may have moved the head during the pause.
+                last = max(outcome, self._hint(request.address_id))
                 continue
             self._remember(request.address_id, last + len(request.events))
             return AppendResult(events=refs)
@@ -279,14 +285,13 @@ class AddressTable:
             "created_at": n(round(now, 3)),
             "expires_at": n(expires_at),
         }
-        payload = event.data_json.encode()
+        chunks = blobs.pieces(event.data_json.encode())
         puts = []
-        if len(payload) <= INLINE_DATA_BYTES:
+        if len(chunks) == 1:
             item["data"] = s(event.data_json)
         else:
-            pieces = [payload[i : i + INLINE_DATA_BYTES] for i in range(0, len(payload), INLINE_DATA_BYTES)]
-            item["data_chunks"] = n(len(pieces))
-            for index, piece in enumerate(pieces):
+            item["data_chunks"] = n(len(chunks))
+            for index, piece in enumerate(chunks):
                 chunk = {
                     **key(pk, keys.chunk_sk(ref.sequence, index)),
                     "data": b(piece),
@@ -372,6 +377,27 @@ class AddressTable:
                 retained += 1
                 unacknowledged += "acknowledged_at" not in item
         return FeedCounts(retained=retained, unacknowledged=unacknowledged)
+
+    def load_event(self, address_id: str, sequence: int, *, now: float) -> Event | None:
+        """One live event by its sequence, or None."""
+        pk = keys.address_pk(address_id)
+        response = self._client.get_item(TableName=self._table, Key=key(pk, keys.event_sk(sequence)), ConsistentRead=True)
+        item = response.get("Item")
+        if not item or get_int(item, "expires_at") <= now:
+            return None
+        return self._event_from_item(pk, item)
+
+    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> EventRef | None:
+        """The event a live idempotency claim points to, or None."""
+        response = self._client.get_item(
+            TableName=self._table,
+            Key=key(keys.address_pk(address_id), keys.idempotency_sk(key_digest)),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        if not item or get_int(item, "expires_at") <= now:
+            return None
+        return EventRef(id=get_s(item, "event_id") or "", sequence=get_int(item, "seq"))
 
     def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
         """Mark an event handled; the first acknowledgement's time is kept."""
