@@ -32,7 +32,9 @@ test: setup
 bench: setup
 	$(BIN)/python -m bench $(ARGS)
 
-synth: setup
+# Synthesis needs only the Python packages (and Node, for jsii); bundling the
+# Lambda dependencies downloads Linux wheels from PyPI, so no Docker either.
+synth: $(VENV)/.installed
 	$(BIN)/python app.py
 
 clean:

@@ -1,77 +1,221 @@
-"""The HTTP front door: one Lambda function behind an API Gateway REST API."""
+"""The HTTP front door: an API Gateway REST API proxying every request to the API function.
+
+Routing happens in the application, so the routes Lambda runs are the routes
+`cairn serve` runs. API Gateway only decides who may call: the runtime store
+routes require IAM (SigV4) callers, everything else is open at the gateway
+and authenticated by the application (read tokens, inbox secrets) or
+deliberately anonymous (provisioning, discovery).
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
-from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigateway
-from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-# Everything Lambda runs lives under functions/; resolved from this file so
-# synthesis does not depend on the working directory.
-FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
+from infra.checks import acknowledge
+from infra.config import StageConfig
 
 # Named by string: CDK never imports the application package.
 API_HANDLER = "cairn.api.handler.lambda_handler"
 
-# Interpreter caches and packaging metadata are not code; shipping them only
-# changes the asset hash and forces needless deployments.
-ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".pytest_cache", "*.egg-info"]
+RUNTIME_PATH = ("api", "v1", "runtime")
+
+# Access log record. There is deliberately no `$context.path`: inbox URLs carry
+# their secret in the path, and a log line must never hold a credential.
+ACCESS_LOG_FIELDS = {
+    "requestId": "$context.requestId",
+    "extendedRequestId": "$context.extendedRequestId",
+    "requestTime": "$context.requestTimeEpoch",
+    "ip": "$context.identity.sourceIp",
+    "userAgent": "$context.identity.userAgent",
+    "caller": "$context.identity.userArn",
+    "httpMethod": "$context.httpMethod",
+    "resourcePath": "$context.resourcePath",
+    "status": "$context.status",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationLatency": "$context.integrationLatency",
+    "integrationStatus": "$context.integration.status",
+    "errorType": "$context.error.responseType",
+    "errorMessage": "$context.error.message",
+}
+
+# Answers API Gateway gives on its own (before or instead of the function) in
+# Cairn's error shape `{"error": {"code", "message"}}`, so clients parse one format.
+GATEWAY_ERRORS = {
+    "THROTTLED": "rate_limited",
+    "REQUEST_TOO_LARGE": "payload_too_large",
+    # IAM failures on the runtime routes: unsigned, badly signed, expired, denied.
+    "MISSING_AUTHENTICATION_TOKEN": "forbidden",
+    "INVALID_SIGNATURE": "forbidden",
+    "EXPIRED_TOKEN": "forbidden",
+    "ACCESS_DENIED": "forbidden",
+    "DEFAULT_4XX": "invalid_request",
+    "DEFAULT_5XX": "internal_error",
+}
+
+_OPEN_ROUTE_REASON = (
+    "Cairn's address API authenticates in the application: read tokens and inbox "
+    "secrets are capability credentials checked against their SHA-256 in DynamoDB, and "
+    "provisioning and discovery are anonymous by design (an agent gets an address with "
+    "no account). A gateway authorizer would add a call per request and a second "
+    "credential the AgentAddress clients do not have. Runtime routes use IAM."
+)
+_IAM_ROUTE_REASON = (
+    "The runtime routes are authorized by IAM (SigV4): their callers are agent runtimes "
+    "running as AWS principals, not people with Cognito identities."
+)
+_OPEN_ROUTE = {"AwsSolutions-APIG4": _OPEN_ROUTE_REASON, "AwsSolutions-COG4": _OPEN_ROUTE_REASON}
+_IAM_ROUTE = {"AwsSolutions-COG4": _IAM_ROUTE_REASON}
 
 
 class CairnApi(Construct):
-    """The API function with read/write access to the table, served by API Gateway.
-
-    API Gateway proxies every path and method to the one function; routing
-    happens in the application, so the routes Lambda runs are the routes the
-    local server runs.
-    """
+    """REST API for one stage: routes, throttling, access logs, tracing, optional custom domain."""
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        table: dynamodb.ITableV2,
-        stage_name: str,
+        handler: lambda_.IFunction,
+        config: StageConfig,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.function = lambda_.Function(
+        access_logs = logs.LogGroup(
             self,
-            "Function",
-            description="Cairn HTTP API",
-            runtime=lambda_.Runtime.PYTHON_3_12,
-            architecture=lambda_.Architecture.ARM_64,
-            # Only the cairn package itself for now: its third-party dependencies
-            # (Powertools, pydantic, ...) are bundled into the asset in a later
-            # change, without Docker, so synthesis stays offline.
-            code=lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDES),
-            handler=API_HANDLER,
-            memory_size=1024,
-            # Long-poll waits at most 25 s and API Gateway gives up at 29 s;
-            # the function must outlive both so API Gateway, not Lambda, cuts.
-            timeout=Duration.seconds(30),
-            environment={
-                "CAIRN_TABLE_NAME": table.table_name,
-                "POWERTOOLS_SERVICE_NAME": "cairn",
-                "POWERTOOLS_METRICS_NAMESPACE": "Cairn",
-                "POWERTOOLS_LOG_LEVEL": "INFO",
-            },
+            "AccessLogs",
+            retention=config.log_retention,
+            removal_policy=config.removal_policy,
         )
-        table.grant_read_write_data(self.function)
-
-        self.rest_api = apigateway.LambdaRestApi(
+        self.rest_api = apigateway.RestApi(
             self,
             "RestApi",
-            rest_api_name=f"cairn-{stage_name}",
+            rest_api_name=config.stack_name,
             description="Cairn HTTP API",
-            handler=self.function,
-            proxy=True,
-            deploy_options=apigateway.StageOptions(stage_name=stage_name),
+            # Regional: agents call from AWS regions, and a custom domain then
+            # points straight at the API instead of through CloudFront.
+            endpoint_types=[apigateway.EndpointType.REGIONAL],
+            default_integration=apigateway.LambdaIntegration(handler, allow_test_invoke=False),
+            # Attachment downloads answer raw bytes; with every type binary,
+            # API Gateway passes base64 answers through as bytes and hands
+            # request bodies to the function base64-encoded, which the
+            # application decodes.
+            binary_media_types=["*/*"],
+            deploy_options=apigateway.StageOptions(
+                stage_name=config.stage,
+                throttling_rate_limit=config.api_throttle_rate,
+                throttling_burst_limit=config.api_throttle_burst,
+                access_log_destination=apigateway.LogGroupLogDestination(access_logs),
+                access_log_format=apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
+                tracing_enabled=True,
+            ),
+            domain_name=_custom_domain(self, config),
             # The CloudWatch role is one per account and region; a stack that
             # owns it would fight every other stage over it.
             cloud_watch_role=False,
         )
+        self._add_routes()
+        self._add_gateway_errors()
+        self._acknowledge_findings()
+
+    @property
+    def stage(self) -> apigateway.Stage:
+        """The one stage, named after the deployment's stage."""
+        return self.rest_api.deployment_stage
+
+    @property
+    def url(self) -> str:
+        """The base URL clients use: the custom domain when there is one."""
+        domain = self.rest_api.domain_name
+        return f"https://{domain.domain_name}/" if domain is not None else self.rest_api.url
+
+    @property
+    def runtime_invoke_arn(self) -> str:
+        """What an IAM policy names to let a principal call the runtime routes."""
+        return self.rest_api.arn_for_execute_api(
+            method="*", path=f"/{'/'.join(RUNTIME_PATH)}/*", stage=self.stage.stage_name
+        )
+
+    def _add_routes(self) -> None:
+        """ANY on every path; IAM on the runtime subtree.
+
+        Each level from the root to the runtime resource gets its own
+        `{proxy+}`, so a path beside `runtime` (like /api/v1/addresses) matches
+        an open catch-all at its own level and never depends on how API
+        Gateway falls back from a partly matched static path.
+        """
+        resource = self.rest_api.root
+        for part in RUNTIME_PATH:
+            _acknowledge_all(resource.add_method("ANY"), _OPEN_ROUTE)
+            _acknowledge_all(resource.add_proxy().any_method, _OPEN_ROUTE)
+            resource = resource.add_resource(part)
+        iam = apigateway.AuthorizationType.IAM
+        _acknowledge_all(resource.add_method("ANY", authorization_type=iam), _IAM_ROUTE)
+        proxy = resource.add_proxy(default_method_options=apigateway.MethodOptions(authorization_type=iam))
+        _acknowledge_all(proxy.any_method, _IAM_ROUTE)
+
+    def _add_gateway_errors(self) -> None:
+        for response_type, code in GATEWAY_ERRORS.items():
+            headers = {
+                # The application allows any origin; the gateway's own answers must too,
+                # or a browser hides them from the page.
+                "Access-Control-Allow-Origin": "'*'",
+                "Access-Control-Expose-Headers": "'Retry-After'",
+            }
+            if code == "rate_limited":
+                headers["Retry-After"] = "'1'"
+            body = '{"error": {"code": "%s", "message": $context.error.messageString}}' % code
+            self.rest_api.add_gateway_response(
+                f"Gateway{response_type.title().replace('_', '')}",
+                type=apigateway.ResponseType.of(response_type),
+                response_headers=headers,
+                templates={"application/json": body},
+            )
+
+    def _acknowledge_findings(self) -> None:
+        acknowledge(
+            self.rest_api,
+            "AwsSolutions-APIG2",
+            "Every body is validated by the application's pydantic models, which answer with "
+            "Cairn's documented error codes and field list; a gateway validator would reject "
+            "first, in another shape, from a second copy of the schema.",
+        )
+        acknowledge(
+            self.stage,
+            "AwsSolutions-APIG6",
+            "Execution logging needs the account-wide API Gateway CloudWatch role, which a "
+            "stage stack must not own (one per account and region, shared by every API). Each "
+            "request is recorded in the stage's access log, and the function logs its own work.",
+        )
+        acknowledge(
+            self.stage,
+            "AwsSolutions-APIG3",
+            "Abuse is bounded by the stage throttle (context) and the application's own limits "
+            "(address creations per client IP, polls per address, body sizes). A WAF web ACL is "
+            "an account-level choice with per-request cost; an operator can associate one with "
+            "this stage without changing the stack.",
+        )
+
+
+def _custom_domain(scope: Construct, config: StageConfig) -> apigateway.DomainNameOptions | None:
+    """The custom domain from context, mapped to this stage at its root, or None."""
+    if config.api_domain_name is None or config.api_certificate_arn is None:
+        return None
+    return apigateway.DomainNameOptions(
+        domain_name=config.api_domain_name,
+        certificate=acm.Certificate.from_certificate_arn(
+            scope, "Certificate", config.api_certificate_arn
+        ),
+        endpoint_type=apigateway.EndpointType.REGIONAL,
+        security_policy=apigateway.SecurityPolicy.TLS_1_2,
+    )
+
+
+def _acknowledge_all(method: apigateway.Method, findings: dict[str, str]) -> None:
+    for rule, reason in findings.items():
+        acknowledge(method, rule, reason)

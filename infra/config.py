@@ -1,28 +1,91 @@
-"""What differs between deployments of the same stack, read from CDK context."""
+"""What differs between deployments of the same stack, read from CDK context.
+
+Every value is checked here, before any construct exists, so a typo fails
+`cdk synth` with a message naming the context key instead of failing a Lambda
+cold start in production.
+"""
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from aws_cdk import RemovalPolicy
+from aws_cdk import aws_logs as logs
 from constructs import Node
 
-# The stage becomes part of the CloudFormation stack name and the API Gateway
-# stage, so it must be valid for both.
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+# The stage becomes part of the CloudFormation stack name, the API Gateway
+# stage and the SES rule set name, so it must be valid for all three.
 _STAGE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,63}")
+_DOMAIN_NAME = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
+_CERTIFICATE_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[A-Za-z0-9-]+")
+_TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}")
+
+# API Gateway ends every request at 29 s; a long-poll must answer before that.
+API_GATEWAY_TIMEOUT_SECONDS = 29
+
+# The application's limits (functions/cairn/settings.py, variable CAIRN_<KEY>)
+# with its defaults. Every deployment passes all of them, so the function's
+# configuration shows the values in force, and the email bucket can expire raw
+# messages with the events they belong to. A test keeps this table equal to
+# the application's defaults.
+LIMIT_DEFAULTS: Mapping[str, int] = {
+    "event_retention_seconds": 30 * 86_400,
+    "max_events": 1_000,
+    "max_inbox_bytes": 1_000_000,
+    "max_idempotency_key_length": 255,
+    "min_expires_in_seconds": 60,
+    "max_expires_in_seconds": 365 * 86_400,
+    "create_rate_per_minute": 20,
+    "poll_rate_per_minute": 30,
+    "max_wait_seconds": 25,
+    "default_page_limit": 100,
+    "max_page_limit": 1_000,
+    "max_page_bytes": 5_000_000,
+    "state_max_keys": 32,
+    "state_max_bytes": 65_536,
+    "email_text_max_bytes": 256 * 1024,
+    "email_attachment_max_bytes": 10_000_000,
+}
+
+# Zero means "never wait": the one limit for which zero makes sense.
+_LIMIT_MINIMUMS = {"max_wait_seconds": 0}
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The context defaults declared in cdk.json, shared by app.py and the tests."""
+    return json.loads((PROJECT_DIR / "cdk.json").read_text())["context"]
 
 
 @dataclass(frozen=True)
 class StageConfig:
-    """One deployment: its stage name and whether its data may be thrown away.
+    """One deployment of Cairn.
 
-    `ephemeral` is for short-lived stages (previews, CI): the table is deleted
-    with the stack instead of being retained and protected.
+    `ephemeral` is for short-lived stages (previews, CI): stateful resources
+    are deleted with the stack instead of being retained and protected.
+    `email_domain` turns on inbound email; `api_domain_name` with
+    `api_certificate_arn` puts the API behind a custom domain, which then
+    becomes the public base URL of every link the service hands out.
     """
 
     stage: str
     ephemeral: bool = False
+    email_domain: str | None = None
+    activate_receipt_rule_set: bool = False
+    api_domain_name: str | None = None
+    api_certificate_arn: str | None = None
+    alarm_topic_arn: str | None = None
+    api_throttle_rate: int = 100
+    api_throttle_burst: int = 200
+    log_retention_days: int = 30
+    # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".
+    limits: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _STAGE_NAME.fullmatch(self.stage):
@@ -30,15 +93,71 @@ class StageConfig:
                 f"stage {self.stage!r} must start with a letter and contain only "
                 "letters, digits and hyphens (at most 64 characters)"
             )
+        for key, value in (("email_domain", self.email_domain), ("api_domain_name", self.api_domain_name)):
+            if value is not None and not _DOMAIN_NAME.fullmatch(value):
+                raise ValueError(f"context value {key!r} must be a lower-case domain name, got {value!r}")
+        if (self.api_domain_name is None) != (self.api_certificate_arn is None):
+            raise ValueError("context values 'api_domain_name' and 'api_certificate_arn' go together")
+        if self.api_certificate_arn is not None and not _CERTIFICATE_ARN.fullmatch(self.api_certificate_arn):
+            raise ValueError(
+                f"'api_certificate_arn' is not an ACM certificate ARN: {self.api_certificate_arn!r}"
+            )
+        if self.alarm_topic_arn is not None and not _TOPIC_ARN.fullmatch(self.alarm_topic_arn):
+            raise ValueError(f"'alarm_topic_arn' is not an SNS topic ARN: {self.alarm_topic_arn!r}")
+        if self.activate_receipt_rule_set and self.email_domain is None:
+            raise ValueError("'activate_receipt_rule_set' needs 'email_domain'")
+        if self.api_throttle_burst < self.api_throttle_rate:
+            raise ValueError("'api_throttle_burst' must be at least 'api_throttle_rate'")
+        if self.log_retention_days not in _RETENTION_DAYS:
+            raise ValueError(
+                f"'log_retention_days' must be one of CloudWatch's values {sorted(_RETENTION_DAYS)}, "
+                f"got {self.log_retention_days}"
+            )
+        unknown = set(self.limits) - set(LIMIT_DEFAULTS)
+        if unknown:
+            raise ValueError(f"unknown limits {sorted(unknown)}")
+        object.__setattr__(self, "limits", {**LIMIT_DEFAULTS, **self.limits})
+        if self.limits["max_wait_seconds"] >= API_GATEWAY_TIMEOUT_SECONDS:
+            raise ValueError(
+                f"'max_wait_seconds' must stay below API Gateway's {API_GATEWAY_TIMEOUT_SECONDS} s timeout"
+            )
 
     @classmethod
     def from_context(cls, node: Node) -> StageConfig:
-        """Read `stage` (required) and `ephemeral` (default false) from context."""
+        """Read the deployment from context; only `stage` is required (cdk.json sets it).
+
+        `cdk deploy -c key=value` passes strings, cdk.json passes JSON values;
+        both are accepted.
+        """
         stage = node.try_get_context("stage")
         if stage is None:
             raise ValueError("context value 'stage' is required (cdk.json sets it)")
-        ephemeral = _as_bool("ephemeral", node.try_get_context("ephemeral"))
-        return cls(stage=str(stage), ephemeral=ephemeral)
+
+        def text(key: str) -> str | None:
+            value = node.try_get_context(key)
+            return None if value in (None, "") else str(value)
+
+        def number(key: str, default: int, minimum: int = 1) -> int:
+            return _as_int(key, node.try_get_context(key), default, minimum)
+
+        return cls(
+            stage=str(stage),
+            ephemeral=_as_bool("ephemeral", node.try_get_context("ephemeral")),
+            email_domain=text("email_domain"),
+            activate_receipt_rule_set=_as_bool(
+                "activate_receipt_rule_set", node.try_get_context("activate_receipt_rule_set")
+            ),
+            api_domain_name=text("api_domain_name"),
+            api_certificate_arn=text("api_certificate_arn"),
+            alarm_topic_arn=text("alarm_topic_arn"),
+            api_throttle_rate=number("api_throttle_rate", cls.api_throttle_rate),
+            api_throttle_burst=number("api_throttle_burst", cls.api_throttle_burst),
+            log_retention_days=number("log_retention_days", cls.log_retention_days),
+            limits={
+                key: number(key, default, _LIMIT_MINIMUMS.get(key, 1))
+                for key, default in LIMIT_DEFAULTS.items()
+            },
+        )
 
     @property
     def stack_name(self) -> str:
@@ -49,6 +168,59 @@ class StageConfig:
     def removal_policy(self) -> RemovalPolicy:
         """What CloudFormation does with stateful resources when they leave the stack."""
         return RemovalPolicy.DESTROY if self.ephemeral else RemovalPolicy.RETAIN
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        """How long CloudWatch keeps function and access logs."""
+        return _RETENTION_DAYS[self.log_retention_days]
+
+    @property
+    def public_base_url(self) -> str | None:
+        """The base URL the stack fixes, or None to let the service derive it per request.
+
+        Without a custom domain the service answers on API Gateway's own URL,
+        which the application already reconstructs from each request (domain
+        and stage); baking it into the function would need the API's id,
+        which depends on the function: a circular reference.
+        """
+        return f"https://{self.api_domain_name}" if self.api_domain_name else None
+
+    @property
+    def application_environment(self) -> dict[str, str]:
+        """The CAIRN_* settings this deployment fixes (the table and bucket come from the stack)."""
+        environment = {f"CAIRN_{key.upper()}": str(value) for key, value in self.limits.items()}
+        if self.email_domain is not None:
+            environment["CAIRN_EMAIL_DOMAIN"] = self.email_domain
+        if self.public_base_url is not None:
+            environment["CAIRN_PUBLIC_BASE_URL"] = self.public_base_url
+        return environment
+
+
+# The retention periods CloudWatch Logs accepts, in days.
+_RETENTION_DAYS = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
 
 
 def _as_bool(name: str, value: object) -> bool:
@@ -61,3 +233,15 @@ def _as_bool(name: str, value: object) -> bool:
     if text in ("true", "false"):
         return text == "true"
     raise ValueError(f"context value {name!r} must be true or false, got {value!r}")
+
+
+def _as_int(name: str, value: object, default: int, minimum: int) -> int:
+    """Accept JSON integers (cdk.json) and digit strings (`-c name=500`), never booleans or fractions."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not (isinstance(value, int) or str(value).strip().isdigit()):
+        raise ValueError(f"context value {name!r} must be a whole number, got {value!r}")
+    number = int(value)
+    if number < minimum:
+        raise ValueError(f"context value {name!r} must be at least {minimum}, got {number}")
+    return number

@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import StageConfig
+
+
+# The item operations the store issues. TransactWriteItems and TransactGetItems
+# have no IAM action of their own: each part is authorized as the item action
+# it performs, so conditions need ConditionCheckItem. No Scan, no stream reads,
+# no table management.
+STORE_ACTIONS = [
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+]
 
 
 class CairnTable(Construct):
@@ -29,6 +46,13 @@ class CairnTable(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
+            # The AWS managed key (aws/dynamodb): its use shows in CloudTrail,
+            # without a customer key to own, rotate and pay for.
+            encryption=dynamodb.TableEncryptionV2.aws_managed_key(),
             deletion_protection=not config.ephemeral,
             removal_policy=config.removal_policy,
         )
+
+    def grant_store_access(self, grantee: iam.IGrantable) -> None:
+        """Let `grantee` run the store's item operations on this table, and nothing more."""
+        self.table.grant(grantee, *STORE_ACTIONS)

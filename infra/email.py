@@ -1,0 +1,235 @@
+"""Inbound email in AWS: SES stores each raw message in S3, then the ingest function reads it.
+
+SES runs a rule's actions in order, so the message is in the bucket before the
+function is invoked; the function gets only the SES notification (recipients,
+verdicts, message id) and reads `<prefix><message id>` itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_ses as ses
+from aws_cdk import aws_ses_actions as ses_actions
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from infra.checks import acknowledge
+from infra.config import StageConfig
+from infra.function import ServiceFunction
+
+# Named by string: CDK never imports the application package.
+EMAIL_HANDLER = "cairn.email.handler.lambda_handler"
+
+# Where SES writes raw messages; the application reads `<prefix><SES message id>`.
+MESSAGE_PREFIX = "inbound/"
+
+# AwsCustomResource runs on one provider function per stack, at this fixed id.
+_AWS_CUSTOM_RESOURCE_PROVIDER_ID = "AWS679f53fac002430cb0da5b7982bd2287"
+
+
+class RawMessageBucket(Construct):
+    """Private, encrypted bucket for raw messages, expiring them with their events.
+
+    Attachments are never copied out of the message: once the event is gone
+    its message has no reader left, so both live as long (the bucket rounds
+    up to whole days).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
+        super().__init__(scope, construct_id)
+        retention_days = math.ceil(config.limits["event_retention_seconds"] / 86_400)
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            enforce_ssl=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    prefix=MESSAGE_PREFIX,
+                    expiration=Duration.days(retention_days),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                )
+            ],
+            removal_policy=config.removal_policy,
+            # A throw-away stage must be deletable although mail arrived.
+            auto_delete_objects=config.ephemeral,
+        )
+        acknowledge(
+            self.bucket,
+            "AwsSolutions-S1",
+            "The only writer is SES (bucket policy pinned to this account) and the only "
+            "readers are Cairn's own functions, by IAM; S3 data events in CloudTrail record "
+            "object access for accounts that audit it, without a second bucket of access "
+            "logs that would outlive the mail it describes.",
+        )
+
+    def grant_read_messages(self, function: lambda_.IFunction) -> None:
+        """Let `function` read raw messages, and learn when one is gone.
+
+        Without s3:ListBucket, S3 answers a missing key with 403 AccessDenied
+        instead of 404 NoSuchKey, and an expired message would look like a
+        permission failure instead of "attachment unavailable".
+        """
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[self.bucket.arn_for_objects(f"{MESSAGE_PREFIX}*")],
+            )
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": f"{MESSAGE_PREFIX}*"}},
+            )
+        )
+        bucket_id = Stack.of(self).get_logical_id(self.bucket.node.default_child)
+        acknowledge(
+            function.role,
+            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{MESSAGE_PREFIX}*]",
+            "Message keys are SES message ids, unknown until mail arrives; the wildcard is "
+            "limited to the inbound prefix of this one bucket and to s3:GetObject.",
+        )
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """Where the application finds raw messages."""
+        return {"CAIRN_EMAIL_BUCKET": self.bucket.bucket_name, "CAIRN_EMAIL_PREFIX": MESSAGE_PREFIX}
+
+
+class FailedIngestQueue(Construct):
+    """Where SES notifications land when ingest fails after Lambda's retries.
+
+    Each record holds the SES event (with its message id) and the error, so an
+    operator can fix the cause and re-ingest through the replay route while the
+    raw message is still in the bucket.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.queue,
+            "AwsSolutions-SQS3",
+            "This queue is itself the failure destination of the ingest function; nothing "
+            "consumes it automatically, so a queue behind it would never receive anything.",
+        )
+
+
+class InboundEmail(Construct):
+    """Receiving mail for the email domain: bucket, ingest function, SES receipt rules.
+
+    The rule set is activated by the stack only when asked to: SES has one
+    active rule set per account and region, and activating this one switches
+    off whatever rule set (other stages, other domains) was active before.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        domain: str,
+        config: StageConfig,
+        code: lambda_.Code,
+        environment: Mapping[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.messages = RawMessageBucket(self, "RawMessages", config=config)
+        self.failures = FailedIngestQueue(self, "FailedIngest")
+        self.ingest = ServiceFunction(
+            self,
+            "Ingest",
+            code=code,
+            handler=EMAIL_HANDLER,
+            description="Cairn inbound email ingest",
+            # A message up to SES's 40 MB limit is read and parsed in one go.
+            timeout=Duration.seconds(60),
+            memory_size=1024,
+            environment={**environment, **self.messages.environment},
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+            on_failure=destinations.SqsDestination(self.failures.queue),
+        )
+        self.messages.grant_read_messages(self.ingest.function)
+
+        self.rule_set = ses.ReceiptRuleSet(
+            self,
+            "RuleSet",
+            receipt_rule_set_name=config.stack_name,
+            rules=[
+                ses.ReceiptRuleOptions(
+                    recipients=[domain],
+                    # Spam and virus verdicts become part of every email event.
+                    scan_enabled=True,
+                    actions=[
+                        ses_actions.S3(bucket=self.messages.bucket, object_key_prefix=MESSAGE_PREFIX),
+                        ses_actions.Lambda(
+                            function=self.ingest.function,
+                            invocation_type=ses_actions.LambdaInvocationType.EVENT,
+                        ),
+                    ],
+                )
+            ],
+        )
+        if config.activate_receipt_rule_set:
+            ActiveRuleSet(self, "Activate", rule_set=self.rule_set)
+
+
+class ActiveRuleSet(Construct):
+    """Makes a receipt rule set the account's active one (CloudFormation has no resource for it).
+
+    Nothing is undone on delete: deactivating would switch off receiving for
+    the whole region even if another rule set became active in the meantime.
+    The stack's rule set cannot be deleted while active, so tearing down a
+    stage that activated it starts with `aws ses set-active-receipt-rule-set`.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, rule_set: ses.ReceiptRuleSet) -> None:
+        super().__init__(scope, construct_id)
+        name = rule_set.receipt_rule_set_name
+        activation = cr.AwsCustomResource(
+            self,
+            "Call",
+            on_update=cr.AwsSdkCall(
+                service="SES",
+                action="setActiveReceiptRuleSet",
+                parameters={"RuleSetName": name},
+                physical_resource_id=cr.PhysicalResourceId.of(name),
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(
+                resources=cr.AwsCustomResourcePolicy.ANY_RESOURCE
+            ),
+            install_latest_aws_sdk=False,
+        )
+        # After the rules exist, so activation never exposes an empty rule set.
+        activation.node.add_dependency(rule_set)
+        acknowledge(
+            activation,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ses:SetActiveReceiptRuleSet changes an account-wide setting and supports no "
+            "resource-level permissions; the policy allows that one action and nothing else.",
+        )
+        acknowledge(
+            Stack.of(self).node.find_child(_AWS_CUSTOM_RESOURCE_PROVIDER_ID),
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaBasicExecutionRole]",
+            "The role of CDK's own AwsCustomResource provider, which the stack does not define; "
+            "the managed policy only lets it write its CloudWatch logs.",
+        )

@@ -1,0 +1,84 @@
+"""One Lambda function running Cairn code, with its own log group and a role that can do nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.checks import acknowledge
+from infra.code import ARCHITECTURE, RUNTIME
+
+# Powertools reads these; every function logs and publishes metrics the same way.
+POWERTOOLS_ENVIRONMENT = {
+    "POWERTOOLS_SERVICE_NAME": "cairn",
+    "POWERTOOLS_METRICS_NAMESPACE": "Cairn",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+    # Requests and responses carry read tokens and inbox secrets: never copy
+    # them into logs or traces.
+    "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+    "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
+}
+
+
+class ServiceFunction(Construct):
+    """A Cairn function: shared code asset, arm64, active tracing, logs kept for the stage's retention.
+
+    The role starts empty (no AWS managed policy): it may write its own log
+    group and X-Ray segments, and callers grant whatever else the function
+    needs on the exact resources.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        handler: str,
+        description: str,
+        timeout: Duration,
+        memory_size: int,
+        environment: Mapping[str, str],
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+        on_failure: lambda_.IDestination | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, removal_policy=removal_policy
+        )
+        role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{description}: runtime permissions",
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            code=code,
+            handler=handler,
+            role=role,
+            timeout=timeout,
+            memory_size=memory_size,
+            environment={**POWERTOOLS_ENVIRONMENT, **environment},
+            log_group=self.log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            on_failure=on_failure,
+        )
+        self.log_group.grant_write(role)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "xray:PutTraceSegments and xray:PutTelemetryRecords (added for active tracing) "
+            "support no resource-level permissions; '*' is the only resource they accept. "
+            "Every other statement names its exact resource.",
+        )

@@ -1,0 +1,105 @@
+"""Synthesizing the stack the way app.py does (cdk.json context, cdk-nag checks), offline.
+
+Bundling is skipped through CDK's own context switch, so no pip and no
+network: the code asset is the bare functions/ folder.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk.assertions import Template
+
+from infra.config import cdk_json_context
+from infra.stack import build
+
+SKIP_BUNDLING = {"aws:cdk:bundling-stacks": []}
+
+# Everything switched on, and every limit away from its default so a value
+# that never reaches the environment cannot pass by accident.
+FULL_CONTEXT = {
+    "stage": "prod",
+    "email_domain": "mail.example.com",
+    "activate_receipt_rule_set": "true",
+    "api_domain_name": "api.example.com",
+    "api_certificate_arn": "arn:aws:acm:eu-west-1:123456789012:certificate/0f0e0d0c-1111-2222-3333",
+    "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:cairn-alarms",
+    "api_throttle_rate": "250",
+    "api_throttle_burst": 500,
+    "log_retention_days": "90",
+    "event_retention_seconds": 3 * 86_400 + 1,
+    "max_events": 5_000,
+    "max_inbox_bytes": 2_000_000,
+    "max_idempotency_key_length": 128,
+    "min_expires_in_seconds": 120,
+    "max_expires_in_seconds": 86_400 * 90,
+    "create_rate_per_minute": 7,
+    "poll_rate_per_minute": 90,
+    "max_wait_seconds": "20",
+    "default_page_limit": 50,
+    "max_page_limit": 500,
+    "max_page_bytes": 2_000_000,
+    "state_max_keys": 64,
+    "state_max_bytes": 131_072,
+    "email_text_max_bytes": 100_000,
+    "email_attachment_max_bytes": 4_000_000,
+}
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """One synthesized stack: its template, and cdk-nag's unacknowledged and acknowledged findings."""
+
+    raw: dict[str, Any]
+    violations: list[str]
+    acknowledgments: dict[str, str]  # "<construct path> <rule>" -> reason
+
+    @cached_property
+    def template(self) -> Template:
+        return Template.from_json(self.raw)
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        return {
+            logical_id: resource
+            for logical_id, resource in self.raw["Resources"].items()
+            if resource["Type"] == resource_type
+        }
+
+    def only(self, resource_type: str) -> tuple[str, dict[str, Any]]:
+        found = self.resources(resource_type)
+        assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+
+def synthesize(context: dict[str, Any], outdir: Path) -> Synthesis:
+    app = cdk.App(context={**cdk_json_context(), **SKIP_BUNDLING, **context}, outdir=str(outdir))
+    stack = build(app)
+    try:
+        app.synth()
+    except Exception:  # cdk-nag failed the synthesis; the report below says why
+        pass
+    # Warnings do not stop synthesis; the report lists them with the errors.
+    report = json.loads((outdir / "validation-report.json").read_text())
+    violations = [
+        f"{violation['severity']} {violation['ruleName']} at {construct['constructPath']}"
+        for plugin in report["pluginReports"]
+        for violation in plugin["violations"]
+        for construct in violation["violatingConstructs"]
+    ]
+    metadata = json.loads((outdir / f"{stack.artifact_id}.metadata.json").read_text())
+    return Synthesis(
+        raw=json.loads((outdir / stack.template_file).read_text()),
+        violations=violations,
+        acknowledgments={
+            f"{path} {rule}": reason
+            for path, entries in metadata.items()
+            for entry in entries
+            if entry["type"] == "aws:cdk:acknowledged-rules"
+            for rule, reason in entry["data"].items()
+        },
+    )

@@ -1,0 +1,93 @@
+"""Context in, deployment out: what the stack accepts, refuses, and passes to the application."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from cairn.settings import Settings
+from infra.config import LIMIT_DEFAULTS, StageConfig
+
+
+def from_context(context: dict[str, Any]) -> StageConfig:
+    return StageConfig.from_context(cdk.App(context=context).node)
+
+
+def test_limits_default_to_the_application_defaults() -> None:
+    # The stack passes every limit explicitly; a default changed in the
+    # application alone would otherwise be silently overridden in AWS.
+    application = {name: field.default for name, field in Settings.model_fields.items()}
+    assert {name: application[name] for name in LIMIT_DEFAULTS} == dict(LIMIT_DEFAULTS)
+
+
+def test_every_numeric_setting_is_a_context_value() -> None:
+    numeric = {
+        name
+        for name, field in Settings.model_fields.items()
+        if typing.get_origin(field.annotation) is None and field.annotation is int
+    }
+    missing = numeric - set(LIMIT_DEFAULTS)
+    assert not missing, f"add {sorted(missing)} to LIMIT_DEFAULTS in infra/config.py"
+
+
+def test_strings_from_the_cli_and_json_values_from_cdk_json_mean_the_same() -> None:
+    from_cli = from_context(
+        {"stage": "dev", "ephemeral": "TRUE", "max_events": "500", "api_throttle_rate": "10"}
+    )
+    from_json = from_context({"stage": "dev", "ephemeral": True, "max_events": 500, "api_throttle_rate": 10})
+    assert from_cli == from_json
+    assert from_cli.limits["max_events"] == 500
+    assert from_cli.limits["state_max_keys"] == LIMIT_DEFAULTS["state_max_keys"]
+
+
+def test_an_empty_string_is_an_unset_value() -> None:
+    # `-c email_domain=` is how a shell script says "no email" without editing cdk.json.
+    assert from_context({"stage": "dev", "email_domain": ""}).email_domain is None
+
+
+def test_public_base_url_comes_only_from_a_custom_domain() -> None:
+    assert from_context({"stage": "dev"}).public_base_url is None
+    custom = from_context(
+        {
+            "stage": "dev",
+            "api_domain_name": "api.example.com",
+            "api_certificate_arn": "arn:aws:acm:us-east-1:123456789012:certificate/abc-123",
+        }
+    )
+    assert custom.public_base_url == "https://api.example.com"
+    assert custom.application_environment["CAIRN_PUBLIC_BASE_URL"] == "https://api.example.com"
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {},
+        {"stage": "has_underscore"},
+        {"stage": "dev", "ephemeral": "yes"},
+        {"stage": "dev", "max_events": "1e3"},
+        {"stage": "dev", "max_events": 0},
+        {"stage": "dev", "max_events": True},
+        {"stage": "dev", "max_wait_seconds": 29},
+        {"stage": "dev", "email_domain": "Not A Domain"},
+        {"stage": "dev", "activate_receipt_rule_set": "true"},
+        {"stage": "dev", "api_domain_name": "api.example.com"},
+        {
+            "stage": "dev",
+            "api_domain_name": "api.example.com",
+            "api_certificate_arn": "arn:aws:iam::123456789012:server-certificate/x",
+        },
+        {"stage": "dev", "alarm_topic_arn": "ops-team"},
+        {"stage": "dev", "api_throttle_rate": 100, "api_throttle_burst": 50},
+        {"stage": "dev", "log_retention_days": 31},
+    ],
+)
+def test_unusable_context_is_refused_before_synthesis(context: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        from_context(context)
+
+
+def test_zero_wait_is_a_valid_limit() -> None:
+    assert from_context({"stage": "dev", "max_wait_seconds": "0"}).limits["max_wait_seconds"] == 0

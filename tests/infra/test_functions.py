@@ -1,0 +1,214 @@
+"""The Lambda functions: what they run, how long they may run, what they are told and allowed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from infra.code import FUNCTIONS_DIR
+from infra.config import LIMIT_DEFAULTS
+from infra.storage import STORE_ACTIONS
+from tests.infra.synthesis import FULL_CONTEXT, Synthesis
+
+FUNCTION = "AWS::Lambda::Function"
+API_HANDLER = "cairn.api.handler.lambda_handler"
+EMAIL_HANDLER = "cairn.email.handler.lambda_handler"
+
+
+def cairn_functions(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
+    """Cairn's own functions (CDK's custom resource providers run other code)."""
+    return {
+        logical_id: resource
+        for logical_id, resource in synthesis.resources(FUNCTION).items()
+        if resource["Properties"]["Handler"].startswith("cairn.")
+    }
+
+
+def function_by_handler(synthesis: Synthesis, handler: str) -> tuple[str, dict[str, Any]]:
+    [found] = [
+        (logical_id, resource["Properties"])
+        for logical_id, resource in cairn_functions(synthesis).items()
+        if resource["Properties"]["Handler"] == handler
+    ]
+    return found
+
+
+def policy_statements(synthesis: Synthesis, role_id: str) -> list[dict[str, Any]]:
+    return [
+        statement
+        for policy in synthesis.resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def as_list(value: Any) -> list[Any]:
+    """IAM allows a single value or a list wherever a list is meant."""
+    return value if isinstance(value, list) else [value]
+
+
+def role_of(properties: dict[str, Any]) -> str:
+    return properties["Role"]["Fn::GetAtt"][0]
+
+
+def test_without_email_only_the_api_function_exists(default: Synthesis) -> None:
+    handlers = {r["Properties"]["Handler"] for r in cairn_functions(default).values()}
+    assert handlers == {API_HANDLER}
+
+
+def test_with_email_the_ingest_function_exists(full: Synthesis) -> None:
+    handlers = {r["Properties"]["Handler"] for r in cairn_functions(full).values()}
+    assert handlers == {API_HANDLER, EMAIL_HANDLER}
+
+
+def test_every_handler_resolves_to_a_function_in_the_code_asset(full: Synthesis) -> None:
+    handlers = sorted({r["Properties"]["Handler"] for r in cairn_functions(full).values()})
+    # Imported the way Lambda imports it: functions/ is the code root. A fresh
+    # interpreter, so nothing this test process imported can stand in for it.
+    script = (
+        "import importlib, sys\n"
+        f"sys.path.insert(0, {str(FUNCTIONS_DIR)!r})\n"
+        "for handler in sys.argv[1:]:\n"
+        "    module, name = handler.rsplit('.', 1)\n"
+        "    loaded = importlib.import_module(module)\n"
+        "    assert loaded.__file__.startswith(sys.path[0]), loaded.__file__\n"
+        "    assert callable(getattr(loaded, name)), handler\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", script, *handlers],
+        env={"AWS_REGION": "us-east-1", "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_functions_run_on_the_newest_python_on_arm64(full: Synthesis) -> None:
+    for resource in cairn_functions(full).values():
+        properties = resource["Properties"]
+        assert properties["Runtime"] == "python3.14"
+        assert properties["Architectures"] == ["arm64"]
+        assert properties["TracingConfig"] == {"Mode": "Active"}
+
+
+def test_both_functions_share_one_code_asset(full: Synthesis) -> None:
+    codes = {str(r["Properties"]["Code"]) for r in cairn_functions(full).values()}
+    assert len(codes) == 1
+
+
+def test_api_function_outlives_the_api_gateway_timeout(default: Synthesis) -> None:
+    # API Gateway cuts at 29 s and a long-poll waits up to 25 s; the function
+    # must not be the one that stops first.
+    _, properties = function_by_handler(default, API_HANDLER)
+    assert properties["Timeout"] >= 29
+    assert properties["MemorySize"] == 1024
+
+
+def test_ingest_function_has_time_for_a_large_message(full: Synthesis) -> None:
+    _, properties = function_by_handler(full, EMAIL_HANDLER)
+    assert properties["Timeout"] >= 60
+
+
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER])
+def test_every_limit_from_context_reaches_the_environment(full: Synthesis, handler: str) -> None:
+    _, properties = function_by_handler(full, handler)
+    variables = properties["Environment"]["Variables"]
+    for key in LIMIT_DEFAULTS:
+        assert variables[f"CAIRN_{key.upper()}"] == str(FULL_CONTEXT[key]), key
+    assert variables["CAIRN_EMAIL_DOMAIN"] == "mail.example.com"
+    assert variables["CAIRN_PUBLIC_BASE_URL"] == "https://api.example.com"
+
+
+def test_defaults_reach_the_environment_when_context_is_silent(default: Synthesis) -> None:
+    _, properties = function_by_handler(default, API_HANDLER)
+    variables = properties["Environment"]["Variables"]
+    assert {k: variables[f"CAIRN_{k.upper()}"] for k in LIMIT_DEFAULTS} == {
+        k: str(v) for k, v in LIMIT_DEFAULTS.items()
+    }
+    # No custom domain: the application derives links from each request, and
+    # no email domain: none is invented.
+    assert "CAIRN_PUBLIC_BASE_URL" not in variables
+    assert "CAIRN_EMAIL_DOMAIN" not in variables
+    assert "CAIRN_EMAIL_BUCKET" not in variables
+
+
+def test_functions_know_their_table_and_powertools_settings(full: Synthesis) -> None:
+    table_id, _ = full.only("AWS::DynamoDB::GlobalTable")
+    for resource in cairn_functions(full).values():
+        variables = resource["Properties"]["Environment"]["Variables"]
+        assert variables["CAIRN_TABLE_NAME"] == {"Ref": table_id}
+        assert variables["POWERTOOLS_SERVICE_NAME"] == "cairn"
+        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Cairn"
+        assert variables["POWERTOOLS_LOG_LEVEL"] == "INFO"
+        # Events carry read tokens and inbox secrets.
+        assert variables["POWERTOOLS_LOGGER_LOG_EVENT"] == "false"
+        assert variables["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"
+
+
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER])
+def test_both_functions_find_raw_messages(full: Synthesis, handler: str) -> None:
+    bucket_id, _ = full.only("AWS::S3::Bucket")
+    _, properties = function_by_handler(full, handler)
+    variables = properties["Environment"]["Variables"]
+    assert variables["CAIRN_EMAIL_BUCKET"] == {"Ref": bucket_id}
+    assert variables["CAIRN_EMAIL_PREFIX"] == "inbound/"
+
+
+def test_functions_log_to_their_own_retained_log_group(full: Synthesis) -> None:
+    log_groups = full.resources("AWS::Logs::LogGroup")
+    for resource in cairn_functions(full).values():
+        log_group_id = resource["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        assert log_groups[log_group_id]["Properties"]["RetentionInDays"] == 90
+        assert log_groups[log_group_id]["DeletionPolicy"] == "Retain"
+
+
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER])
+def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synthesis, handler: str) -> None:
+    table_id, _ = full.only("AWS::DynamoDB::GlobalTable")
+    _, properties = function_by_handler(full, handler)
+    statements = [
+        s
+        for s in policy_statements(full, role_of(properties))
+        if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))
+    ]
+    granted = {action for s in statements for action in as_list(s["Action"])}
+    assert granted == set(STORE_ACTIONS)
+    for statement in statements:
+        assert statement["Effect"] == "Allow"
+        assert as_list(statement["Resource"]) == [{"Fn::GetAtt": [table_id, "Arn"]}]
+
+
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER])
+def test_functions_may_only_read_raw_messages(full: Synthesis, handler: str) -> None:
+    bucket_id, _ = full.only("AWS::S3::Bucket")
+    bucket_arn = {"Fn::GetAtt": [bucket_id, "Arn"]}
+    _, properties = function_by_handler(full, handler)
+    statements = {
+        action: statement
+        for statement in policy_statements(full, role_of(properties))
+        for action in as_list(statement["Action"])
+        if action.startswith("s3:")
+    }
+    assert set(statements) == {"s3:GetObject", "s3:ListBucket"}
+    assert statements["s3:GetObject"]["Resource"] == {"Fn::Join": ["", [bucket_arn, "/inbound/*"]]}
+    # Listing lets S3 answer 404 for an expired message instead of 403.
+    assert statements["s3:ListBucket"]["Resource"] == bucket_arn
+    assert statements["s3:ListBucket"]["Condition"] == {"StringLike": {"s3:prefix": "inbound/*"}}
+
+
+def test_no_policy_grants_a_wildcard_action(every_shape: Synthesis) -> None:
+    for policy in every_shape.resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for action in as_list(statement["Action"]):
+                assert action != "*" and not action.endswith(":*"), (action, statement)
+
+
+def test_cairn_roles_carry_no_managed_policies(full: Synthesis) -> None:
+    for resource in cairn_functions(full).values():
+        role = full.resources("AWS::IAM::Role")[role_of(resource["Properties"])]
+        assert "ManagedPolicyArns" not in role["Properties"]
