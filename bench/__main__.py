@@ -21,6 +21,19 @@ when it ends. What it measures, in the order printed:
 4. Baseline: the inbox append's transaction (head Update with a condition +
    event Put) in raw boto3 at 1 and 8 threads on the same DynamoDB Local,
    and Cairn's HTTP posts/s as a share of it.
+5. Durable state: DynamoDB calls and transaction items per state operation
+   (read, list, create, replace, stale write, delete, a batch of 5, and
+   concurrent compare-and-set increments), counted as in 1; increments per
+   second over HTTP against `cairn serve` by 8 clients (read, PUT with
+   if_revision, again on 409) on one hot key and on 32 keys (4 each); the
+   same increments as raw boto3 transactions (key Update under its revision +
+   head Update + event Put) at 8 threads, and Cairn as a share of them.
+6. Runtime store: DynamoDB calls and transaction items per operation of an
+   in-process `DynamoRuntimeStore` (append, root start, child start,
+   terminal), counted as in 1; appends per second by threads sharing one
+   store: 1 and 8 on one run, 8 across 50 runs (in 50 sessions, and in one);
+   `list_run_records` page latency on runs of 10, 100 and 10,000 records
+   (2,000 with --quick), from the start, the middle and the end.
 
 Client, server and DynamoDB Local share this machine's cores, so the figures
 compare shapes and code paths; they are not AWS capacity.
@@ -40,8 +53,14 @@ from pathlib import Path
 
 from bench.baseline import compare_with_cairn, measure_baseline
 from bench.calls import measure_calls
+from bench.cas import measure_cas
+from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
 from bench.report import Table
+from bench.runtime_appends import measure_appends
+from bench.runtime_calls import measure_runtime_calls
+from bench.runtime_pages import measure_pages
 from bench.server import CairnServer
+from bench.state_calls import measure_state_calls
 from bench.throughput import measure_throughput
 from bench.wakeup import measure_wakeup
 from cairn.local.dynamodb_local import DynamoDBLocal, find_distribution
@@ -52,6 +71,7 @@ from cairn.store.table import ensure_table
 SERVICE_TABLE = "bench-resolver"
 SERVER_TABLE = "bench-serve"
 RAW_TABLE = "bench-raw"
+RUNTIME_TABLE = "bench-runtime"
 
 
 @dataclass(frozen=True)
@@ -62,10 +82,12 @@ class Plan:
     seconds: float
     warmup: float
     trials: int
+    # Records in the long run that list_run_records pages through.
+    history: int
 
 
-FULL = Plan(repeats=20, seconds=8.0, warmup=1.5, trials=50)
-QUICK = Plan(repeats=5, seconds=2.5, warmup=1.0, trials=15)
+FULL = Plan(repeats=20, seconds=8.0, warmup=1.5, trials=50, history=10_000)
+QUICK = Plan(repeats=5, seconds=2.5, warmup=1.0, trials=15, history=2_000)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,19 +126,36 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             create_rate_per_minute=1_000_000_000,
         )
         client = make_client(settings)
-        for table in (SERVICE_TABLE, RAW_TABLE):
+        for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE):
             ensure_table(client, table)
 
-        _progress("1/4 DynamoDB calls per operation")
+        _progress("1/10 DynamoDB calls per operation")
         calls = measure_calls(settings, plan.repeats)
-        _progress("2/4 raw TransactWriteItems baseline")
+        _progress("2/10 DynamoDB calls per state operation")
+        state_calls = measure_state_calls(settings, plan.repeats)
+        _progress("3/10 raw TransactWriteItems baseline")
         baseline, raw = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("3/4 HTTP throughput against cairn serve")
+        _progress("4/10 raw compare-and-set baseline")
+        # A client of its own: its calls are counted.
+        cas_baseline, raw_cas = measure_cas_baseline(make_client(settings), RAW_TABLE, plan.seconds, plan.warmup)
+        _progress("5/10 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
             throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
-            _progress("4/4 long-poll wake-up")
+            _progress("6/10 long-poll wake-up")
             wakeup = measure_wakeup(server, plan.trials)
-    return [calls, throughput, wakeup, baseline, compare_with_cairn(cairn, raw)]
+            _progress("7/10 state compare-and-set over HTTP")
+            cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
+        _progress("8/10 DynamoDB calls per runtime store operation")
+        runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
+        _progress("9/10 runtime store appends")
+        appends = measure_appends(settings, RUNTIME_TABLE, plan.seconds, plan.warmup)
+        _progress(f"10/10 list_run_records pages (writing a {plan.history:,}-record history first)")
+        pages = measure_pages(settings, RUNTIME_TABLE, plan.history, plan.trials)
+    return [
+        calls, throughput, wakeup, baseline, compare_with_cairn(cairn, raw),
+        state_calls, cas, cas_baseline, compare_cas_with_cairn(cairn_cas, raw_cas),
+        runtime_calls, appends, pages,
+    ]  # fmt: skip
 
 
 def _progress(message: str) -> None:

@@ -13,6 +13,7 @@ PROVISION_PATH = "/api/v1/addresses"
 class Address:
     inbox_path: str
     events_path: str
+    state_path: str
     read_token: str
 
     @classmethod
@@ -21,6 +22,7 @@ class Address:
         return cls(
             inbox_path=urlsplit(endpoints["inbox_url"]).path,
             events_path=urlsplit(endpoints["events_url"]).path,
+            state_path=urlsplit(endpoints["state_url"]).path,
             read_token=body["credentials"]["read_token"],
         )
 
@@ -30,6 +32,9 @@ class Address:
 
     def ack_path(self, event_id: str) -> str:
         return f"{self.events_path}/{event_id}/ack"
+
+    def state_key_path(self, key: str) -> str:
+        return f"{self.state_path}/{key}"
 
 
 def inbox_body(number: int) -> dict[str, Any]:

@@ -9,11 +9,14 @@ This is Cairn's protocol without HTTP, the resolver or credentials.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from botocore.exceptions import ClientError
 
 from bench.report import Table
 from bench.throughput import POST_1_TO_1, POST_8_TO_1, POST_8_TO_8
 from bench.timing import LoadResult, run_load
+from cairn.store.address_table import CONDITION_FAILED
 from cairn.store.items import cancellation_reasons, error_code, get_int, key, n, s
 
 THREADS = 8
@@ -21,6 +24,10 @@ THREADS = 8
 RAW_1_TO_1 = "1 thread, 1 head"
 RAW_8_TO_1 = f"{THREADS} threads, 1 head"
 RAW_8_TO_8 = f"{THREADS} threads, {THREADS} heads"
+
+
+class ExtraConditionFailed(Exception):
+    """A condition of the caller's own actions failed: a real conflict, not a stale guess."""
 
 
 class RawAppender:
@@ -33,17 +40,24 @@ class RawAppender:
         self._last = 0
         self.transactions = 0
 
-    def append(self) -> str:
+    def append(self, extra: Sequence[dict] = ()) -> str:
+        """Append one event, with `extra` actions (after the head and the event) in the same transaction."""
         while True:
             self.transactions += 1
+            own = self._actions()
             try:
-                self._client.transact_write_items(TransactItems=self._actions())
+                self._client.transact_write_items(TransactItems=[*own, *extra])
             except ClientError as error:
                 if error_code(error) != "TransactionCanceledException":
                     raise
-                head = cancellation_reasons(error)[0].get("Item")
-                # No head item means the cancellation was a conflict, not a stale guess.
-                self._last = get_int(head, "last_seq") if head else self._last
+                reasons = cancellation_reasons(error)
+                head = reasons[0].get("Item")
+                if head:
+                    # A stale guess: the cancellation carries the current head.
+                    self._last = get_int(head, "last_seq")
+                elif any(reason.get("Code") == CONDITION_FAILED for reason in reasons[len(own) :]):
+                    raise ExtraConditionFailed() from error
+                # Otherwise the cancellation was a conflict with another transaction: try again.
                 continue
             self._last += 1
             return "ok"

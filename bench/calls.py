@@ -25,18 +25,25 @@ CONCURRENT_WRITERS = 8
 
 
 class CallCounts:
-    """Calls by DynamoDB operation, and HTTP attempts (which include SDK retries)."""
+    """Calls by DynamoDB operation, HTTP attempts (which include SDK retries),
+    and the actions in TransactWriteItems calls (each one a write DynamoDB bills)."""
 
-    def __init__(self, calls: Counter[str], attempts: Counter[str], per: int = 1) -> None:
+    def __init__(self, calls: Counter[str], attempts: Counter[str], per: int = 1, transact_items: int = 0) -> None:
         self.calls = calls
         self.attempts = attempts
         self.per = per
+        self.transact_items = transact_items
 
     @classmethod
     def combined(cls, parts: list[CallCounts], per: int) -> CallCounts:
         calls = sum((part.calls for part in parts), Counter())
         attempts = sum((part.attempts for part in parts), Counter())
-        return cls(calls, attempts, per)
+        return cls(calls, attempts, per, sum(part.transact_items for part in parts))
+
+    @property
+    def items_per_operation(self) -> float:
+        """Transaction actions per operation, over every transaction it sent (lost ones included)."""
+        return round(self.transact_items / self.per, 2)
 
     def _mean(self, counter: Counter[str]) -> dict[str, float]:
         return {name: round(count / self.per, 2) for name, count in counter.most_common()}
@@ -58,10 +65,13 @@ class CallCounter:
         self._lock = threading.Lock()
         self._calls: Counter[str] = Counter()
         self._attempts: Counter[str] = Counter()
+        self._transact_items = 0
         # `before-call` fires once per API call, `before-send` once per HTTP
-        # attempt. Handlers return None: a returned value would replace the call.
+        # attempt, `provide-client-params` once per call with the caller's
+        # parameters. Handlers return None: a returned value would replace them.
         client.meta.events.register("before-call.dynamodb", self._on_call)
         client.meta.events.register("before-send.dynamodb", self._on_send)
+        client.meta.events.register("provide-client-params.dynamodb.TransactWriteItems", self._on_transaction)
 
     def _on_call(self, event_name: str, **_: Any) -> None:
         with self._lock:
@@ -71,11 +81,15 @@ class CallCounter:
         with self._lock:
             self._attempts[event_name.rsplit(".", 1)[-1]] += 1
 
+    def _on_transaction(self, params: dict[str, Any], **_: Any) -> None:
+        with self._lock:
+            self._transact_items += len(params.get("TransactItems", ()))
+
     def take(self, per: int = 1) -> CallCounts:
         """What was counted since the last `take`, as a mean over `per` operations."""
         with self._lock:
-            counts = CallCounts(self._calls, self._attempts, per)
-            self._calls, self._attempts = Counter(), Counter()
+            counts = CallCounts(self._calls, self._attempts, per, self._transact_items)
+            self._calls, self._attempts, self._transact_items = Counter(), Counter(), 0
         return counts
 
 
@@ -165,14 +179,14 @@ def measure_calls(settings: Settings, repeats: int) -> Table:
         steady_counts = steady.counter.take(per=repeats)
         fresh = CairnProcess(settings)
         statuses[operation(fresh).status] += 1
-        table.add(name, _statuses(statuses), fresh.counter.take(), steady_counts)
+        table.add(name, status_text(statuses), fresh.counter.take(), steady_counts)
 
     turns = [steady, CairnProcess(settings)]
     for process in turns:
         process.counter.take()
     statuses = Counter(scenario.post_new(turns[i % 2]).status for i in range(repeats))
     counts = CallCounts.combined([process.counter.take() for process in turns], per=repeats)
-    table.add("inbox post, 2 processes taking turns", _statuses(statuses), "-", counts)
+    table.add("inbox post, 2 processes taking turns", status_text(statuses), "-", counts)
 
     shared = CairnProcess(settings)
     counts, statuses = _concurrent_posts([shared] * CONCURRENT_WRITERS, repeats)
@@ -206,11 +220,11 @@ def _concurrent_posts(writers: list[CairnProcess], posts_each: int) -> tuple[Cal
     with ThreadPoolExecutor(len(writers)) as pool:
         statuses = Counter(status for batch in pool.map(post_many, writers) for status in batch)
     counts = CallCounts.combined([process.counter.take() for process in unique], per=statuses.total())
-    return counts, _statuses(statuses)
+    return counts, status_text(statuses)
 
 
-def _statuses(statuses: Counter[int]) -> str:
-    """"202" when every reply agreed, else each status with its count."""
+def status_text(statuses: Counter[Any]) -> str:
+    """"202" when every reply (or outcome) agreed, else each with its count."""
     if len(statuses) == 1:
         return str(next(iter(statuses)))
     return ", ".join(f"{status} x{count}" for status, count in sorted(statuses.items()))

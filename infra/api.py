@@ -23,7 +23,10 @@ from infra.config import StageConfig
 # Named by string: CDK never imports the application package.
 API_HANDLER = "cairn.api.handler.lambda_handler"
 
-RUNTIME_PATH = ("api", "v1", "runtime")
+WORKER_ROOT = ("api", "v1")
+# Subtrees for agent runtimes (AWS principals), authorized by IAM.
+WORKER_RESOURCES = ("runtime", "memory")
+RUNTIME_PATH = (*WORKER_ROOT, "runtime")
 
 # Access log record. There is deliberately no `$context.path`: inbox URLs carry
 # their secret in the path, and a log line must never hold a credential.
@@ -64,10 +67,10 @@ _OPEN_ROUTE_REASON = (
     "secrets are capability credentials checked against their SHA-256 in DynamoDB, and "
     "provisioning and discovery are anonymous by design (an agent gets an address with "
     "no account). A gateway authorizer would add a call per request and a second "
-    "credential the AgentAddress clients do not have. Runtime routes use IAM."
+    "credential the AgentAddress clients do not have. Runtime and memory routes use IAM."
 )
 _IAM_ROUTE_REASON = (
-    "The runtime routes are authorized by IAM (SigV4): their callers are agent runtimes "
+    "The runtime and memory routes are authorized by IAM (SigV4): their callers are agent runtimes "
     "running as AWS principals, not people with Cognito identities."
 )
 _OPEN_ROUTE = {"AwsSolutions-APIG4": _OPEN_ROUTE_REASON, "AwsSolutions-COG4": _OPEN_ROUTE_REASON}
@@ -142,22 +145,24 @@ class CairnApi(Construct):
         )
 
     def _add_routes(self) -> None:
-        """ANY on every path; IAM on the runtime subtree.
+        """ANY on every path; IAM on the worker subtrees (runtime store, memory).
 
-        Each level from the root to the runtime resource gets its own
-        `{proxy+}`, so a path beside `runtime` (like /api/v1/addresses) matches
-        an open catch-all at its own level and never depends on how API
-        Gateway falls back from a partly matched static path.
+        Each level from the root to the worker resources gets its own
+        `{proxy+}`, so a path beside them (like /api/v1/addresses) matches an
+        open catch-all at its own level and never depends on how API Gateway
+        falls back from a partly matched static path.
         """
         resource = self.rest_api.root
-        for part in RUNTIME_PATH:
-            _acknowledge_all(resource.add_method("ANY"), _OPEN_ROUTE)
-            _acknowledge_all(resource.add_proxy().any_method, _OPEN_ROUTE)
+        for part in WORKER_ROOT:
+            _add_open_methods(resource)
             resource = resource.add_resource(part)
+        _add_open_methods(resource)
         iam = apigateway.AuthorizationType.IAM
-        _acknowledge_all(resource.add_method("ANY", authorization_type=iam), _IAM_ROUTE)
-        proxy = resource.add_proxy(default_method_options=apigateway.MethodOptions(authorization_type=iam))
-        _acknowledge_all(proxy.any_method, _IAM_ROUTE)
+        for name in WORKER_RESOURCES:
+            worker = resource.add_resource(name)
+            _acknowledge_all(worker.add_method("ANY", authorization_type=iam), _IAM_ROUTE)
+            proxy = worker.add_proxy(default_method_options=apigateway.MethodOptions(authorization_type=iam))
+            _acknowledge_all(proxy.any_method, _IAM_ROUTE)
 
     def _add_gateway_errors(self) -> None:
         for response_type, code in GATEWAY_ERRORS.items():
@@ -214,6 +219,12 @@ def _custom_domain(scope: Construct, config: StageConfig) -> apigateway.DomainNa
         endpoint_type=apigateway.EndpointType.REGIONAL,
         security_policy=apigateway.SecurityPolicy.TLS_1_2,
     )
+
+
+def _add_open_methods(resource: apigateway.IResource) -> None:
+    """ANY on the resource and on a `{proxy+}` below it, with no gateway authorizer."""
+    _acknowledge_all(resource.add_method("ANY"), _OPEN_ROUTE)
+    _acknowledge_all(resource.add_proxy().any_method, _OPEN_ROUTE)
 
 
 def _acknowledge_all(method: apigateway.Method, findings: dict[str, str]) -> None:

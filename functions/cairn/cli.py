@@ -5,19 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cairn.client import commands as agent_commands
+from cairn.local import options
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cairn", description="Durable state for AI agents.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the API locally on DynamoDB Local")
-    from cairn.local import server
-
-    server.add_arguments(serve)
+    options.add_arguments(serve)
+    agent_commands.add_commands(commands)
     args = parser.parse_args(argv)
     if args.command == "serve":
+        from cairn.local import server
+
         return server.run(args)
-    parser.error(f"unknown command {args.command}")
-    return 2
+    return agent_commands.run(args)
 
 
 if __name__ == "__main__":

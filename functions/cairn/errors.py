@@ -2,7 +2,9 @@
 
 The HTTP edge turns every `CairnError` into
 `{"error": {"code": ..., "message": ..., **details}}` with its status; use
-cases raise them and know nothing of HTTP beyond the status number.
+cases raise them and know nothing of HTTP beyond the status number. The
+Python SDK (`cairn.client`) rebuilds the same classes from that body, so
+`except RevisionConflict` reads the same on either side of the wire.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class RevisionConflict(CairnError):
     status = 409
     code = "revision_conflict"
 
+    @property
+    def current_revision(self) -> int | None:
+        """The key's revision now (None: it does not exist); set for single-key writes."""
+        return self.details.get("current_revision")
+
 
 class StateLimitExceeded(CairnError):
     """Too many keys (409) or too many bytes (413) in an address's state."""
@@ -75,6 +82,13 @@ class PayloadTooLarge(CairnError):
     code = "payload_too_large"
 
 
+class AttachmentUnavailable(CairnError):
+    """The stored message an attachment came from has expired or was removed."""
+
+    status = 410
+    code = "attachment_unavailable"
+
+
 class IdempotencyKeyReused(CairnError):
     status = 422
     code = "idempotency_key_reused"
@@ -90,6 +104,7 @@ class RateLimited(CairnError):
             headers={"Retry-After": str(retry_after)},
             retry_after_seconds=retry_after,
         )
+        self.retry_after = retry_after
 
 
 class Unavailable(CairnError):
@@ -100,3 +115,4 @@ class Unavailable(CairnError):
 
     def __init__(self, message: str = "Storage is busy; retry shortly.", *, retry_after: int = 1) -> None:
         super().__init__(message, headers={"Retry-After": str(retry_after)}, retry_after_seconds=retry_after)
+        self.retry_after = retry_after

@@ -13,12 +13,19 @@ from cairn.addresses.inbox import Inbox
 from cairn.addresses.provisioning import Provisioning
 from cairn.addresses.state import AddressState
 from cairn.clock import Clock, system_clock
+from cairn.email.attachments import EmailAttachments
+from cairn.email.ingest import EmailIngest
+from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.runtime.store import RuntimeStore
 from cairn.settings import Settings
 from cairn.store.address_table import AddressTable
 from cairn.store.client import make_client
+from cairn.store.memory_table import MemoryTable
+from cairn.store.raw_messages import raw_message_store
 from cairn.store.ratelimit import RateLimiter
 from cairn.store.state_table import StateTable
 from cairn.store.waiters import PollingWaiter, Waiter
+from cairn.transcript.memory import MemoryStore
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,10 @@ class Services:
     inbox: Inbox
     feed: Feed
     state: AddressState
+    email: EmailIngest
+    attachments: EmailAttachments
+    runtime: RuntimeStore
+    memory: MemoryStore
 
     @classmethod
     def build(
@@ -48,10 +59,16 @@ class Services:
         )
         limiter = RateLimiter(client, settings.table_name)
         state_table = StateTable(client, settings.table_name)
+        feed = Feed(table, limiter, waiter, settings, clock)
+        raw_messages = raw_message_store(settings)
         return cls(
             settings=settings,
             provisioning=Provisioning(table, state_table, limiter, settings, clock),
             inbox=Inbox(table, waiter, settings, clock),
-            feed=Feed(table, limiter, waiter, settings, clock),
+            feed=feed,
             state=AddressState(table, state_table, waiter, settings, clock),
+            email=EmailIngest(table, raw_messages, waiter, settings, clock),
+            attachments=EmailAttachments(table, raw_messages, feed, settings, clock),
+            runtime=DynamoRuntimeStore(client, settings.table_name),
+            memory=MemoryStore(MemoryTable(client, settings.table_name), clock),
         )

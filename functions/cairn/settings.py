@@ -8,6 +8,7 @@ Lambda, and `cairn serve` in the local process. Nothing else reads
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -44,6 +45,18 @@ class Settings(BaseSettings):
 
     state_max_keys: int = Field(default=32, ge=1)
     state_max_bytes: int = Field(default=65_536, ge=1)
+
+    # Bearer secret the runtime routes require when set (local serve); in AWS
+    # API Gateway authorizes them with IAM instead.
+    runtime_key: str | None = None
+
+    # Raw inbound messages: SES's S3 action writes `<prefix><SES message id>`
+    # to this bucket; without a bucket they live in `email_blob_dir`.
+    email_bucket: str | None = None
+    email_prefix: str = ""
+    email_blob_dir: Path = Path(".cairn/data/email")
+    email_text_max_bytes: int = Field(default=256 * 1024, ge=1)
+    email_attachment_max_bytes: int = Field(default=10_000_000, ge=1)
 
 
 @lru_cache(maxsize=1)

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.runtime.http import HttpRuntimeStore
 from cairn.runtime.memory import MemoryRuntimeStore
 from cairn.settings import Settings
 from cairn.store.client import make_client
+from tests.support.lambda_client import LambdaClient, make_services
 
 
-@pytest.fixture(params=["memory", "dynamo"])
+@pytest.fixture(params=["memory", "dynamo", "http"])
 def store(request):
     if request.param == "memory":
-        return MemoryRuntimeStore()
+        yield MemoryRuntimeStore()
+        return
+    database = request.getfixturevalue("dynamodb_local")
+    table = request.getfixturevalue("local_table")
     if request.param == "dynamo":
-        database = request.getfixturevalue("dynamodb_local")
-        table = request.getfixturevalue("local_table")
-        return DynamoRuntimeStore(make_client(Settings(dynamodb_endpoint=database.endpoint)), table)
-    raise AssertionError(request.param)
+        yield DynamoRuntimeStore(make_client(Settings(dynamodb_endpoint=database.endpoint)), table)
+        return
+    # The service's own resolver and routes, reached through httpx without a socket.
+    api = LambdaClient(make_services(clock=request.getfixturevalue("clock"), table_name=table,
+                                     dynamodb_endpoint=database.endpoint, runtime_key="contract-key"))
+    client = HttpRuntimeStore("http://cairn.test", runtime_key="contract-key", transport=httpx.MockTransport(api.handle))
+    yield client
+    client.close()

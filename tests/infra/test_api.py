@@ -38,7 +38,7 @@ def method_paths(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_runtime_routes_require_iam_and_every_other_path_is_open(default: Synthesis) -> None:
+def test_worker_routes_require_iam_and_every_other_path_is_open(default: Synthesis) -> None:
     authorization = {path: m["AuthorizationType"] for path, m in method_paths(default).items()}
     assert authorization == {
         "/": "NONE",
@@ -49,6 +49,8 @@ def test_runtime_routes_require_iam_and_every_other_path_is_open(default: Synthe
         "/api/v1/{proxy+}": "NONE",
         "/api/v1/runtime": "AWS_IAM",
         "/api/v1/runtime/{proxy+}": "AWS_IAM",
+        "/api/v1/memory": "AWS_IAM",
+        "/api/v1/memory/{proxy+}": "AWS_IAM",
     }
 
 

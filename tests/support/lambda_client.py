@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+
+import httpx
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +30,12 @@ class Reply:
     status: int
     headers: dict[str, str]
     text: str
+    base64_encoded: bool = False
+
+    @property
+    def content(self) -> bytes:
+        """The body as bytes, decoded when the resolver sent it base64-encoded."""
+        return base64.b64decode(self.text) if self.base64_encoded else self.text.encode()
 
     def json(self) -> Any:
         return json.loads(self.text)
@@ -92,7 +100,15 @@ class LambdaClient:
         headers_out = {k: v for k, v in (response.get("headers") or {}).items()}
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers_out[name] = values[-1]
-        return Reply(response["statusCode"], headers_out, response.get("body") or "")
+        return Reply(
+            response["statusCode"], headers_out, response.get("body") or "", response.get("isBase64Encoded", False)
+        )
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        """An httpx transport handler: the request goes through the resolver."""
+        headers = {name: value for name, value in request.headers.items() if name.lower() != "host"}
+        reply = self.request(request.method, str(request.url), body=request.content or None, headers=headers)
+        return httpx.Response(reply.status, headers=reply.headers, content=reply.text.encode())
 
     # -- conveniences used across tests --------------------------------------
 

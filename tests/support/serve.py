@@ -29,17 +29,20 @@ class ServeProcess:
         table: str | None = None,
         data_dir: Path | None = None,
         env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
     ) -> None:
         self.port = free_port()
+        self.smtp_port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.output: list[str] = []
         command = [sys.executable, "-m", "cairn.cli", "serve", "--port", str(self.port)]
+        command += ["--smtp-port", str(self.smtp_port)]
         if dynamodb_endpoint:
             command += ["--dynamodb-endpoint", dynamodb_endpoint]
         if table:
             command += ["--table", table]
         command += ["--data-dir", str(data_dir or workdir / "data")]
-        self._command = command
+        self._command = command + (extra_args or [])
         self._env = {**os.environ, "CAIRN_POLL_RATE_PER_MINUTE": "100000", "CAIRN_CREATE_RATE_PER_MINUTE": "100000"}
         self._env.update(env or {})
         self._workdir = workdir

@@ -30,7 +30,7 @@ class Feed:
         A long-poll counts once against the per-address poll rate.
         """
         authenticate(self._table, address_id, read_token, now=self._clock())
-        self._count_poll(address_id)
+        self.count_poll(address_id)
         deadline = time.monotonic() + min(wait, self._settings.max_wait_seconds)
         with self._waiter.subscribe(address_id) as subscription:
             while True:
@@ -56,7 +56,8 @@ class Feed:
             raise NotFound("No retained event with this id.", event_id=event_id)
         return event
 
-    def _count_poll(self, address_id: str) -> None:
+    def count_poll(self, address_id: str) -> None:
+        """One use of the per-address poll rate; polls and attachment downloads share it."""
         limit = self._settings.poll_rate_per_minute
         retry_after = self._limiter.hit("poll", address_id, limit=limit, now=self._clock())
         if retry_after is not None:

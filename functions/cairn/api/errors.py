@@ -16,6 +16,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn import jsontext
 from cairn.errors import CairnError, Unavailable
+from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreUnavailable
+from cairn.runtime.wire import WireError
 
 logger = Logger(service="cairn")
 
@@ -45,6 +47,20 @@ def register_error_handlers(app) -> None:
     @app.exception_handler(CairnError)
     def cairn_error(error: CairnError) -> Response:
         return error_response(error.status, error.code, error.message, error.headers, **error.details)
+
+    @app.exception_handler(RuntimeStoreError)
+    def runtime_error(error: RuntimeStoreError) -> Response:
+        """Sentinels keep their code; a ContractError names its cause so clients rebuild both."""
+        cause = error.cause if isinstance(error, ContractError) else error
+        code = cause.code if isinstance(cause, RuntimeStoreError) else error.code
+        status = cause.status if isinstance(cause, RuntimeStoreError) else error.status
+        headers = {"Retry-After": "1"} if isinstance(error, RuntimeStoreUnavailable) else None
+        return error_response(status, code, str(error), headers, contract=isinstance(error, ContractError))
+
+    @app.exception_handler(WireError)
+    def wire_error(error: WireError) -> Response:
+        # A malformed command is a contract error: repeating it cannot succeed.
+        return error_response(422, "invalid_request", str(error), contract=True)
 
     @app.exception_handler(RequestValidationError)
     def validation_error(error: RequestValidationError) -> Response:

@@ -2,7 +2,9 @@
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+from cairn.store.raw_messages import MESSAGE_ID_PATTERN
 
 
 class ProvisionRequest(BaseModel):
@@ -51,6 +53,16 @@ class EventRefOut(BaseModel):
 class DeliveryResponse(BaseModel):
     duplicate: bool
     event: EventRefOut
+
+
+class EmailReplayRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message_id: str = Field(
+        validation_alias=AliasChoices("message_id", "email_id"),
+        pattern=f"^{MESSAGE_ID_PATTERN.pattern}$",
+        description="The `message_id` of the stored message (AgentAddress clients send it as `email_id`).",
+    )
 
 
 class EventOut(BaseModel):

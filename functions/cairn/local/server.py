@@ -5,26 +5,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from pathlib import Path
 
 import uvicorn
 
 from cairn.api.app import create_app
 from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
+from cairn.local.smtp import start_listener
 from cairn.services import Services
 from cairn.settings import Settings
 from cairn.store.client import make_client
+from cairn.store.raw_messages import raw_message_store
 from cairn.store.table import ensure_table
 from cairn.store.waiters import NotifyingWaiter
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8787, help="HTTP port (default 8787)")
-    parser.add_argument("--data-dir", type=Path, default=Path(".cairn/data"), help="DynamoDB Local data folder")
-    parser.add_argument("--dynamodb-endpoint", help="use this DynamoDB instead of starting DynamoDB Local")
-    parser.add_argument("--table", help="table name (default: CAIRN_TABLE_NAME or 'cairn')")
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -42,6 +35,8 @@ class _AnnouncingServer(uvicorn.Server):
 
 def run(args: argparse.Namespace) -> int:
     overrides = {"table_name": args.table} if args.table else {}
+    if args.runtime_key:
+        overrides["runtime_key"] = args.runtime_key
     with contextlib.ExitStack() as stack:
         endpoint = args.dynamodb_endpoint
         if endpoint is None:
@@ -52,11 +47,24 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             endpoint = database.endpoint
             print(f"DynamoDB Local on {endpoint}, data in {args.data_dir}", flush=True)
-        settings = Settings(dynamodb_endpoint=endpoint, **overrides)
+        settings = Settings(dynamodb_endpoint=endpoint, email_blob_dir=args.data_dir / "email", **overrides)
         client = make_client(settings)
         ensure_table(client, settings.table_name)
         services = Services.build(settings, client=client, waiter=NotifyingWaiter())
         app = create_app(services)
+        try:
+            listener = start_listener(
+                services.email,
+                raw_message_store(settings),
+                domain=settings.email_domain,
+                host=args.host,
+                port=args.smtp_port,
+            )
+        except OSError as error:
+            print(f"cairn serve: cannot listen for SMTP on port {args.smtp_port}: {error}", file=sys.stderr)
+            return 1
+        stack.callback(listener.stop)
+        print(f"SMTP on {args.host}:{args.smtp_port}, mail for @{settings.email_domain}", flush=True)
         config = uvicorn.Config(
             ResolverBridge(app.resolve),
             host=args.host,

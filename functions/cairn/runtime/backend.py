@@ -27,8 +27,10 @@ class Backend(Protocol):
 
     def session_run_ids(self, session_id: str) -> list[str]: ...
 
-    def records(self, run_id: str, after_seq: int, through_seq: int | None = None) -> Iterator[RunRecord]:
-        """Records of a run after a sequence, oldest first (lazily paged)."""
+    def records(
+        self, run_id: str, after_seq: int, through_seq: int | None = None, page_size: int = 200
+    ) -> Iterator[RunRecord]:
+        """Records of a run after a sequence, oldest first, read `page_size` at a time."""
 
     def record(self, run_id: str, record_id: str) -> RunRecord | None: ...
 

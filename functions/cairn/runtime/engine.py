@@ -564,29 +564,28 @@ def repair_run_suspension(uow: UnitOfWork, command: RunSuspensionCommand, now: d
     run, session = _suspension_checks(uow, command)
     if not run.meta.status.is_terminal:
         return RunRepairResult(RunRepairOutcome.STORED, RunStatus.SUSPENDED, record_run_suspension(uow, command, now))
-    stored = uow.record_by_key(run.meta.run_id, command.record.event_key)
-    if (
-        run.meta.status == RunStatus.SUSPENDED
-        and run.terminal_key == command.record.event_key
-        and stored is not None
-        and stored.same_content(command.record)
-        and uow.checkpoint(run.meta.run_id) == command.suspension
-    ):
-        result = AppendResult(id=stored.id, inserted=False, session_status=session_status_of(session))
-        return RunRepairResult(RunRepairOutcome.ALREADY_STORED, run.meta.status, result)
-    return RunRepairResult(RunRepairOutcome.DIFFERENT_TERMINAL, run.meta.status)
+    same_checkpoint = uow.checkpoint(run.meta.run_id) == command.suspension
+    return _settled_repair(uow, run, session, command.record, RunStatus.SUSPENDED, same_checkpoint)
 
 
 def repair_run_terminal(uow: UnitOfWork, command: RunTerminal, now: datetime) -> RunRepairResult:
     run, session = _terminal_checks(uow, command)
     if not run.meta.status.is_terminal:
         return RunRepairResult(RunRepairOutcome.STORED, command.status, record_run_terminal(uow, command, now))
-    stored = uow.record_by_key(run.meta.run_id, command.record.event_key)
+    return _settled_repair(uow, run, session, command.record, command.status, True)
+
+
+def _settled_repair(
+    uow: UnitOfWork, run: RunState, session: SessionState | None, record: RunRecord, status: RunStatus, same: bool
+) -> RunRepairResult:
+    """A repair of a run already closed: exactly this one (`already_stored`) or another; never an error."""
+    stored = uow.record_by_key(run.meta.run_id, record.event_key)
     if (
-        run.meta.status == command.status
-        and run.terminal_key == command.record.event_key
+        same
+        and run.meta.status == status
+        and run.terminal_key == record.event_key
         and stored is not None
-        and stored.same_content(command.record)
+        and stored.same_content(record)
     ):
         result = AppendResult(id=stored.id, inserted=False, session_status=session_status_of(session))
         return RunRepairResult(RunRepairOutcome.ALREADY_STORED, run.meta.status, result)

@@ -63,7 +63,9 @@ class MemoryBackend:
         with self._lock:
             return list(self.session_runs.get(session_id, []))
 
-    def records(self, run_id: str, after_seq: int, through_seq: int | None = None) -> Iterator[RunRecord]:
+    def records(
+        self, run_id: str, after_seq: int, through_seq: int | None = None, page_size: int = 200
+    ) -> Iterator[RunRecord]:
         with self._lock:
             chosen = self.run_records.get(run_id, [])[after_seq:through_seq]
         return iter(chosen)

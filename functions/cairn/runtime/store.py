@@ -182,7 +182,8 @@ class EngineRuntimeStore:
         after = _page_start(cursor, limit)
         self.load_run(run_id)
         events: list[RunRecord] = []
-        for record in self._backend.records(run_id, after):
+        # One item beyond the page tells whether another page follows.
+        for record in self._backend.records(run_id, after, page_size=limit + 1):
             if len(events) == limit:
                 return RunRecordPage(events=events, next_cursor=events[-1].id)
             events.append(record)
@@ -191,15 +192,15 @@ class EngineRuntimeStore:
     def list_session_run_records(self, session_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage:
         after = _page_start(cursor, limit)
         self._readable_session(session_id)
-        pointers = self._backend.pointers(session_id, after)
         events: list[RunRecord] = []
-        for pointer in pointers:
+        position = after  # the cursor is a position in the session's list, not a record id
+        for pointer in self._backend.pointers(session_id, after):
             if len(events) == limit:
-                return RunRecordPage(events=events, next_cursor=str(last_position))
+                return RunRecordPage(events=events, next_cursor=str(position))
             record = self._backend.record(pointer.run_id, pointer.record_id)
             if record is not None:
                 events.append(record)
-            last_position = pointer.position
+            position = pointer.position
         return RunRecordPage(events=events)
 
     def list_run_transcript_records(

@@ -180,7 +180,9 @@ class AddressTable:
             return self._append(request)
 
     def _append(self, request: AppendRequest) -> AppendResult:
-        last = self._hint(request.address_id) if request.last_sequence is None else request.last_sequence
+        # Both are lower bounds of the head: another writer of this process
+        # may have appended since the caller read it.
+        last = max(request.last_sequence or 0, self._hint(request.address_id))
         deadline = time.monotonic() + _APPEND_BUDGET_SECONDS
         attempt = 0
         while True:

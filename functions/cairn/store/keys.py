@@ -41,6 +41,16 @@ def idempotency_sk(key_digest: str) -> str:
     return f"I#{key_digest}"
 
 
+def memory_pk(agent_id: str, run_id: str) -> str:
+    """Product memory of one agent run (ids never contain `#`); events use `event_sk`."""
+    return f"M#{agent_id}#{run_id}"
+
+
+def memory_chunk_sk(sequence: int, index: int) -> str:
+    """A piece of a large memory event, sorted right after the event itself."""
+    return f"{event_sk(sequence)}#{index:03d}"
+
+
 def rate_pk(scope: str, subject: str) -> str:
     """Fixed-window counters, e.g. creations per client IP."""
     return f"RL#{scope}#{subject}"

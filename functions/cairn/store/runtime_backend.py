@@ -161,10 +161,12 @@ class DynamoRuntimeBackend:
         items = self.query(session_pk(session_id), "R#", "R#~", ProjectionExpression="sk")
         return [item["sk"]["S"].removeprefix("R#") for item in items]
 
-    def records(self, run_id: str, after_seq: int, through_seq: int | None = None) -> Iterator[RunRecord]:
+    def records(
+        self, run_id: str, after_seq: int, through_seq: int | None = None, page_size: int = 200
+    ) -> Iterator[RunRecord]:
         pk = run_pk(run_id)
         upper = record_sk(through_seq) if through_seq is not None else "E#~"
-        for item in self.query(pk, record_sk(after_seq + 1), upper, Limit=200):
+        for item in self.query(pk, record_sk(after_seq + 1), upper, Limit=page_size):
             yield self._record_from_item(pk, item)
 
     def record(self, run_id: str, record_id: str) -> RunRecord | None:

@@ -38,11 +38,7 @@ def register(app, services: Services) -> None:
         return Response(
             status_code=201,
             content_type=content_types.APPLICATION_JSON,
-            body={
-                "address": presenters.address_json(created.record),
-                "credentials": {"read_token": created.read_token},
-                "endpoints": urls.endpoints(base, created.record.id, created.inbox_secret),
-            },
+            body=presenters.provisioned_json(created, base),
         )
 
     @app.get(
@@ -63,12 +59,7 @@ def register(app, services: Services) -> None:
                 "last_sequence": record.last_sequence,
                 "max_events": settings.max_events,
             },
-            "state": {
-                "keys": overview.state.keys,
-                "bytes": overview.state.bytes,
-                "max_keys": settings.state_max_keys,
-                "max_bytes": settings.state_max_bytes,
-            },
+            "state": presenters.state_usage_json(overview.state, settings),
             "endpoints": urls.endpoints(base, record.id),
         }
 

@@ -53,6 +53,8 @@ def capabilities(settings: Settings) -> dict:
             "idempotency_keys",
             "state",
             "state_batch",
+            "email",
+            "mcp",
         ],
         "limits": {
             "max_events_per_address": settings.max_events,
@@ -63,6 +65,7 @@ def capabilities(settings: Settings) -> dict:
             "max_page_limit": settings.max_page_limit,
             "create_rate_per_minute_per_ip": settings.create_rate_per_minute,
             "poll_rate_per_minute_per_address": settings.poll_rate_per_minute,
+            "max_attachment_bytes": settings.email_attachment_max_bytes,
             "expires_in_seconds": {"min": settings.min_expires_in_seconds, "max": settings.max_expires_in_seconds},
         },
         "state": {

@@ -8,7 +8,6 @@ from cairn.addresses.models import FeedPage
 from cairn.api import presenters
 from cairn.api.routes.addresses import BEARER, request_token
 from cairn.api.schemas import AckResponse, FeedResponse
-from cairn.clock import iso
 from cairn.services import Services
 
 MAX_CURSOR = 10**12 - 1
@@ -44,9 +43,7 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def acknowledge(address_id: str, event_id: str) -> AckResponse:
-        event = feed.acknowledge(address_id, request_token(app), event_id)
-        acknowledged_at = iso(event.acknowledged_at or 0.0)
-        return {"event": {"id": event.id, "sequence": event.sequence, "acknowledged_at": acknowledged_at}}
+        return presenters.ack_json(feed.acknowledge(address_id, request_token(app), event_id))
 
 
 def feed_json(page: FeedPage, after: int) -> dict:

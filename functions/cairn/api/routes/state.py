@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from cairn.addresses.state import StateOperation, StateWrite
+from cairn.api import presenters
 from cairn.api.routes.addresses import BEARER, request_token
 from cairn.api.schemas import (
     DeletedStateOut,
@@ -15,7 +16,6 @@ from cairn.api.schemas import (
     StateListResponse,
     StateValueOut,
 )
-from cairn.clock import iso
 from cairn.errors import InvalidRequest
 from cairn.services import Services
 from cairn.store.state_table import StateUsage
@@ -27,12 +27,7 @@ def register(app, services: Services) -> None:
     state = services.state
 
     def usage_json(usage: StateUsage) -> dict:
-        return {
-            "keys": usage.keys,
-            "bytes": usage.bytes,
-            "max_keys": state.limits.max_keys,
-            "max_bytes": state.limits.max_bytes,
-        }
+        return presenters.state_usage_json(usage, services.settings)
 
     @app.get(
         "/api/v1/addresses/<address_id>/state",
@@ -42,16 +37,12 @@ def register(app, services: Services) -> None:
     )
     def list_keys(address_id: str) -> StateListResponse:
         entries, usage = state.list_keys(address_id, request_token(app))
-        keys = [
-            {"key": e.key, "revision": e.revision, "size": e.size, "updated_at": iso(e.updated_at)} for e in entries
-        ]
-        return {"keys": keys, "usage": usage_json(usage)}
+        return presenters.state_listing_json(entries, usage, services.settings)
 
     @app.get(KEY_PATH, summary="Read one state key", tags=["state"], security=BEARER)
     def get_key(address_id: str, key: str) -> Response[StateValueOut]:
         entry = state.get(address_id, request_token(app), key)
-        body = {"key": key, "value": entry.value, "revision": entry.revision, "updated_at": iso(entry.updated_at)}
-        return json_response(200, body, headers={"ETag": f'"{entry.revision}"'})
+        return json_response(200, presenters.state_value_json(entry), headers={"ETag": f'"{entry.revision}"'})
 
     @app.put(
         KEY_PATH,
@@ -65,7 +56,8 @@ def register(app, services: Services) -> None:
     def put_key(address_id: str, key: str, body: Annotated[PutStateRequest, Body()]) -> Response[StateValueOut]:
         operation = StateOperation(key=key, op="set", value=body.value, if_revision=body.if_revision)
         (write,) = state.apply(address_id, request_token(app), [operation])
-        return json_response(201 if write.created else 200, value_json(write), headers={"ETag": f'"{write.revision}"'})
+        status = 201 if write.created else 200
+        return json_response(status, presenters.state_value_json(write), headers={"ETag": f'"{write.revision}"'})
 
     @app.delete(
         KEY_PATH,
@@ -77,7 +69,7 @@ def register(app, services: Services) -> None:
         expected = parse_if_match(app.current_event.headers.get("if-match"))
         operation = StateOperation(key=key, op="delete", if_revision=expected)
         (write,) = state.apply(address_id, request_token(app), [operation])
-        return {"key": key, "deleted": True, "revision": write.revision}
+        return presenters.state_deletion_json(write)
 
     @app.post(
         "/api/v1/addresses/<address_id>/state",
@@ -93,15 +85,6 @@ def register(app, services: Services) -> None:
         ]
         writes = state.apply(address_id, request_token(app), operations)
         return {"results": [result_json(write) for write in writes], "usage": usage_json(state.usage(address_id))}
-
-
-def value_json(write: StateWrite) -> dict:
-    return {
-        "key": write.key,
-        "value": write.value,
-        "revision": write.revision,
-        "updated_at": iso(write.updated_at),
-    }
 
 
 def result_json(write: StateWrite) -> dict:

@@ -1,0 +1,76 @@
+"""Inbound email: attachment downloads and replay of a stored message."""
+
+import base64
+from typing import Annotated
+from urllib.parse import quote
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from cairn.api.routes.addresses import BEARER, request_token
+from cairn.api.schemas import DeliveryResponse, EmailReplayRequest
+from cairn.services import Services
+
+BINARY_RESPONSE = {
+    200: {
+        "description": "The attachment's bytes, with its content type and file name.",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+def register(app, services: Services) -> None:
+    attachments = services.attachments
+    email = services.email
+
+    @app.get(
+        "/api/v1/addresses/<address_id>/events/<event_id>/attachments/<attachment_id>",
+        summary="Download an attachment of an email event",
+        description="Read from the stored message on demand; counts as one poll against the per-address rate. "
+        "Over the size limit: 413 payload_too_large. Once the message has expired: 410 attachment_unavailable.",
+        tags=["email"],
+        security=BEARER,
+        responses=BINARY_RESPONSE,
+        # An attachment's bytes have no schema; validating them would only copy up to 10 MB again.
+        enable_validation=False,
+    )
+    def download(address_id: str, event_id: str, attachment_id: str) -> Response[str]:
+        found = attachments.download(address_id, request_token(app), event_id, attachment_id)
+        response = Response(
+            status_code=200,
+            content_type=found.content_type,
+            # Encoded here, not by Powertools, which would re-serialize a JSON-typed body.
+            body=base64.b64encode(found.data).decode(),
+            headers={
+                "Content-Disposition": content_disposition(found.filename),
+                # Senders choose the type; a browser must not sniff one of its own.
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
+        response.base64_encoded = True
+        return response
+
+    @app.post(
+        "/api/v1/addresses/<address_id>/email/replay",
+        summary="Replay a stored email into the feed (recovery)",
+        description="Ingests a stored message addressed to this address again. If its event already exists, "
+        "the original is returned (200, duplicate true); otherwise the new one (201).",
+        tags=["email"],
+        security=BEARER,
+        status_code=201,
+    )
+    def replay(address_id: str, body: Annotated[EmailReplayRequest, Body()]) -> Response[DeliveryResponse]:
+        result = email.replay(address_id, request_token(app), body.message_id)
+        first = result.events[0]
+        return Response(
+            status_code=200 if result.duplicate else 201,
+            content_type=content_types.APPLICATION_JSON,
+            body={"duplicate": result.duplicate, "event": {"id": first.id, "sequence": first.sequence}},
+        )
+
+
+def content_disposition(filename: str) -> str:
+    """`attachment` with an ASCII file name, plus the exact UTF-8 one when they differ (RFC 6266)."""
+    plain = "".join(c if c.isascii() and c not in '"\\' else "_" for c in filename)
+    header = f'attachment; filename="{plain}"'
+    return header if plain == filename else f"{header}; filename*=UTF-8''{quote(filename, safe='')}"

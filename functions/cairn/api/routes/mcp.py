@@ -1,0 +1,121 @@
+"""MCP over streamable HTTP at `/mcp`: stateless, one JSON answer per POST.
+
+The tools run on this process's use cases, so they share the REST routes'
+rules, limits and poll rate, and answer with the same JSON. Clients reach it
+with no credential; each tool but create_return_address takes the address's
+read token as an argument.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+
+from cairn.addresses.state import StateOperation
+from cairn.api import presenters, urls
+from cairn.api.errors import error_response
+from cairn.api.routes.addresses import client_ip
+from cairn.api.routes.events import feed_json
+from cairn.api.routes.inbox import raw_body
+from cairn.services import Services
+
+if TYPE_CHECKING:
+    from cairn.mcp import tools
+
+PATH = "/mcp"
+
+
+class ServiceOperations:
+    """The tools' operations on the use cases, for one request (its base URL and client IP)."""
+
+    def __init__(self, services: Services, *, base_url: str, client_ip: str) -> None:
+        self._services = services
+        self._base_url = base_url
+        self._client_ip = client_ip
+
+    def create_return_address(self, arguments: tools.CreateReturnAddress) -> Mapping[str, Any]:
+        created = self._services.provisioning.provision(
+            client_ip=self._client_ip,
+            task_id=arguments.task_id,
+            name=arguments.name,
+            expires_in_seconds=arguments.expires_in_seconds,
+        )
+        return presenters.provisioned_json(created, self._base_url)
+
+    def poll_events(self, arguments: tools.PollEvents) -> Mapping[str, Any]:
+        settings = self._services.settings
+        limit = min(arguments.limit or settings.default_page_limit, settings.max_page_limit)
+        page = self._services.feed.poll(
+            arguments.address_id, arguments.read_token, after=arguments.after, wait=arguments.wait, limit=limit
+        )
+        return feed_json(page, arguments.after)
+
+    def acknowledge_event(self, arguments: tools.AcknowledgeEvent) -> Mapping[str, Any]:
+        event = self._services.feed.acknowledge(arguments.address_id, arguments.read_token, arguments.event_id)
+        return presenters.ack_json(event)
+
+    def get_state(self, arguments: tools.StateKeyArguments) -> Mapping[str, Any]:
+        entry = self._services.state.get(arguments.address_id, arguments.read_token, arguments.key)
+        return presenters.state_value_json(entry)
+
+    def set_state(self, arguments: tools.SetState) -> Mapping[str, Any]:
+        operation = StateOperation(arguments.key, "set", value=arguments.value, if_revision=arguments.if_revision)
+        (write,) = self._services.state.apply(arguments.address_id, arguments.read_token, [operation])
+        return presenters.state_value_json(write)
+
+    def delete_state(self, arguments: tools.DeleteState) -> Mapping[str, Any]:
+        operation = StateOperation(arguments.key, "delete", if_revision=arguments.if_revision)
+        (write,) = self._services.state.apply(arguments.address_id, arguments.read_token, [operation])
+        return presenters.state_deletion_json(write)
+
+    def list_state(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
+        entries, usage = self._services.state.list_keys(arguments.address_id, arguments.read_token)
+        return presenters.state_listing_json(entries, usage, self._services.settings)
+
+
+def register(app, services: Services) -> None:
+    settings = services.settings
+
+    @app.post(
+        PATH,
+        summary="Model Context Protocol (streamable HTTP, stateless)",
+        description="One JSON-RPC message per POST, answered as application/json: initialize, ping, tools/list, "
+        "tools/call. Tools: create_return_address, poll_events, acknowledge_event, get_state, set_state, "
+        "delete_state, list_state. Notifications get 202 and no body.",
+        tags=["mcp"],
+        # JSON-RPC bodies are checked by the MCP wire types, not by the OpenAPI layer.
+        enable_validation=False,
+    )
+    def mcp() -> Response[dict]:
+        # The MCP wire types take about 0.4 s to import: only containers that serve MCP pay for them.
+        from cairn.mcp import stateless
+
+        event = app.current_event
+        operations = ServiceOperations(
+            services, base_url=urls.base_url(event, settings.public_base_url), client_ip=client_ip(event)
+        )
+        reply = stateless.answer(raw_body(event), event.headers.get("mcp-protocol-version"), operations)
+        if reply.message is None:
+            return Response(status_code=reply.status)
+        return Response(
+            status_code=reply.status,
+            content_type=content_types.APPLICATION_JSON,
+            body=json.dumps(reply.message, ensure_ascii=False),
+        )
+
+    @app.get(
+        PATH,
+        summary="No server-to-client stream: this MCP endpoint is stateless",
+        tags=["mcp"],
+        enable_validation=False,
+    )
+    def mcp_stream() -> Response[dict]:
+        return error_response(
+            405,
+            "method_not_allowed",
+            "POST one JSON-RPC message per request; this MCP endpoint keeps no session and offers no stream.",
+            {"Allow": "POST"},
+        )

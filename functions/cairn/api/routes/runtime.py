@@ -1,0 +1,37 @@
+"""The runtime store over HTTP: `POST /api/v1/runtime/<method>`, one route per method.
+
+Bodies are the JSON form of the commands (see `cairn.runtime.wire`). In AWS
+these routes sit behind IAM authorization; locally a bearer key guards them
+when `CAIRN_RUNTIME_KEY` is set.
+"""
+
+from cairn import jsontext
+from cairn.api import runtime_key
+from cairn.api.routes.inbox import raw_body
+from cairn.runtime import wire
+from cairn.runtime.methods import METHODS, Method
+from cairn.services import Services
+
+PREFIX = "/api/v1/runtime"
+
+
+def register(app, services: Services) -> None:
+    store = services.runtime
+    authorize = runtime_key.guard(app, services.settings)
+
+    def add(method: Method) -> None:
+        @app.post(
+            f"{PREFIX}/{method.name}",
+            summary=f"Runtime store: {method.name}",
+            description=f"Body: the JSON form of `{method.request.__name__}`; answer: `{method.result.__name__}`. "
+            "Bytes are base64, times RFC 3339 with milliseconds.",
+            tags=["runtime"],
+            operation_id=f"runtime_{method.name}",
+        )
+        def call() -> dict:
+            authorize()
+            request = wire.decode(method.request, jsontext.parse(raw_body(app.current_event) or b"{}"))
+            return wire.encode(method.call(store, request))
+
+    for method in METHODS.values():
+        add(method)

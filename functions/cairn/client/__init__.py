@@ -1,0 +1,57 @@
+"""Python SDK for Cairn addresses.
+
+    addr = Address.provision("http://127.0.0.1:8787", task_id="nightly", expires_in=86400)
+    addr.save("address.json")                         # owner-only; the read token is inside
+    addr = Address.restore("address.json")            # in any later process
+    addr.state.update("progress", lambda p: {**(p or {}), "step": 2})
+    for event in addr.events.follow(cursor_file="cursor"):
+        handle(event)                                 # acknowledged once this returns
+
+Errors are the server's own classes, rebuilt from its error body, so each
+carries its `code` and HTTP `status`; `ConnectionFailed` means no answer.
+"""
+
+from cairn.client.address import Address
+from cairn.client.cursor import CursorFile
+from cairn.client.errors import ConnectionFailed
+from cairn.client.http import HttpClient, RetryPolicy
+from cairn.client.inbox import Inbox
+from cairn.client.private import UnsafeFile
+from cairn.errors import (
+    AttachmentUnavailable,
+    CairnError,
+    IdempotencyKeyReused,
+    InvalidJson,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    RateLimited,
+    RevisionConflict,
+    StateLimitExceeded,
+    Unauthorized,
+    Unavailable,
+)
+
+__all__ = [
+    "Address",
+    "AttachmentUnavailable",
+    "CairnError",
+    "ConnectionFailed",
+    "CursorFile",
+    "HttpClient",
+    "IdempotencyKeyReused",
+    "Inbox",
+    "InvalidJson",
+    "InvalidRequest",
+    "NotFound",
+    "PayloadTooLarge",
+    "QuotaExceeded",
+    "RateLimited",
+    "RetryPolicy",
+    "RevisionConflict",
+    "StateLimitExceeded",
+    "Unauthorized",
+    "Unavailable",
+    "UnsafeFile",
+]

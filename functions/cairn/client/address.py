@@ -1,0 +1,144 @@
+"""An address as an agent holds it: provisioned once, saved, restored by any later process."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from cairn.client.attachments import Attachments
+from cairn.client.events import Events
+from cairn.client.http import HttpClient, json_body
+from cairn.client.inbox import Inbox
+from cairn.client.private import read_private, write_private
+from cairn.client.state import State
+
+ADDRESSES_PATH = "/api/v1/addresses"
+
+
+class Address:
+    """One address: its credentials, its URLs and clients for its state, feed, inbox and attachments.
+
+    Built from the server's provisioning answer, which is also what `to_json`
+    writes. Every URL comes from that answer, never from a path template, so
+    the saved address keeps working wherever the server put its endpoints.
+    """
+
+    def __init__(self, document: Mapping[str, Any], *, http: HttpClient | None = None) -> None:
+        """`document`: `{"address": {"id", …}, "credentials": {"read_token"}, "endpoints": {…}}`."""
+        try:
+            self.id: str = document["address"]["id"]
+            self.read_token: str = document["credentials"]["read_token"]
+            endpoints = document["endpoints"]
+            self.events_url: str = endpoints["events_url"]
+            self.state_url: str = endpoints["state_url"]
+            self.address_url: str = endpoints["address_url"]
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"Not a Cairn address: missing {error}.") from error
+        self._document = copy.deepcopy(dict(document))
+        self._owns_http = http is None
+        self._http = http or HttpClient()
+        self.state = State(self._http, self.state_url, self.read_token)
+        self.events = Events(self._http, self.events_url, self.read_token)
+        self.attachments = Attachments(self._http, self.events_url, self.read_token)
+
+    # -- making one ------------------------------------------------------------
+
+    @classmethod
+    def provision(
+        cls,
+        base_url: str,
+        *,
+        task_id: str | None = None,
+        name: str | None = None,
+        expires_in: int | None = None,
+        http: HttpClient | None = None,
+    ) -> Address:
+        """Create a new address (no account needed). Save it: its read token is shown only now."""
+        request = {"task_id": task_id, "name": name, "expires_in_seconds": expires_in}
+        body = json_body({field: value for field, value in request.items() if value is not None})
+        client = http or HttpClient()
+        response = client.request("POST", base_url.rstrip("/") + ADDRESSES_PATH, body=body)
+        address = cls(response.json(), http=client)
+        address._owns_http = http is None  # a client made here is the address's to close
+        return address
+
+    @classmethod
+    def connect(cls, base_url: str, address_id: str, read_token: str, *, http: HttpClient | None = None) -> Address:
+        """An address known only by id and read token (as MCP tools hold it); it has no inbox URL."""
+        root = f"{base_url.rstrip('/')}{ADDRESSES_PATH}/{quote(address_id, safe='')}"
+        document = {
+            "address": {"id": address_id},
+            "credentials": {"read_token": read_token},
+            "endpoints": {"events_url": f"{root}/events", "state_url": f"{root}/state", "address_url": root},
+        }
+        return cls(document, http=http)
+
+    # -- keeping it ------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The provisioning answer, read token included: keep it private."""
+        return copy.deepcopy(self._document)
+
+    def to_json(self) -> str:
+        return json.dumps(self._document, indent=2, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, http: HttpClient | None = None) -> Address:
+        return cls(json.loads(text), http=http)
+
+    def save(self, path: str | Path) -> None:
+        """Write the address to `path`, readable and writable by its owner only (0600)."""
+        write_private(path, self.to_json().encode())
+
+    @classmethod
+    def restore(cls, path: str | Path, *, http: HttpClient | None = None) -> Address:
+        """The address saved at `path`; refuses symbolic links and files others can read."""
+        return cls.from_json(read_private(path), http=http)
+
+    # -- about it --------------------------------------------------------------
+
+    @property
+    def email(self) -> str | None:
+        return self._document["address"].get("email")
+
+    @property
+    def inbox_url(self) -> str | None:
+        """The write-only capability URL; hand it to whoever should call back. None after `connect`."""
+        return self._document["endpoints"].get("inbox_url")
+
+    @property
+    def expires_at(self) -> str | None:
+        return self._document["address"].get("expires_at")
+
+    @property
+    def inbox(self) -> Inbox:
+        """Post to this address's own inbox (as a worker holding `inbox_url` would)."""
+        if self.inbox_url is None:
+            raise ValueError("This address has no inbox URL: it is only shown when the address is provisioned.")
+        return Inbox(self.inbox_url, http=self._http)
+
+    def describe(self) -> dict[str, Any]:
+        """Metadata, feed depth and state usage."""
+        return self._http.request("GET", self.address_url, token=self.read_token).json()
+
+    def delete(self) -> None:
+        """Delete the address with its state and feed; its token and inbox URL stop working at once."""
+        self._http.request("DELETE", self.address_url, token=self.read_token)
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Address:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        # Never the read token: reprs end up in logs and tracebacks.
+        return f"Address(id={self.id!r}, email={self.email!r})"

@@ -1,0 +1,269 @@
+"""The agent-side `cairn` commands: provision, state, events, inbox and mcp.
+
+Answers are JSON on stdout; failures are `{"error": {"code", "message", ...}}`
+on stderr with an exit code that says what to do next (`EXIT_*`). The read
+token is never printed: it stays in the task's owner-only file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.client.address import Address
+from cairn.client.events import MAX_WAIT
+from cairn.client.http import HttpClient
+from cairn.client.private import UnsafeFile
+from cairn.client.tasks import TaskStore
+from cairn.errors import CairnError
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the server refused or failed, or could not be reached
+EXIT_USAGE = 2  # bad arguments or input, or an exposed credential file (argparse also exits 2)
+EXIT_CONFLICT = 3  # a compare-and-set lost, or the task already has an address
+EXIT_NOT_FOUND = 4  # no such key or event, an expired or deleted address, or no address saved for the task
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+_EXIT_BY_CODE = {
+    "invalid_request": EXIT_USAGE,
+    "invalid_json": EXIT_USAGE,
+    "revision_conflict": EXIT_CONFLICT,
+    "idempotency_key_reused": EXIT_CONFLICT,
+    "not_found": EXIT_NOT_FOUND,
+    "unauthorized": EXIT_NOT_FOUND,
+}
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+
+
+class CommandError(Exception):
+    """A failure found before or beside the server, with its code and exit status."""
+
+    def __init__(self, code: str, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Context:
+    tasks: TaskStore
+    http: HttpClient
+
+    def address(self, task: str) -> Address:
+        try:
+            return self.tasks.load(task, http=self.http)
+        except FileNotFoundError as error:
+            raise CommandError(
+                "unknown_task", f"No address saved for task {task!r}; run: cairn provision {task}", EXIT_NOT_FOUND
+            ) from error
+
+
+Handler = Callable[[argparse.Namespace, Context], Any]
+
+
+def url_option() -> argparse.ArgumentParser:
+    """A parent parser with `--url`: the server, by default `CAIRN_URL` or the local one."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--url",
+        default=os.environ.get("CAIRN_URL", DEFAULT_URL),
+        help=f"Cairn server (default: CAIRN_URL or {DEFAULT_URL})",
+    )
+    return parent
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Add the agent commands to the `cairn` parser; each sets `handler`."""
+    url = url_option()
+
+    provision = commands.add_parser("provision", parents=[url], help="create an address for a task and keep it")
+    provision.add_argument("task", help="task name; one address per task")
+    provision.add_argument("--expires-in", type=int, metavar="SECONDS", help="lifetime (default: never expires)")
+    provision.set_defaults(handler=run_provision)
+
+    state = commands.add_parser("state", help="read and write the task's durable JSON state")
+    state_commands = state.add_subparsers(dest="state_command", required=True)
+    get = state_commands.add_parser("get", help="read one key")
+    get.add_argument("task")
+    get.add_argument("key")
+    get.set_defaults(handler=run_state_get)
+    put = state_commands.add_parser("set", help="write one key (compare-and-set with --if-revision)")
+    put.add_argument("task")
+    put.add_argument("key")
+    put.add_argument("value", help="JSON value, or - to read it from stdin")
+    put.add_argument("--if-revision", type=int, help="0: create only; N: only if the key is at revision N")
+    put.set_defaults(handler=run_state_set)
+    delete = state_commands.add_parser("delete", help="delete one key")
+    delete.add_argument("task")
+    delete.add_argument("key")
+    delete.add_argument("--if-revision", type=int, help="only if the key is at revision N")
+    delete.set_defaults(handler=run_state_delete)
+    keys = state_commands.add_parser("keys", help="list keys and usage")
+    keys.add_argument("task")
+    keys.set_defaults(handler=run_state_keys)
+
+    events = commands.add_parser("events", help="read and acknowledge the task's event feed")
+    event_commands = events.add_subparsers(dest="events_command", required=True)
+    poll = event_commands.add_parser("poll", help="events after the saved cursor (or --after)")
+    poll.add_argument("task")
+    poll.add_argument("--after", type=int, help="sequence to read after (default: the saved cursor)")
+    poll.add_argument("--wait", type=float, default=0, help=f"seconds to wait for a first event (0-{MAX_WAIT})")
+    poll.add_argument("--limit", type=int, help="most events to return")
+    poll.set_defaults(handler=run_events_poll)
+    follow = event_commands.add_parser(
+        "follow", help="print each new event as a JSON line, acknowledge it and save the cursor"
+    )
+    follow.add_argument("task")
+    follow.add_argument("--wait", type=float, default=MAX_WAIT, help=f"long-poll seconds (default {MAX_WAIT})")
+    follow.add_argument("--max-events", type=int, help="stop after this many events (default: until Ctrl-C)")
+    follow.set_defaults(handler=run_events_follow)
+    ack = event_commands.add_parser("ack", help="acknowledge an event and move the saved cursor past it")
+    ack.add_argument("task")
+    ack.add_argument("event_id")
+    ack.set_defaults(handler=run_events_ack)
+
+    inbox = commands.add_parser("inbox", help="deliver to the task's inbox")
+    inbox_commands = inbox.add_subparsers(dest="inbox_command", required=True)
+    post = inbox_commands.add_parser("post", help="post one JSON payload, as a worker would")
+    post.add_argument("task")
+    post.add_argument("payload", help="JSON payload, or - to read it from stdin")
+    post.add_argument("--idempotency-key", help="repeat with the same key to deliver at most once")
+    post.set_defaults(handler=run_inbox_post)
+
+    mcp = commands.add_parser("mcp", parents=[url], help="serve the MCP tools on stdio for the server at --url")
+    mcp.set_defaults(handler=run_mcp)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen command: its answer on stdout, a failure on stderr, an exit code."""
+    handler: Handler = args.handler
+    try:
+        with HttpClient() as http:
+            answer = handler(args, Context(TaskStore.from_environment(), http))
+    except CommandError as error:
+        return _fail(error.exit_code, {"code": error.code, "message": error.message})
+    except CairnError as error:
+        exit_code = _EXIT_BY_CODE.get(error.code, EXIT_FAILED)
+        return _fail(exit_code, {"code": error.code, "message": error.message, **error.details})
+    except UnsafeFile as error:
+        return _fail(EXIT_USAGE, {"code": "unsafe_file", "message": str(error)})
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    if answer is not None:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def run_provision(args: argparse.Namespace, context: Context) -> dict[str, Any]:
+    if context.tasks.exists(args.task):
+        raise CommandError("task_exists", f"Task {args.task!r} already has an address.", EXIT_CONFLICT)
+    address = Address.provision(
+        args.url, task_id=args.task, name=args.task, expires_in=args.expires_in, http=context.http
+    )
+    try:
+        path = context.tasks.save(args.task, address)
+    except FileExistsError as error:
+        raise CommandError("task_exists", f"Task {args.task!r} got an address meanwhile.", EXIT_CONFLICT) from error
+    return {
+        "task": args.task,
+        "address_id": address.id,
+        "email": address.email,
+        "expires_at": address.expires_at,
+        "inbox_url": address.inbox_url,
+        "events_url": address.events_url,
+        "state_url": address.state_url,
+        "credentials_file": str(path),
+        "note": "The read token is kept in credentials_file (owner-only) and never printed. "
+        "inbox_url is write-only: hand it to whoever should call back.",
+    }
+
+
+def run_state_get(args: argparse.Namespace, context: Context) -> Any:
+    return context.address(args.task).state.get(args.key)
+
+
+def run_state_set(args: argparse.Namespace, context: Context) -> Any:
+    value = _json_argument(args.value)
+    return context.address(args.task).state.set(args.key, value, if_revision=args.if_revision)
+
+
+def run_state_delete(args: argparse.Namespace, context: Context) -> Any:
+    return context.address(args.task).state.delete(args.key, if_revision=args.if_revision)
+
+
+def run_state_keys(args: argparse.Namespace, context: Context) -> Any:
+    return context.address(args.task).state.keys()
+
+
+def run_events_poll(args: argparse.Namespace, context: Context) -> dict[str, Any]:
+    address = context.address(args.task)
+    after = args.after if args.after is not None else context.tasks.cursor(args.task).read()
+    with _waiting(args.wait > 0):
+        page = address.events.poll(after=after, wait=args.wait, limit=args.limit)
+    return {"task": args.task, "after": after, **page}
+
+
+def run_events_follow(args: argparse.Namespace, context: Context) -> None:
+    address = context.address(args.task)
+    follower = address.events.follow(cursor_file=context.tasks.cursor(args.task).path, wait=args.wait)
+    printed = 0
+    while True:
+        # Asking for the next event acknowledges the one printed before it.
+        with _waiting(True):
+            event = next(follower, None)
+        if event is None:
+            return
+        print(json.dumps(event, ensure_ascii=False), flush=True)
+        printed += 1
+        if printed == args.max_events:
+            follower.stop()
+
+
+def run_events_ack(args: argparse.Namespace, context: Context) -> dict[str, Any]:
+    acknowledged = context.address(args.task).events.ack(args.event_id)
+    cursor = context.tasks.cursor(args.task).advance(acknowledged["event"]["sequence"])
+    return {**acknowledged, "cursor": cursor}
+
+
+def run_inbox_post(args: argparse.Namespace, context: Context) -> Any:
+    payload = _json_argument(args.payload)
+    return context.address(args.task).inbox.post(payload, idempotency_key=args.idempotency_key)
+
+
+def run_mcp(args: argparse.Namespace, context: Context) -> None:
+    # The mcp package is only needed here.
+    from cairn.mcp import stdio
+
+    stdio.serve(args.url, context.http)
+
+
+def _json_argument(text: str) -> Any:
+    try:
+        return json.loads(sys.stdin.read() if text == "-" else text)
+    except ValueError as error:
+        raise CommandError("invalid_json", f"Not valid JSON: {error}.", EXIT_USAGE) from error
+
+
+@contextmanager
+def _waiting(long_poll: bool) -> Iterator[None]:
+    """A spinner on stderr while a long-poll waits, only when a person watches the terminal."""
+    if not (long_poll and sys.stderr.isatty()):
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status("Waiting for events…"):
+        yield
+
+
+def _fail(exit_code: int, error: dict[str, Any]) -> int:
+    print(json.dumps({"error": error}, ensure_ascii=False), file=sys.stderr)
+    return exit_code

@@ -1,0 +1,105 @@
+"""Errors rebuilt from the server's `{"error": {"code", "message", ...}}` body.
+
+The classes are the server's own (`cairn.errors`): the code picks the class
+and the rest of the body becomes its details, so `RevisionConflict` carries
+`current_revision` and `RateLimited` its `retry_after`. A code this SDK does
+not know still arrives as a `CairnError` with that code and the HTTP status.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+
+from cairn.errors import (
+    AttachmentUnavailable,
+    CairnError,
+    IdempotencyKeyReused,
+    InvalidJson,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    RateLimited,
+    RevisionConflict,
+    StateLimitExceeded,
+    Unauthorized,
+    Unavailable,
+)
+
+# Classes whose constructor takes the message and the details as they are.
+_PLAIN: dict[str, type[CairnError]] = {
+    kind.code: kind
+    for kind in (
+        InvalidRequest,
+        InvalidJson,
+        NotFound,
+        RevisionConflict,
+        QuotaExceeded,
+        PayloadTooLarge,
+        AttachmentUnavailable,
+        IdempotencyKeyReused,
+    )
+}
+
+
+class ConnectionFailed(CairnError):
+    """No answer arrived: the connection could not be opened or the answer timed out.
+
+    `status` is 0 because there is no HTTP status. Whether a write that timed
+    out was applied is unknown; repeat it with the same idempotency key or
+    `if_revision` to find out safely.
+    """
+
+    status = 0
+    code = "connection_failed"
+
+
+def error_from(response: httpx.Response) -> CairnError:
+    """The typed error an unsuccessful answer stands for."""
+    status = response.status_code
+    body = _error_body(response)
+    if body is None:
+        return _unknown("http_error", f"HTTP {status} without a Cairn error body.", status, {})
+    code = body.pop("code")
+    message = str(body.pop("message", ""))
+    if code in (RateLimited.code, Unavailable.code):
+        body.pop("retry_after_seconds", None)
+        kind = RateLimited if code == RateLimited.code else Unavailable
+        return kind(message, retry_after=math.ceil(retry_after(response) or 1))
+    if code == Unauthorized.code:
+        return Unauthorized(message)
+    if code == StateLimitExceeded.code:
+        return StateLimitExceeded(message, status=status, **body)
+    kind = _PLAIN.get(code)
+    return kind(message, **body) if kind is not None else _unknown(code, message, status, body)
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds the server asked us to wait (`Retry-After`, or the body's `retry_after_seconds`)."""
+    header = response.headers.get("retry-after")
+    try:
+        if header is not None:
+            return max(0.0, float(header))
+    except ValueError:
+        pass  # an HTTP date: rare enough to fall back to the body or to back-off
+    body = _error_body(response) or {}
+    seconds = body.get("retry_after_seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) else None
+
+
+def _error_body(response: httpx.Response) -> dict[str, Any] | None:
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return None
+    return dict(error) if isinstance(error, dict) and isinstance(error.get("code"), str) else None
+
+
+def _unknown(code: str, message: str, status: int, details: dict[str, Any]) -> CairnError:
+    failure = CairnError(message, **details)
+    failure.code = code
+    failure.status = status
+    return failure

@@ -1,0 +1,107 @@
+"""The API's answers as typed dictionaries.
+
+The SDK hands the server's JSON through unchanged, fields a newer server adds
+included; these types only tell editors and checkers what to expect. The MCP
+tools answer with the same shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Required, TypedDict
+
+
+class EventRef(TypedDict):
+    id: str
+    sequence: int
+
+
+class Delivery(TypedDict):
+    """An inbox post: the event it made, or with `duplicate` the one an earlier post made."""
+
+    duplicate: bool
+    event: EventRef
+
+
+class Event(TypedDict):
+    id: str
+    sequence: int
+    type: str
+    source: str
+    data: Any
+    created_at: str
+    acknowledged_at: str | None
+
+
+class Page(TypedDict):
+    events: list[Event]
+    next_cursor: int
+    has_more: bool
+
+
+class AckedEvent(TypedDict):
+    id: str
+    sequence: int
+    acknowledged_at: str
+
+
+class Ack(TypedDict):
+    event: AckedEvent
+
+
+class StateValue(TypedDict):
+    key: str
+    value: Any
+    revision: int
+    updated_at: str
+
+
+class StateDeletion(TypedDict):
+    key: str
+    deleted: bool
+    revision: int
+
+
+class StateKey(TypedDict):
+    key: str
+    revision: int
+    size: int
+    updated_at: str
+
+
+class StateUsage(TypedDict):
+    keys: int
+    bytes: int
+    max_keys: int
+    max_bytes: int
+
+
+class StateListing(TypedDict):
+    keys: list[StateKey]
+    usage: StateUsage
+
+
+class StateOperation(TypedDict, total=False):
+    """One operation of `State.transaction`; `if_revision` as for `State.set`."""
+
+    key: Required[str]
+    op: Required[Literal["set", "delete"]]
+    value: Any
+    if_revision: int
+
+
+class StateResult(TypedDict, total=False):
+    key: Required[str]
+    op: Required[Literal["set", "delete"]]
+    revision: Required[int]
+    value: Any
+
+
+class StateBatch(TypedDict):
+    results: list[StateResult]
+    usage: StateUsage
+
+
+class Download(TypedDict):
+    path: str
+    size: int
+    content_type: str

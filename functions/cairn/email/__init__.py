@@ -1,0 +1,1 @@
+"""Inbound email: received messages become `email.received` events."""

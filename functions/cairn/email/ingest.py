@@ -1,0 +1,153 @@
+"""Turn a received message into `email.received` events, one per address.
+
+The receiver (SES in AWS, the SMTP listener of `cairn serve`) stores the raw
+message first, then hands over its id and envelope recipients. Receivers
+redeliver, and a lost delivery can be replayed, so each event is claimed
+under the message id: one message never makes two events in one feed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from email.message import EmailMessage
+
+from aws_lambda_powertools import Logger
+
+from cairn import credentials, jsontext
+from cairn.addresses.access import authenticate
+from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
+from cairn.clock import Clock
+from cairn.email import mime
+from cairn.errors import NotFound, QuotaExceeded, Unauthorized
+from cairn.settings import Settings
+from cairn.store.address_table import AddressTable, AppendRequest
+from cairn.store.raw_messages import RawMessageStore
+from cairn.store.waiters import Waiter
+
+EVENT_TYPE = "email.received"
+EVENT_SOURCE = "email"
+# The local part of an address's email is its id (see credentials.new_address_id).
+_ADDRESS_ID = re.compile(r"addr_[a-z2-7]{26}")
+
+logger = Logger(service="cairn")
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The receiving server's checks, lower-cased; None where nothing was checked."""
+
+    spf: str | None = None
+    dkim: str | None = None
+    dmarc: str | None = None
+    spam: str | None = None
+    virus: str | None = None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A stored message and the envelope recipients it was delivered to."""
+
+    message_id: str
+    recipients: Sequence[str]
+    verdicts: Verdicts = field(default_factory=Verdicts)
+
+
+def email_claim(message_id: str) -> IdempotencyClaim:
+    """The idempotency claim of a message in a feed.
+
+    The NUL separator keeps it out of reach of inbox clients, whose keys are
+    printable: no `Idempotency-Key` can take or forge a message's claim.
+    """
+    return IdempotencyClaim(
+        key_digest=credentials.digest("email\x00" + message_id),
+        request_digest=credentials.digest(message_id),
+    )
+
+
+class EmailIngest:
+    def __init__(
+        self, table: AddressTable, raw_messages: RawMessageStore, waiter: Waiter, settings: Settings, clock: Clock
+    ) -> None:
+        self._table = table
+        self._raw_messages = raw_messages
+        self._waiter = waiter
+        self._settings = settings
+        self._clock = clock
+
+    def ingest(self, delivery: Delivery) -> dict[str, AppendResult]:
+        """Append the message to every live address among its recipients.
+
+        Returns the event each address got. Strangers, unknown, expired or
+        deleted addresses and full feeds are logged and skipped, never
+        raised: the receiver would only redeliver into the same refusal.
+        Storage trouble is raised, so the receiver retries.
+        """
+        address_ids = self._address_ids(delivery)
+        if not address_ids:
+            return {}
+        raw = self._raw_messages.load(delivery.message_id)
+        if raw is None:
+            logger.error("stored message missing", extra={"message_id": delivery.message_id})
+            return {}
+        event = self._event(delivery.message_id, mime.parse(raw), delivery.verdicts)
+        results: dict[str, AppendResult] = {}
+        for address_id in address_ids:
+            try:
+                results[address_id] = self._append(address_id, delivery.message_id, event)
+            except (Unauthorized, QuotaExceeded) as refusal:
+                logger.info(
+                    "email not delivered",
+                    extra={"message_id": delivery.message_id, "address_id": address_id, "reason": refusal.code},
+                )
+        return results
+
+    def replay(self, address_id: str, read_token: str | None, message_id: str) -> AppendResult:
+        """Ingest a stored message for one address again (recovery).
+
+        Only a message that names this address as a recipient can be
+        replayed into its feed; any other id gets the same 404 as a missing
+        one. The event already exists when the first delivery succeeded: then
+        it is returned with `duplicate`.
+        """
+        record = authenticate(self._table, address_id, read_token, now=self._clock())
+        raw = self._raw_messages.load(message_id)
+        message = None if raw is None else mime.parse(raw)
+        if message is None or record.email.lower() not in mime.recipients_named(message):
+            raise NotFound("No stored message with this id was delivered to this address.", message_id=message_id)
+        # The receiver's verdicts came with the lost delivery, not the message.
+        return self._append(address_id, message_id, self._event(message_id, message, Verdicts()))
+
+    def _address_ids(self, delivery: Delivery) -> list[str]:
+        """Recipients that are Cairn addresses, each once, in envelope order."""
+        found: list[str] = []
+        for recipient in delivery.recipients:
+            local, _, domain = recipient.strip().strip("<>").lower().rpartition("@")
+            if domain != self._settings.email_domain.lower() or not _ADDRESS_ID.fullmatch(local):
+                logger.info("email for a stranger", extra={"message_id": delivery.message_id, "recipient": recipient})
+            elif local not in found:
+                found.append(local)
+        return found
+
+    def _event(self, message_id: str, message: EmailMessage, verdicts: Verdicts) -> NewEvent:
+        data = {
+            "message_id": message_id,
+            **mime.content(message, text_max_bytes=self._settings.email_text_max_bytes),
+            "verdicts": asdict(verdicts),
+        }
+        return NewEvent(type=EVENT_TYPE, source=EVENT_SOURCE, data_json=jsontext.canonical(data))
+
+    def _append(self, address_id: str, message_id: str, event: NewEvent) -> AppendResult:
+        result = self._table.append(
+            AppendRequest(
+                address_id=address_id,
+                events=[event],
+                credential=None,
+                now=self._clock(),
+                idempotency=email_claim(message_id),
+            )
+        )
+        if not result.duplicate:
+            self._waiter.notify(address_id)
+        return result

@@ -1,0 +1,264 @@
+"""Read an inbound message as Cairn shows it: headers, bodies, attachments.
+
+Parsing uses the standard library's `email` package with `policy.default`.
+Mail is written by strangers and is often malformed, so every field is read
+on its own: one that cannot be read stays empty and the rest still arrive.
+
+Attachment ids are positions (`att_1`, `att_2`, ...) in a fixed walk of the
+message, so a download finds the same part by parsing the same bytes again.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.utils import getaddresses
+from functools import partial
+from typing import Any, TypeVar
+
+from cairn.clock import iso
+
+T = TypeVar("T")
+
+ATTACHMENT_PREFIX = "att_"
+MAX_FILENAME_LENGTH = 255
+FALLBACK_CONTENT_TYPE = "application/octet-stream"
+
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
+_CHARSET = re.compile(r"[A-Za-z0-9._:+-]{1,40}")
+# The `for <address>` clause a receiving server writes into its Received header.
+_RECEIVED_FOR = re.compile(r"\bfor\s+<?([^\s<>;]+@[^\s<>;]+?)>?\s*;", re.IGNORECASE)
+_DELIVERY_HEADERS = ("To", "Cc", "Delivered-To", "X-Original-To")
+
+
+@dataclass(frozen=True)
+class AttachmentFile:
+    """One attachment's decoded bytes with what an HTTP download needs."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+def parse(raw: bytes) -> EmailMessage:
+    """The message tree; malformations are recorded as defects, never raised."""
+    return BytesParser(policy=policy.default).parsebytes(raw)
+
+
+def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
+    """The `email.received` event data that the message itself supplies.
+
+    `text` and `html` are cut at `text_max_bytes` UTF-8 bytes each, and
+    `truncated` says whether either was; the full message stays stored.
+    """
+    text_part, html_part = _body_parts(message)
+    text, text_cut = _capped(_tolerant(lambda: _decoded_text(text_part), None), text_max_bytes)
+    html, html_cut = _capped(_tolerant(lambda: _decoded_text(html_part), None), text_max_bytes)
+    senders = _tolerant(lambda: _addresses(message, "From"), _raw_values(message, "From"))
+    return {
+        "from": ", ".join(senders) or None,
+        "to": _tolerant(lambda: _addresses(message, "To"), _raw_values(message, "To")),
+        "cc": _tolerant(lambda: _addresses(message, "Cc"), _raw_values(message, "Cc")),
+        "subject": _tolerant(lambda: _header(message, "Subject"), None),
+        "date": _tolerant(lambda: _date(message), None),
+        "internet_message_id": _tolerant(lambda: _header(message, "Message-ID"), None),
+        "in_reply_to": _tolerant(lambda: _header(message, "In-Reply-To"), None),
+        "references": _tolerant(lambda: (_header(message, "References") or "").split(), []),
+        "text": text,
+        "html": html,
+        "truncated": text_cut or html_cut,
+        "attachments": [
+            {
+                "id": attachment_id,
+                "filename": _filename(part, attachment_id),
+                "size": len(_payload(part)),
+                "content_type": _content_type(part),
+            }
+            for attachment_id, part in _attachment_parts(message, (text_part, html_part))
+        ],
+    }
+
+
+def attachment(message: EmailMessage, attachment_id: str) -> AttachmentFile | None:
+    """The attachment `content` listed under `attachment_id`, or None."""
+    for candidate_id, part in _attachment_parts(message, _body_parts(message)):
+        if candidate_id == attachment_id:
+            media_type = _content_type(part)
+            charset = _tolerant(part.get_content_charset, None)
+            if media_type.startswith("text/") and charset and _CHARSET.fullmatch(charset):
+                media_type += f"; charset={charset}"
+            return AttachmentFile(_filename(part, attachment_id), media_type, _payload(part))
+    return None
+
+
+def recipients_named(message: EmailMessage) -> set[str]:
+    """Lower-cased addresses the message says it was delivered to.
+
+    Addressee headers plus the `for` clauses of Received headers, which
+    receiving servers (SES, `cairn serve`) write for envelope recipients
+    that no visible header names.
+    """
+    values = [value for name in _DELIVERY_HEADERS for value in _raw_values(message, name)]
+    named = {address for _, address in getaddresses(values) if "@" in address}
+    for received in _raw_values(message, "Received"):
+        named.update(_RECEIVED_FOR.findall(received))
+    return {address.lower() for address in named}
+
+
+# -- bodies ---------------------------------------------------------------------
+
+
+def _body_parts(message: EmailMessage) -> tuple[EmailMessage | None, EmailMessage | None]:
+    """The plain-text and HTML bodies a mail reader would show.
+
+    A message that claims to be multipart but could not be split (no
+    boundary) is shown as text, which is what it is.
+    """
+    text = _tolerant(lambda: message.get_body(preferencelist=("plain",)), None)
+    html = _tolerant(lambda: message.get_body(preferencelist=("html",)), None)
+    if text is None and html is None and not message.is_multipart():
+        if message.get_content_maintype() in ("text", "multipart"):
+            text = message
+    return text, html
+
+
+def _decoded_text(part: EmailMessage | None) -> str | None:
+    if part is None:
+        return None
+    payload = part.get_payload(decode=True) or b""
+    # Undeclared 8-bit text is UTF-8 far more often than anything else.
+    charset = part.get_content_charset() or "utf-8"
+    try:
+        text = payload.decode(charset, "replace")
+    except LookupError:
+        text = payload.decode("utf-8", "replace")
+    return text.replace("\r\n", "\n")
+
+
+def _capped(text: str | None, limit: int) -> tuple[str | None, bool]:
+    if text is None:
+        return None, False
+    encoded = text.encode()
+    if len(encoded) <= limit:
+        return text, False
+    return encoded[:limit].decode("utf-8", "ignore"), True
+
+
+# -- attachments ----------------------------------------------------------------
+
+
+def _attachment_parts(
+    message: EmailMessage, bodies: tuple[EmailMessage | None, EmailMessage | None]
+) -> list[tuple[str, EmailMessage]]:
+    """Every part that is not a shown body, numbered in walk order."""
+    shown = {id(part) for part in bodies if part is not None}
+    found = [
+        part for part in _leaves(message) if id(part) not in shown and _tolerant(partial(_is_attachment, part), False)
+    ]
+    return [(f"{ATTACHMENT_PREFIX}{index}", part) for index, part in enumerate(found, start=1)]
+
+
+def _leaves(part: EmailMessage) -> Iterator[EmailMessage]:
+    """Parts that hold content; an attached message is one leaf, not opened."""
+    if part.get_content_maintype() == "multipart":
+        for child in part.iter_parts():
+            yield from _leaves(child)
+    else:
+        yield part
+
+
+def _is_attachment(part: EmailMessage) -> bool:
+    # Text without a name that is not the shown body is a fragment of the
+    # body (a signature, a footer), not a file someone attached.
+    return (
+        part.get_content_type() not in ("text/plain", "text/html")
+        or part.get_content_disposition() == "attachment"
+        or part.get_filename() is not None
+    )
+
+
+def _payload(part: EmailMessage) -> bytes:
+    if part.is_multipart():
+        # An attached message (message/rfc822): its own bytes are the file.
+        return _tolerant(lambda: part.get_payload(0).as_bytes(), b"")
+    return _tolerant(lambda: part.get_payload(decode=True), None) or b""
+
+
+def _filename(part: EmailMessage, attachment_id: str) -> str:
+    """The sender's file name without any folders, or one made from the id."""
+    name = _clean(_tolerant(part.get_filename, None) or "")
+    name = name.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(character for character in name if character.isprintable()).strip()
+    if name.strip("."):
+        return name[:MAX_FILENAME_LENGTH]
+    media_type = _content_type(part)
+    extension = ".eml" if media_type == "message/rfc822" else mimetypes.guess_extension(media_type) or ".bin"
+    return attachment_id + extension
+
+
+def _content_type(part: EmailMessage) -> str:
+    media_type = _tolerant(part.get_content_type, FALLBACK_CONTENT_TYPE)
+    return media_type if _MEDIA_TYPE.fullmatch(media_type) else FALLBACK_CONTENT_TYPE
+
+
+# -- headers --------------------------------------------------------------------
+
+
+def _header(message: EmailMessage, name: str) -> str | None:
+    value = message.get(name)
+    return None if value is None else _clean(str(value)).strip() or None
+
+
+def _addresses(message: EmailMessage, name: str) -> list[str]:
+    """Each address as `Name <user@host>` (or `user@host`), names decoded."""
+    found: list[str] = []
+    for header in message.get_all(name) or []:
+        found.extend(_clean(str(address)) for address in header.addresses if address.addr_spec not in ("", "<>"))
+    return found
+
+
+def _raw_values(message: EmailMessage, name: str) -> list[str]:
+    """A header's values as sent, for when they cannot be parsed."""
+    wanted = name.lower()
+    return [_unfold(_clean(str(value))) for key, value in message.raw_items() if key.lower() == wanted]
+
+
+def _unfold(value: str) -> str:
+    return re.sub(r"\r?\n[ \t]*", " ", value).strip()
+
+
+def _date(message: EmailMessage) -> str | None:
+    moment = getattr(message.get("Date"), "datetime", None)
+    if moment is None:
+        return None
+    # RFC 5322 `-0000` means "UTC, origin unknown" and parses as naive.
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return iso(moment.timestamp())
+
+
+def _clean(text: str) -> str:
+    """Valid Unicode: raw 8-bit header bytes are read as UTF-8 (RFC 6532)."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _tolerant(read: Callable[[], T], fallback: T) -> T:
+    """`read()`, or `fallback` when the message defeats the parser.
+
+    The `email` package records most malformations as defects, but some
+    hostile headers still raise from deep inside its header parser; one bad
+    field must not cost the rest of the message.
+    """
+    try:
+        return read()
+    except Exception:
+        return fallback

@@ -1,0 +1,20 @@
+"""Options of `cairn serve`, kept apart so the `cairn` command can list them
+without importing the server (uvicorn, the API) for every agent command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8787, help="HTTP port (default 8787)")
+    parser.add_argument("--smtp-port", type=int, default=2525, help="SMTP port for inbound mail (default 2525)")
+    parser.add_argument("--data-dir", type=Path, default=Path(".cairn/data"), help="DynamoDB Local data folder")
+    parser.add_argument("--dynamodb-endpoint", help="use this DynamoDB instead of starting DynamoDB Local")
+    parser.add_argument("--table", help="table name (default: CAIRN_TABLE_NAME or 'cairn')")
+    parser.add_argument(
+        "--runtime-key",
+        help="bearer secret the /api/v1/runtime routes require (default: CAIRN_RUNTIME_KEY; none = open)",
+    )

@@ -1,0 +1,81 @@
+"""The SMTP listener of `cairn serve`: mail sent to an address becomes its event.
+
+It plays the part SES plays in AWS. Recipients outside the email domain are
+refused at RCPT (it relays nothing); an accepted message is stored under a
+new message id with a Received header naming its recipient, as SES stores
+it, and then goes through the very ingest code SES deliveries go through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
+from aiosmtpd.controller import Controller
+from aws_lambda_powertools import Logger
+
+from cairn.email.ingest import Delivery, EmailIngest
+from cairn.store.raw_messages import RawMessageStore
+
+logger = Logger(service="cairn")
+
+
+def new_message_id() -> str:
+    """Lower-case letters and digits like SES's ids, with 160 random bits."""
+    return secrets.token_hex(20)
+
+
+class MailHandler:
+    """aiosmtpd handler: accept mail for the email domain, store it, ingest it."""
+
+    def __init__(self, ingest: EmailIngest, raw_messages: RawMessageStore, domain: str) -> None:
+        self._ingest = ingest
+        self._raw_messages = raw_messages
+        self._domain = domain.lower()
+
+    async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options: list[str]) -> str:
+        if address.rpartition("@")[2].lower() != self._domain:
+            return f"550 5.7.1 Relaying denied: only mail for @{self._domain} is accepted"
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server, session, envelope) -> str:
+        message_id = new_message_id()
+        raw = received_header(session, message_id, envelope.rcpt_tos, self._domain) + envelope.content
+        try:
+            # Storage calls block; the listener keeps serving other clients meanwhile.
+            await asyncio.get_running_loop().run_in_executor(
+                None, self._deliver, message_id, raw, list(envelope.rcpt_tos)
+            )
+        except Exception:
+            logger.exception("email not stored", extra={"message_id": message_id})
+            return "451 4.3.0 Temporary failure; try again later"
+        return f"250 2.0.0 OK: queued as {message_id}"
+
+    def _deliver(self, message_id: str, raw: bytes, recipients: list[str]) -> None:
+        self._raw_messages.save(message_id, raw)
+        self._ingest.ingest(Delivery(message_id=message_id, recipients=recipients))
+
+
+def received_header(session, message_id: str, recipients: list[str], domain: str) -> bytes:
+    """The trace line a receiving server prepends (RFC 5321 §4.4).
+
+    A lone recipient is named in its `for` clause, which is how a replay
+    later recognises a blind-copied message as delivered to it.
+    """
+    peer = session.peer[0] if session.peer else "unknown"
+    named = f" for <{recipients[0]}>" if len(recipients) == 1 else ""
+    stamp = format_datetime(datetime.now(UTC))
+    line = f"Received: from {session.host_name or 'unknown'} ([{peer}]) by {domain} (Cairn) with SMTP id {message_id}"
+    return f"{line}{named}; {stamp}\r\n".encode("utf-8", "replace")
+
+
+def start_listener(
+    ingest: EmailIngest, raw_messages: RawMessageStore, *, domain: str, host: str, port: int
+) -> Controller:
+    """A running SMTP listener; raises OSError when the port is taken."""
+    controller = Controller(MailHandler(ingest, raw_messages, domain), hostname=host, port=port, server_hostname=domain)
+    controller.start()
+    return controller

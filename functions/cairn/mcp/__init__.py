@@ -1,0 +1,1 @@
+"""Model Context Protocol server: the address tools over streamable HTTP (`/mcp`) and stdio (`cairn mcp`)."""

@@ -1,0 +1,98 @@
+"""`cairn mcp`: the address tools over stdio, for agents that launch their MCP servers.
+
+The tools call a Cairn server's HTTP API through the Python SDK, so they
+answer exactly as `/mcp` on that server would. The protocol itself (version
+negotiation, framing, both eras) is the mcp package's own server.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+
+import cairn
+from cairn.client import Address, HttpClient
+from cairn.mcp import tools
+
+
+class ClientOperations:
+    """The tools' operations over HTTP, on the server at `base_url`."""
+
+    def __init__(self, base_url: str, http: HttpClient) -> None:
+        self._base_url = base_url
+        self._http = http
+
+    def create_return_address(self, arguments: tools.CreateReturnAddress) -> Mapping[str, Any]:
+        address = Address.provision(
+            self._base_url,
+            task_id=arguments.task_id,
+            name=arguments.name,
+            expires_in=arguments.expires_in_seconds,
+            http=self._http,
+        )
+        return address.to_dict()
+
+    def poll_events(self, arguments: tools.PollEvents) -> Mapping[str, Any]:
+        events = self._address(arguments).events
+        return events.poll(after=arguments.after, wait=arguments.wait, limit=arguments.limit)
+
+    def acknowledge_event(self, arguments: tools.AcknowledgeEvent) -> Mapping[str, Any]:
+        return self._address(arguments).events.ack(arguments.event_id)
+
+    def get_state(self, arguments: tools.StateKeyArguments) -> Mapping[str, Any]:
+        return self._address(arguments).state.get(arguments.key)
+
+    def set_state(self, arguments: tools.SetState) -> Mapping[str, Any]:
+        state = self._address(arguments).state
+        return state.set(arguments.key, arguments.value, if_revision=arguments.if_revision)
+
+    def delete_state(self, arguments: tools.DeleteState) -> Mapping[str, Any]:
+        return self._address(arguments).state.delete(arguments.key, if_revision=arguments.if_revision)
+
+    def list_state(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
+        return self._address(arguments).state.keys()
+
+    def _address(self, arguments: tools.AddressArguments) -> Address:
+        return Address.connect(self._base_url, arguments.address_id, arguments.read_token, http=self._http)
+
+
+def build_server(operations: tools.Operations) -> Server:
+    """The mcp package's server with Cairn's tools."""
+
+    async def list_tools(_context: Any, _params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(tools=tools.definitions())
+
+    async def call_tool(_context: Any, params: CallToolRequestParams) -> CallToolResult:
+        # The SDK blocks (a long-poll waits up to 25 s): keep the event loop free for other messages.
+        run = functools.partial(tools.call, operations, params.name, params.arguments)
+        try:
+            return await anyio.to_thread.run_sync(run)
+        except tools.UnknownTool as error:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool {error}.") from error
+
+    return Server(
+        tools.SERVER_NAME,
+        version=cairn.__version__,
+        instructions=tools.INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def serve(base_url: str, http: HttpClient) -> None:
+    """Serve MCP on stdin/stdout until the client closes them."""
+    server = build_server(ClientOperations(base_url, http))
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)

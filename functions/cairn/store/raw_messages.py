@@ -1,0 +1,116 @@
+"""Raw inbound messages, byte for byte, under the id their receiver gave them.
+
+In AWS, SES's S3 action writes each message to `<bucket>/<prefix><message id>`
+before it invokes the ingest function; `cairn serve` keeps them as files. The
+ingest, replay and attachment code read through this one interface and never
+know which it is. Attachments are never copied out: a download re-reads the
+message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Protocol
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from cairn.settings import Settings
+from cairn.store.items import error_code
+
+# SES message ids are letters, digits and hyphens; ids outside this alphabet
+# could escape a folder or an S3 prefix, so no store accepts them.
+MESSAGE_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,200}")
+
+
+class RawMessageStore(Protocol):
+    def load(self, message_id: str) -> bytes | None:
+        """The message as received, or None once it is gone (expired or never stored)."""
+
+    def save(self, message_id: str, raw: bytes) -> None:
+        """Keep a received message under `message_id`."""
+
+
+class S3RawMessages:
+    """Messages in the bucket SES's receipt rule writes to.
+
+    The S3 client is made on first use: making it loads S3's service model
+    (about half a second), which a cold start of the API should not pay for
+    requests that never touch mail.
+    """
+
+    def __init__(self, bucket: str, prefix: str, make_client: Callable[[], Any]) -> None:
+        self._bucket = bucket
+        self._prefix = prefix
+        self._make_client = make_client
+
+    @cached_property
+    def _client(self) -> Any:
+        return self._make_client()
+
+    def load(self, message_id: str) -> bytes | None:
+        try:
+            response = self._client.get_object(Bucket=self._bucket, Key=self._key(message_id))
+        except ClientError as error:
+            if error_code(error) in ("NoSuchKey", "404"):
+                return None
+            raise
+        return response["Body"].read()
+
+    def save(self, message_id: str, raw: bytes) -> None:
+        self._client.put_object(Bucket=self._bucket, Key=self._key(message_id), Body=raw)
+
+    def _key(self, message_id: str) -> str:
+        return self._prefix + checked_message_id(message_id)
+
+
+class FileRawMessages:
+    """Messages as files in one folder (`cairn serve`)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+
+    def load(self, message_id: str) -> bytes | None:
+        try:
+            return self._path(message_id).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def save(self, message_id: str, raw: bytes) -> None:
+        self._directory.mkdir(parents=True, exist_ok=True)
+        # Written aside and renamed, so a reader never sees half a message.
+        handle, temporary = tempfile.mkstemp(dir=self._directory, prefix=".incoming-")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(raw)
+            os.replace(temporary, self._path(message_id))
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def _path(self, message_id: str) -> Path:
+        return self._directory / checked_message_id(message_id)
+
+
+def checked_message_id(message_id: str) -> str:
+    if not MESSAGE_ID_PATTERN.fullmatch(message_id):
+        raise ValueError(f"not a message id: {message_id!r}")
+    return message_id
+
+
+def raw_message_store(settings: Settings) -> RawMessageStore:
+    """S3 when a bucket is configured (AWS), else the local folder."""
+    if settings.email_bucket is None:
+        return FileRawMessages(settings.email_blob_dir)
+    config = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=3, read_timeout=20)
+    return S3RawMessages(
+        settings.email_bucket,
+        settings.email_prefix,
+        lambda: boto3.session.Session().client("s3", region_name=settings.region, config=config),
+    )

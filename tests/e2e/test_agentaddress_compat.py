@@ -1,0 +1,92 @@
+"""The public AgentAddress client's flow, unchanged, against `cairn serve`.
+
+Every request below is shaped as the public CLI (`agentaddress.mjs`) sends
+it: it keeps only the origin of `AGENTADDRESS_URL`, provisions with
+`{name, task_id, expires_in_seconds}`, takes every later URL from the
+creation answer (the address root is `events_url` minus `/events`), sends
+the expected revision of a write in the body and of a delete as a bare
+`If-Match` number, and reads only `error.code` and `Retry-After` from errors.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+import httpx
+
+from tests.support.serve import ServeProcess
+
+ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
+TIMEOUT = 35.0  # the CLI's AbortSignal.timeout(35000)
+
+
+def test_the_public_client_flow_works_unchanged(served: ServeProcess):
+    agentaddress_url = served.base_url + "/any/path/is/dropped"
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(agentaddress_url))
+    task = "compat-task"
+    json_headers = {"Content-Type": "application/json"}
+
+    with httpx.Client(timeout=TIMEOUT) as http:
+        # create
+        created = http.post(
+            f"{origin}/api/v1/addresses",
+            json={"name": task, "task_id": task, "expires_in_seconds": 3600},
+            headers=json_headers,
+        )
+        assert created.status_code == 201
+        body = created.json()
+        token = body["credentials"]["read_token"]
+        events_url = body["endpoints"]["events_url"]
+        inbox_url = body["endpoints"]["inbox_url"]
+        assert body["address"]["email"] and body["address"]["expiresAt"]
+        assert events_url.startswith(origin) and events_url.endswith("/events")
+        root = events_url.removesuffix("/events")
+        bearer = {"Authorization": f"Bearer {token}"}
+
+        # deliver (no Authorization: the URL is the capability), twice with one key
+        callback = {"type": "demo.callback", "source": "compat", "data": {"ok": True}}
+        delivered = http.post(inbox_url, json=callback, headers={**json_headers, "Idempotency-Key": f"{task}:callback"})
+        assert delivered.status_code == 202
+        assert delivered.json()["duplicate"] is False
+        again = http.post(inbox_url, json=callback, headers={**json_headers, "Idempotency-Key": f"{task}:callback"})
+        assert again.status_code == 200
+        assert again.json()["duplicate"] is True
+        assert again.json()["event"]["id"] == delivered.json()["event"]["id"]
+
+        # poll and ack
+        page = http.get(events_url, params={"after": 0, "wait": 1}, headers=bearer)
+        assert page.status_code == 200
+        [event] = page.json()["events"]
+        assert (event["type"], event["sequence"], page.json()["next_cursor"]) == ("demo.callback", 1, 1)
+        assert ID.fullmatch(event["id"])
+        acked = http.post(f"{events_url}/{event['id']}/ack", headers=bearer)
+        assert acked.status_code == 200
+        assert isinstance(acked.json()["event"]["sequence"], int)
+        assert http.post(f"{events_url}/{event['id']}/ack", headers=bearer).status_code == 200
+        verify = http.get(events_url, params={"after": 0, "wait": 0}, headers=bearer).json()["events"]
+        assert len(verify) == 1 and verify[0]["acknowledged_at"]
+        assert http.get(events_url, params={"after": 1, "wait": 0}, headers=bearer).json()["events"] == []
+
+        # state-set / state-get / state-keys / state-delete
+        state_key = f"{root}/state/progress"
+        writing = {**json_headers, **bearer}
+        created_key = http.put(state_key, json={"value": {"step": 1}, "if_revision": 0}, headers=writing)
+        assert created_key.status_code in (200, 201)
+        stale = http.put(state_key, json={"value": {"step": 9}, "if_revision": 0}, headers=writing)
+        assert stale.status_code == 409
+        assert stale.json()["error"]["code"]
+        moved = http.put(state_key, json={"value": {"step": 2}, "if_revision": 1}, headers=writing)
+        assert moved.json()["revision"] == 2
+        read = http.get(state_key, headers=bearer).json()
+        assert (read["key"], read["value"], read["revision"]) == ("progress", {"step": 2}, 2)
+        assert http.get(f"{root}/state", headers=bearer).status_code == 200
+        assert http.delete(state_key, headers={**bearer, "If-Match": "1"}).status_code == 409
+        assert http.delete(state_key, headers={**bearer, "If-Match": "2"}).status_code == 200
+        assert http.get(state_key, headers=bearer).status_code == 404
+
+        # a bad bearer: 401 with a JSON error body
+        refused = http.get(events_url, headers={"Authorization": "Bearer crt_not_the_token"})
+        assert refused.status_code == 401
+        assert refused.headers["content-type"].startswith("application/json")
+        assert refused.json()["error"]["code"] == "unauthorized"

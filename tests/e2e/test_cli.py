@@ -1,0 +1,141 @@
+"""The `cairn` agent commands, run as processes against `cairn serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairn.client import Address
+from cairn.client.tasks import TaskStore
+from tests.support.serve import ServeProcess
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+    @property
+    def error(self) -> dict[str, Any]:
+        return json.loads(self.stderr)["error"]
+
+
+@dataclass
+class Cli:
+    home: Path
+    url: str
+    outputs: list[str]
+
+    def __call__(self, *args: str, stdin: str | None = None) -> Run:
+        env = {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url}
+        done = subprocess.run(
+            [sys.executable, "-m", "cairn.cli", *args],
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        self.outputs += [done.stdout, done.stderr]
+        return Run(done.returncode, done.stdout, done.stderr)
+
+    def read_token(self, task: str) -> str:
+        return Address.restore(TaskStore(self.home).address_path(task)).read_token
+
+
+@pytest.fixture
+def cli(served: ServeProcess, tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "cairn-home", served.base_url, [])
+
+
+def test_a_task_round_trip_never_prints_the_read_token(cli: Cli):
+    provisioned = cli("provision", "nightly", "--expires-in", "3600")
+    assert provisioned.code == 0, provisioned.stderr
+    answer = provisioned.json()
+    assert answer["address_id"].startswith("addr_")
+    assert answer["inbox_url"].startswith(cli.url)
+    tasks = cli.home / "tasks"
+    assert stat.S_IMODE(cli.home.stat().st_mode) == 0o700
+    assert stat.S_IMODE(tasks.stat().st_mode) == 0o700
+    assert stat.S_IMODE(Path(answer["credentials_file"]).stat().st_mode) == 0o600
+
+    assert cli("state", "set", "nightly", "plan", '{"step": 1}', "--if-revision", "0").json()["revision"] == 1
+    from_stdin = cli("state", "set", "nightly", "plan", "-", "--if-revision", "1", stdin='{"step": 2}')
+    assert from_stdin.json()["revision"] == 2
+    assert cli("state", "get", "nightly", "plan").json()["value"] == {"step": 2}
+    assert [entry["key"] for entry in cli("state", "keys", "nightly").json()["keys"]] == ["plan"]
+    delivered = cli("inbox", "post", "nightly", '{"type": "build.done"}', "--idempotency-key", "b1").json()
+    assert delivered["duplicate"] is False
+
+    page = cli("events", "poll", "nightly", "--wait", "1").json()
+    assert [event["type"] for event in page["events"]] == ["state.updated", "state.updated", "build.done"]
+    assert page["after"] == 0
+    acked = cli("events", "ack", "nightly", page["events"][0]["id"]).json()
+    assert acked["cursor"] == 1
+    assert [event["sequence"] for event in cli("events", "poll", "nightly").json()["events"]] == [2, 3]
+    assert cli("state", "delete", "nightly", "plan", "--if-revision", "2").json()["deleted"] is True
+
+    token = cli.read_token("nightly")
+    assert all(token not in output for output in cli.outputs)
+
+
+def test_follow_prints_each_event_once_and_acknowledges_it(cli: Cli):
+    cli("provision", "worker")
+    for n in range(3):
+        cli("inbox", "post", "worker", json.dumps({"type": "job.done", "data": {"n": n}}))
+    followed = cli("events", "follow", "worker", "--max-events", "2")
+    assert followed.code == 0, followed.stderr
+    lines = [json.loads(line) for line in followed.stdout.splitlines()]
+    assert [event["data"]["n"] for event in lines] == [0, 1]
+    rest = cli("events", "follow", "worker", "--max-events", "1", "--wait", "1")
+    assert [json.loads(line)["data"]["n"] for line in rest.stdout.splitlines()] == [2]
+    events = cli("events", "poll", "worker", "--after", "0").json()["events"]
+    assert all(event["acknowledged_at"] for event in events)
+
+
+def test_exit_codes_tell_what_to_do_next(cli: Cli):
+    assert cli("provision", "job").code == 0
+    exists = cli("provision", "job")
+    assert (exists.code, exists.error["code"]) == (3, "task_exists")
+    unknown = cli("state", "get", "nobody", "plan")
+    assert (unknown.code, unknown.error["code"]) == (4, "unknown_task")
+    missing = cli("state", "get", "job", "plan")
+    assert (missing.code, missing.error["code"]) == (4, "not_found")
+    cli("state", "set", "job", "plan", "1")
+    conflict = cli("state", "set", "job", "plan", "2", "--if-revision", "0")
+    assert (conflict.code, conflict.error["code"], conflict.error["current_revision"]) == (3, "revision_conflict", 1)
+    invalid = cli("state", "set", "job", "plan", "{not json")
+    assert (invalid.code, invalid.error["code"]) == (2, "invalid_json")
+    bad_key = cli("state", "set", "job", "no spaces", "1")
+    assert (bad_key.code, bad_key.error["code"]) == (2, "invalid_request")
+    assert cli("events", "poll").code == 2
+    unreachable = Cli(cli.home, "http://127.0.0.1:9", [])("provision", "elsewhere")
+    assert (unreachable.code, unreachable.error["code"]) == (1, "connection_failed")
+
+
+def test_credential_files_others_could_read_or_swap_are_refused(cli: Cli, tmp_path: Path):
+    cli("provision", "private")
+    path = TaskStore(cli.home).address_path("private")
+    path.chmod(0o644)
+    exposed = cli("state", "keys", "private")
+    assert (exposed.code, exposed.error["code"]) == (2, "unsafe_file")
+    assert "chmod 600" in exposed.error["message"]
+
+    path.chmod(0o600)
+    elsewhere = tmp_path / "elsewhere.json"
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+    linked = cli("state", "keys", "private")
+    assert (linked.code, linked.error["code"]) == (2, "unsafe_file")

@@ -1,0 +1,82 @@
+"""Mail sent over real SMTP to `cairn serve`, read back over HTTP."""
+
+from __future__ import annotations
+
+import smtplib
+import threading
+import time
+from email.message import EmailMessage
+
+import pytest
+
+from tests.e2e.test_serve import auth, provision
+from tests.support.serve import ServeProcess
+
+REPORT = b"%PDF-1.4\n" + bytes(range(256)) * 40 + b"\n%%EOF\n"
+
+
+def test_mail_wakes_a_long_poll_and_its_attachment_downloads(served: ServeProcess):
+    with served.client() as client:
+        created = provision(client)
+        events_url = created["endpoints"]["events_url"]
+        result: dict = {}
+
+        def long_poll() -> None:
+            begun = time.monotonic()
+            result["reply"] = client.get(events_url, params={"wait": 20}, headers=auth(created))
+            result["elapsed"] = time.monotonic() - begun
+
+        poller = threading.Thread(target=long_poll)
+        poller.start()
+        time.sleep(0.5)
+        message = EmailMessage()
+        message["From"] = "Renée Lefèvre <renee@bureau.example.fr>"
+        message["To"] = created["address"]["email"]
+        message["Subject"] = "Rapport signé ✓"
+        message.set_content("Bonjour, le rapport est joint.")
+        message.add_attachment(REPORT, maintype="application", subtype="pdf", filename="rapport signé.pdf")
+        with smtplib.SMTP("127.0.0.1", served.smtp_port, timeout=10) as smtp:
+            assert smtp.send_message(message) == {}
+        poller.join(30)
+
+        assert result["elapsed"] < 10, "the poll waited for its timeout instead of waking"
+        [event] = result["reply"].json()["events"]
+        data = event["data"]
+        assert (event["type"], event["source"]) == ("email.received", "email")
+        assert (data["from"], data["subject"]) == ("Renée Lefèvre <renee@bureau.example.fr>", "Rapport signé ✓")
+        assert data["text"] == "Bonjour, le rapport est joint.\n"
+        assert data["attachments"] == [
+            {"id": "att_1", "filename": "rapport signé.pdf", "size": len(REPORT), "content_type": "application/pdf"}
+        ]
+        download = client.get(f"{events_url}/{event['id']}/attachments/att_1", headers=auth(created))
+        assert download.status_code == 200
+        assert download.content == REPORT
+        assert download.headers["content-type"] == "application/pdf"
+        assert "filename*=UTF-8''rapport%20sign%C3%A9.pdf" in download.headers["content-disposition"]
+
+
+def test_a_blind_copy_arrives_and_replays_as_the_same_event(served: ServeProcess):
+    with served.client() as client:
+        created = provision(client)
+        raw = "From: boss@example.org\r\nTo: team@example.org\r\nSubject: Quietly\r\n\r\nFor your eyes.\r\n"
+        with smtplib.SMTP("127.0.0.1", served.smtp_port, timeout=10) as smtp:
+            smtp.sendmail("boss@example.org", [created["address"]["email"]], raw)
+        [event] = client.get(created["endpoints"]["events_url"], params={"wait": 10}, headers=auth(created)).json()[
+            "events"
+        ]
+        assert event["data"]["to"] == ["team@example.org"]
+        replayed = client.post(
+            created["endpoints"]["address_url"] + "/email/replay",
+            json={"message_id": event["data"]["message_id"]},
+            headers=auth(created),
+        )
+        assert replayed.status_code == 200
+        assert replayed.json() == {"duplicate": True, "event": {"id": event["id"], "sequence": event["sequence"]}}
+
+
+def test_mail_for_other_domains_is_refused_at_rcpt(served: ServeProcess):
+    with smtplib.SMTP("127.0.0.1", served.smtp_port, timeout=10) as smtp:
+        with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
+            smtp.sendmail("a@example.org", ["someone@example.org"], "Subject: relay?\r\n\r\nno\r\n")
+    [(code, _)] = refused.value.recipients.values()
+    assert code == 550

@@ -1,0 +1,109 @@
+"""The MCP tools through the official `mcp` client: streamable HTTP on `cairn serve` and stdio via `cairn mcp`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from tests.support.serve import ServeProcess
+
+TOOLS = [
+    "acknowledge_event",
+    "create_return_address",
+    "delete_state",
+    "get_state",
+    "list_state",
+    "poll_events",
+    "set_state",
+]
+
+
+async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str, Any]:
+    """List the tools, then call each the way an agent would; what it saw, for the assertions."""
+    listed = await client.list_tools()
+    created = await client.call_tool("create_return_address", {"task_id": "mcp-e2e", "expires_in_seconds": 3600})
+    document = created.structured_content
+    creds = {"address_id": document["address"]["id"], "read_token": document["credentials"]["read_token"]}
+
+    written = await client.call_tool("set_state", {**creds, "key": "plan", "value": {"step": 1}, "if_revision": 0})
+    conflict = await client.call_tool("set_state", {**creds, "key": "plan", "value": {"step": 9}, "if_revision": 0})
+    read = await client.call_tool("get_state", {**creds, "key": "plan"})
+    listing = await client.call_tool("list_state", creds)
+
+    # A long-poll that a callback arriving during the wait ends early.
+    async def deliver_later() -> None:
+        await anyio.sleep(0.5)
+        async with httpx.AsyncClient() as http:
+            await http.post(document["endpoints"]["inbox_url"], json={"type": "render.done"})
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(deliver_later)
+        begun = time.monotonic()
+        waited = await client.call_tool("poll_events", {**creds, "after": 1, "wait": 15})
+        waited_for = time.monotonic() - begun
+    [callback] = waited.structured_content["events"]
+    acked = await client.call_tool("acknowledge_event", {**creds, "event_id": callback["id"]})
+    deleted = await client.call_tool("delete_state", {**creds, "key": "plan", "if_revision": 1})
+    refused = await client.call_tool("poll_events", {**creds, "read_token": "crt_wrong"})
+    with pytest.raises(MCPError):
+        await client.call_tool("launch_rockets", {})
+    return {
+        "tools": sorted(tool.name for tool in listed.tools),
+        "created": document,
+        "written": written.structured_content,
+        "conflict": (conflict.is_error, conflict.structured_content),
+        "read": read.structured_content,
+        "listing": listing.structured_content,
+        "waited": (callback["type"], waited_for),
+        "acked": acked.structured_content,
+        "deleted": deleted.structured_content,
+        "refused": (refused.is_error, refused.structured_content),
+    }
+
+
+def check(seen: dict[str, Any], served: ServeProcess) -> None:
+    assert seen["tools"] == TOOLS
+    assert seen["created"]["endpoints"]["events_url"].startswith(served.base_url)
+    assert (seen["written"]["value"], seen["written"]["revision"]) == ({"step": 1}, 1)
+    is_error, body = seen["conflict"]
+    assert is_error and body["error"]["code"] == "revision_conflict" and body["error"]["current_revision"] == 1
+    assert seen["read"]["value"] == {"step": 1}
+    assert seen["listing"]["usage"]["keys"] == 1
+    kind, waited_for = seen["waited"]
+    assert kind == "render.done"
+    assert waited_for < 10, "the long-poll waited for its timeout instead of waking"
+    assert seen["acked"]["event"]["acknowledged_at"]
+    assert seen["deleted"] == {"key": "plan", "deleted": True, "revision": 2}
+    is_error, body = seen["refused"]
+    assert is_error and body["error"]["code"] == "unauthorized"
+
+
+def test_streamable_http_on_cairn_serve(served: ServeProcess):
+    async def scenario() -> dict[str, Any]:
+        async with Client(f"{served.base_url}/mcp") as client:
+            assert client.protocol_version == "2025-11-25"
+            return await exercise_every_tool(client, served)
+
+    check(anyio.run(scenario), served)
+
+
+def test_stdio_via_cairn_mcp(served: ServeProcess):
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cairn.cli", "mcp", "--url", served.base_url],
+        env={**os.environ},
+    )
+
+    async def scenario() -> dict[str, Any]:
+        async with Client(server) as client:
+            return await exercise_every_tool(client, served)
+
+    check(anyio.run(scenario), served)

@@ -1,0 +1,68 @@
+"""The runtime store over real HTTP against `cairn serve`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cairn.runtime.errors import RunNotFoundError, RuntimeStoreError, is_error
+from cairn.runtime.http import HttpRuntimeStore
+from cairn.runtime.model import RunStatus
+from tests.contract.builders import T0, note, root_start, terminal
+from tests.support.serve import ServeProcess
+
+
+@pytest.fixture
+def keyed_server(dynamodb_local, local_table, tmp_path: Path):
+    with ServeProcess(
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=["--runtime-key", "s3cret"]
+    ) as server:
+        yield server
+
+
+def test_a_run_lifecycle_over_http(keyed_server: ServeProcess):
+    store = HttpRuntimeStore(keyed_server.base_url, runtime_key="s3cret")
+    store.create_session("session", T0)
+    command = root_start()
+    assert store.start_root_run(command).started.inserted
+    store.append_run_record(note(command.run, "thinking"))
+    store.record_run_terminal(terminal(command.run))
+    assert store.load_run("run").status == RunStatus.COMPLETED
+    page = store.list_session_run_records("session", "", 10)
+    assert [r.type for r in page.events] == ["run_started", "assistant_message", "run_completed"]
+    with pytest.raises(RuntimeStoreError) as caught:
+        store.load_run("missing")
+    assert is_error(caught.value, RunNotFoundError)
+
+
+def test_runtime_routes_refuse_requests_without_the_key(keyed_server: ServeProcess):
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        reply = httpx.post(f"{keyed_server.base_url}/api/v1/runtime/load_run", json={"run_id": "x"}, headers=headers)
+        assert reply.status_code == 401
+        assert reply.json()["error"]["code"] == "unauthorized"
+
+
+def test_requests_are_signed_with_sigv4_when_given_aws_credentials():
+    from botocore.credentials import Credentials
+
+    seen: list[httpx.Request] = []
+
+    def capture(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"run_id": "r", "agent_id": "a", "status": "running",
+                                         "start_outcome": "proceed", "started_at": "2026-01-01T00:00:00.000Z",
+                                         "updated_at": "2026-01-01T00:00:00.000Z"})
+
+    store = HttpRuntimeStore(
+        "https://api.example.com/prod",
+        aws_credentials=Credentials("AKIDEXAMPLE", "secret"),
+        region="eu-west-1",
+        transport=httpx.MockTransport(capture),
+    )
+    assert store.load_run("r").run_id == "r"
+    authorization = seen[0].headers["authorization"]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert "/eu-west-1/execute-api/aws4_request" in authorization
+    assert "x-amz-date" in seen[0].headers

@@ -1,0 +1,372 @@
+"""Inbound email: SES receipt events in, events and attachments out (moto S3 + DynamoDB)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from email.message import EmailMessage
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.parser.models import SesModel
+from pydantic import ValidationError
+
+from cairn.email import handler
+from tests.support.lambda_client import LambdaClient, path_of
+from tests.support.mail import BUCKET, PREFIX, Mailroom, fixture_message, new_message_id, ses_event
+
+NOBODY = "addr_" + "a" * 26 + "@cairn.localhost"
+STRANGER = "someone@elsewhere.example.net"
+PDF_SIZE = 218
+CSV = b"day,requests\r\n2026-02-01,1204\r\n2026-02-02,998\r\n"
+
+
+@pytest.fixture
+def make_mailroom(moto_env, clock, monkeypatch) -> Callable[..., Mailroom]:
+    """A mailroom whose settings differ where a test says so."""
+
+    def make(**overrides) -> Mailroom:
+        api = LambdaClient.on_moto(clock, email_bucket=BUCKET, email_prefix=PREFIX, **overrides)
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        monkeypatch.setattr(handler, "services", api.services)
+        return Mailroom(api, s3)
+
+    return make
+
+
+@pytest.fixture
+def mail(make_mailroom) -> Mailroom:
+    return make_mailroom()
+
+
+def email_of(created: dict) -> str:
+    return created["address"]["email"]
+
+
+def receive_one(mail: Mailroom, fixture: str) -> tuple[dict, dict]:
+    """A new address receives `fixture`; returns the address and its email event."""
+    created = mail.api.provision()
+    mail.receive(fixture_message(fixture, email_of(created)), [email_of(created)])
+    [event] = mail.emails(created)
+    return created, event
+
+
+# -- the SES event ---------------------------------------------------------------
+
+
+def test_the_recorded_ses_event_is_what_powertools_expects():
+    SesModel.model_validate(ses_event(new_message_id(), [NOBODY]))
+
+
+def test_ses_events_powertools_would_refuse_are_still_delivered(mail: Mailroom):
+    """No Subject (so no `subject` common header), scanning disabled, no DKIM verdict."""
+    created = mail.api.provision()
+    message_id = mail.store(fixture_message("plain.eml", email_of(created)))
+    event = ses_event(message_id, [email_of(created)])
+    record = event["Records"][0]["ses"]
+    del record["mail"]["commonHeaders"]["subject"]
+    del record["receipt"]["dkimVerdict"]
+    record["receipt"]["spamVerdict"] = record["receipt"]["virusVerdict"] = {"status": "DISABLED"}
+    with pytest.raises(ValidationError):
+        SesModel.model_validate(event)
+    mail.invoke(event)
+    [received] = mail.emails(created)
+    assert received["data"]["verdicts"] == {
+        "spf": "pass",
+        "dkim": None,
+        "dmarc": "gray",
+        "spam": "disabled",
+        "virus": "disabled",
+    }
+
+
+# -- what an event holds -------------------------------------------------------------
+
+
+def test_a_plain_text_email_becomes_an_email_received_event(mail: Mailroom):
+    created = mail.api.provision()
+    address = email_of(created)
+    message_id = mail.receive(fixture_message("plain.eml", address), [address])
+    [event] = mail.emails(created)
+    assert (event["type"], event["source"]) == ("email.received", "email")
+    assert event["data"] == {
+        "message_id": message_id,
+        "from": "Example Accounts <noreply@accounts.example.com>",
+        "to": [address],
+        "cc": [],
+        "subject": "Your verification code is 482913",
+        "date": "2026-03-03T09:14:06.000Z",
+        "internet_message_id": "<CAF7x2Yq0n4p8Vb3sLq9Jd1KzM5wR6tE@mail.accounts.example.com>",
+        "in_reply_to": None,
+        "references": [],
+        "text": "Hi,\n\nYour verification code is 482913. It expires in 10 minutes.\n\n"
+        "If you did not ask for this code, ignore this message.\n\nThe Example Accounts team\n",
+        "html": None,
+        "truncated": False,
+        "attachments": [],
+        "verdicts": {"spf": "pass", "dkim": "pass", "dmarc": "gray", "spam": "pass", "virus": "pass"},
+    }
+
+
+def test_an_html_only_email_has_html_and_no_text(mail: Mailroom):
+    _, event = receive_one(mail, "html_only.eml")
+    data = event["data"]
+    assert data["text"] is None
+    assert '<a href="https://track.example/1Z999AA10123456784">1Z999AA10123456784</a>' in data["html"]
+    assert "<p>— Shop Example</p>" in data["html"]
+    assert data["from"] == "Shop Example <orders@shop.example>"
+
+
+def test_multipart_alternative_gives_both_bodies_and_the_thread(mail: Mailroom):
+    created, event = receive_one(mail, "alternative.eml")
+    data = event["data"]
+    assert data["text"] == "Build 1287 passed in 14m 02s.\nArtifacts: https://ci.example.dev/builds/1287\n"
+    assert data["html"].startswith('<div dir="ltr">Build <b>1287</b>')
+    assert data["to"] == [f"Nightly Agent <{email_of(created)}>"]
+    assert data["cc"] == ["Release Team <release@example.dev>", "ops@example.dev"]
+    assert data["in_reply_to"] == "<build-1286.1772591411@ci.example.dev>"
+    assert data["references"] == ["<build-1285.1772505011@ci.example.dev>", "<build-1286.1772591411@ci.example.dev>"]
+
+
+def test_non_ascii_headers_and_bodies_are_decoded(mail: Mailroom):
+    created, event = receive_one(mail, "non_ascii.eml")
+    data = event["data"]
+    assert data["from"] == "Renée Lefèvre <renee@bureau.example.fr>"
+    assert data["to"] == [f"Zoë Agent <{email_of(created)}>"]
+    assert data["subject"] == "Récapitulatif de la réunion — ☕"
+    assert "réunion de mardi : café à 9 h, décision à 10 h." in data["text"]
+    assert "<b>récapitulatif</b> : café ☕ à 9 h." in data["html"]
+    assert data["attachments"] == [
+        {"id": "att_1", "filename": "procès-verbal.txt", "size": 28, "content_type": "text/plain"}
+    ]
+    download = mail.download(created, event["id"], "att_1")
+    assert download.status == 200
+    assert download.content == "Procès-verbal : approuvé.\n".encode()
+    assert download.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert download.headers["Content-Disposition"] == (
+        "attachment; filename=\"proc_s-verbal.txt\"; filename*=UTF-8''proc%C3%A8s-verbal.txt"
+    )
+
+
+def test_long_bodies_are_cut_at_the_cap_and_flagged(make_mailroom):
+    mail = make_mailroom(email_text_max_bytes=11)
+    _, event = receive_one(mail, "non_ascii.eml")
+    data = event["data"]
+    assert data["truncated"] is True
+    assert data["text"] == "Bonjour Zo", "the 11th byte is half of ë: the cut drops it rather than break it"
+    assert data["html"] == "<html><body"
+    _, whole = receive_one(make_mailroom(), "non_ascii.eml")
+    assert whole["data"]["truncated"] is False
+
+
+def test_malformed_mime_still_makes_an_event_with_what_could_be_read(mail: Mailroom):
+    created, event = receive_one(mail, "malformed.eml")
+    data = event["data"]
+    assert data["to"] == [email_of(created)]
+    assert data["subject"].endswith("status report")
+    assert data["date"] is None
+    assert data["text"].startswith("The status is green, mostly")
+    assert data["attachments"] == [
+        {"id": "att_1", "filename": "data.bin", "size": 10, "content_type": "application/octet-stream"}
+    ]
+    assert mail.download(created, event["id"], "att_1").content == bytes(range(10))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"", b"\x00\xff\xfe garbage\r\n\r\n\x80\x81", b"Subject: headers only", b"Content-Type: multipart/mixed\r\n\r\nx"],
+)
+def test_even_nonsense_makes_an_event(mail: Mailroom, raw: bytes):
+    created = mail.api.provision()
+    message_id = mail.receive(raw, [email_of(created)])
+    [event] = mail.emails(created)
+    assert event["data"]["message_id"] == message_id
+
+
+# -- recipients and redelivery ------------------------------------------------------
+
+
+def test_one_message_to_two_addresses_and_strangers_reaches_each_address_once(mail: Mailroom):
+    planner, runner, deleted = mail.api.provision(), mail.api.provision(), mail.api.provision()
+    deleted_path = path_of(deleted["endpoints"]["address_url"])
+    assert mail.api.request("DELETE", deleted_path, token=deleted["credentials"]["read_token"]).status == 200
+    raw = fixture_message("two_recipients.eml", email_of(planner), email_of(runner))
+    recipients = [email_of(planner), email_of(runner), email_of(runner).upper(), NOBODY, email_of(deleted), STRANGER]
+    mail.receive(raw, recipients)
+    [first] = mail.emails(planner)
+    [second] = mail.emails(runner)
+    assert first["data"] == second["data"]
+    assert first["data"]["to"] == [f"Planner <{email_of(planner)}>", f"Runner <{email_of(runner)}>"]
+
+
+def test_redelivery_of_the_same_message_makes_one_event(mail: Mailroom):
+    created = mail.api.provision()
+    raw = fixture_message("plain.eml", email_of(created))
+    message_id = mail.receive(raw, [email_of(created)])
+    mail.receive(raw, [email_of(created)], message_id=message_id)
+    assert len(mail.emails(created)) == 1
+
+
+def test_mail_for_expired_addresses_or_full_feeds_is_dropped_quietly(make_mailroom, clock):
+    mail = make_mailroom(max_events=1)
+    full, expiring = mail.api.provision(), mail.api.provision(expires_in_seconds=60)
+    mail.receive(fixture_message("plain.eml", email_of(full)), [email_of(full)])
+    mail.receive(fixture_message("alternative.eml", email_of(full)), [email_of(full)])
+    assert [event["data"]["subject"] for event in mail.emails(full)] == ["Your verification code is 482913"]
+    clock.advance(61)
+    mail.receive(fixture_message("plain.eml", email_of(expiring)), [email_of(expiring)])
+
+
+def test_a_message_missing_from_the_bucket_is_logged_not_raised(mail: Mailroom):
+    created = mail.api.provision()
+    mail.invoke(ses_event(new_message_id(), [email_of(created)]))
+    assert mail.emails(created) == []
+
+
+# -- attachments --------------------------------------------------------------------
+
+
+def test_nested_attachments_are_listed_and_download_byte_for_byte(mail: Mailroom):
+    created, event = receive_one(mail, "nested_attachments.eml")
+    assert event["data"]["text"].startswith("Hello,\n\nPlease find attached invoice 2026-031")
+    assert event["data"]["attachments"] == [
+        {"id": "att_1", "filename": "invoice-2026-031.pdf", "size": PDF_SIZE, "content_type": "application/pdf"},
+        {"id": "att_2", "filename": "usage-2026-02.csv", "size": len(CSV), "content_type": "text/csv"},
+    ]
+    pdf = mail.download(created, event["id"], "att_1")
+    assert pdf.status == 200
+    assert pdf.headers["Content-Type"] == "application/pdf"
+    assert pdf.headers["Content-Disposition"] == 'attachment; filename="invoice-2026-031.pdf"'
+    assert pdf.headers["X-Content-Type-Options"] == "nosniff"
+    assert len(pdf.content) == PDF_SIZE
+    assert pdf.content.startswith(b"%PDF-1.4\n") and pdf.content.endswith(b"%%EOF\n")
+    csv = mail.download(created, event["id"], "att_2")
+    assert (csv.content, csv.headers["Content-Type"]) == (CSV, "text/csv; charset=utf-8")
+
+
+@pytest.mark.parametrize(
+    "maintype, subtype", [("application", "json"), ("application", "octet-stream"), ("image", "png")]
+)
+def test_attachment_bytes_pass_untouched_whatever_their_type(mail: Mailroom, maintype: str, subtype: str):
+    created = mail.api.provision()
+    payload = b'{"not": "utf-8 \xff\xfe"}' + bytes(range(256))
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "robot@example.com", email_of(created), "Data"
+    message.set_content("Attached.")
+    message.add_attachment(payload, maintype=maintype, subtype=subtype, filename=f"data.{subtype}")
+    mail.receive(message.as_bytes(), [email_of(created)])
+    [event] = mail.emails(created)
+    download = mail.download(created, event["id"], "att_1")
+    assert (download.status, download.content) == (200, payload)
+    assert download.headers["Content-Type"] == f"{maintype}/{subtype}"
+
+
+def test_an_attachment_over_ten_megabytes_is_refused_with_413(mail: Mailroom):
+    created = mail.api.provision()
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "scanner@example.com", email_of(created), "Scan"
+    message.set_content("The scan is attached.")
+    message.add_attachment(bytes(12_000_000), maintype="application", subtype="zip", filename="scan.zip")
+    mail.receive(message.as_bytes(), [email_of(created)])
+    [event] = mail.emails(created)
+    assert event["data"]["attachments"][0]["size"] == 12_000_000
+    refused = mail.download(created, event["id"], "att_1")
+    assert refused.status == 413
+    assert refused.error_code == "payload_too_large"
+    assert refused.json()["error"]["max_bytes"] == 10_000_000
+
+
+def test_an_attachment_whose_message_is_gone_is_410(mail: Mailroom):
+    created, event = receive_one(mail, "nested_attachments.eml")
+    mail.s3.delete_object(Bucket=BUCKET, Key=PREFIX + event["data"]["message_id"])
+    gone = mail.download(created, event["id"], "att_1")
+    assert gone.status == 410
+    assert gone.error_code == "attachment_unavailable"
+
+
+def test_downloads_count_against_the_poll_rate(make_mailroom):
+    mail = make_mailroom(poll_rate_per_minute=3)
+    created, event = receive_one(mail, "nested_attachments.eml")  # one poll
+    assert mail.download(created, event["id"], "att_1").status == 200
+    assert mail.download(created, event["id"], "att_2").status == 200
+    limited = mail.download(created, event["id"], "att_1")
+    assert limited.status == 429
+    assert limited.error_code == "rate_limited"
+    assert "Retry-After" in limited.headers
+
+
+def test_unknown_attachments_events_and_tokens_are_refused(mail: Mailroom):
+    created, event = receive_one(mail, "nested_attachments.eml")
+    mail.api.post_inbox(created, {"type": "build.done"})
+    other = mail.api.poll(created).json()["events"][-1]
+    assert mail.download(created, event["id"], "att_3").status == 404
+    assert mail.download(created, other["id"], "att_1").status == 404
+    assert mail.download(created, "evt_99_0000", "att_1").status == 404
+    assert mail.download(created, "not-an-event", "att_1").status == 404
+    stranger = {**created, "credentials": {"read_token": "crt_wrong"}}
+    assert mail.download(stranger, event["id"], "att_1").status == 401
+
+
+def test_an_inbox_event_posing_as_email_cannot_read_another_address_mail(mail: Mailroom):
+    victim, victim_event = receive_one(mail, "nested_attachments.eml")
+    attacker = mail.api.provision()
+    forged = {"type": "email.received", "source": "email", "data": victim_event["data"]}
+    assert mail.api.post_inbox(attacker, forged).status == 202
+    [fake] = mail.emails(attacker)
+    refused = mail.download(attacker, fake["id"], "att_1")
+    assert refused.status == 404
+    assert mail.download(victim, victim_event["id"], "att_1").status == 200
+
+
+# -- replay -------------------------------------------------------------------------
+
+
+def test_replay_of_a_delivered_message_returns_the_original_event(mail: Mailroom):
+    created, event = receive_one(mail, "plain.eml")
+    again = mail.replay(created, {"message_id": event["data"]["message_id"]})
+    assert again.status == 200
+    assert again.json() == {"duplicate": True, "event": {"id": event["id"], "sequence": event["sequence"]}}
+    assert len(mail.emails(created)) == 1
+
+
+def test_replay_recovers_a_message_whose_delivery_was_lost(mail: Mailroom):
+    created = mail.api.provision()
+    message_id = mail.store(fixture_message("nested_attachments.eml", email_of(created)))
+    recovered = mail.replay(created, {"email_id": message_id})  # the AgentAddress field name
+    assert recovered.status == 201
+    assert recovered.json()["duplicate"] is False
+    [event] = mail.emails(created)
+    assert event["id"] == recovered.json()["event"]["id"]
+    assert event["data"]["verdicts"] == {"spf": None, "dkim": None, "dmarc": None, "spam": None, "virus": None}
+    assert mail.download(created, event["id"], "att_2").content == CSV
+    assert mail.replay(created, {"message_id": message_id}).status == 200
+
+
+def test_a_blind_copy_is_recognised_by_the_received_header(mail: Mailroom):
+    created = mail.api.provision()
+    raw = (
+        f"Received: from mx.example.org by inbound-smtp.us-east-1.amazonaws.com with SMTP id x1\r\n"
+        f" for {email_of(created)}; Tue, 10 Mar 2026 14:20:00 +0000\r\n"
+        "To: undisclosed-recipients:;\r\nFrom: boss@example.org\r\nSubject: Bcc\r\n\r\nQuietly.\r\n"
+    ).encode()
+    assert mail.replay(created, {"message_id": mail.store(raw)}).status == 201
+
+
+def test_replay_only_reaches_messages_delivered_to_the_address(mail: Mailroom):
+    recipient, other = mail.api.provision(), mail.api.provision()
+    message_id = mail.store(fixture_message("plain.eml", email_of(recipient)))
+    not_theirs = mail.replay(other, {"message_id": message_id})
+    assert (not_theirs.status, not_theirs.error_code) == (404, "not_found")
+    assert mail.replay(other, {"message_id": new_message_id()}).status == 404
+    assert mail.emails(other) == []
+    for bad in ("../../etc/passwd", "", "x" * 201):
+        assert mail.replay(recipient, {"message_id": bad}).error_code == "invalid_request"
+    wrong_token = {**recipient, "credentials": {"read_token": "crt_wrong"}}
+    assert mail.replay(wrong_token, {"message_id": message_id}).status == 401
+
+
+def test_the_email_routes_are_documented(mail: Mailroom):
+    paths = mail.api.request("GET", "/openapi.json").json()["paths"]
+    assert "/api/v1/addresses/{address_id}/events/{event_id}/attachments/{attachment_id}" in paths
+    assert "/api/v1/addresses/{address_id}/email/replay" in paths
+    assert "email" in mail.api.request("GET", "/.well-known/agentaddress.json").json()["capabilities"]

@@ -1,0 +1,175 @@
+"""`POST /mcp` through the Lambda resolver: stateless JSON-RPC, the seven tools, REST-shaped answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.lambda_client import LambdaClient, Reply
+
+VERSION = "2025-11-25"
+TOOL_NAMES = {
+    "create_return_address",
+    "poll_events",
+    "acknowledge_event",
+    "get_state",
+    "set_state",
+    "delete_state",
+    "list_state",
+}
+
+
+def rpc(
+    api: LambdaClient, method: str, params: Any = None, *, request_id: Any = 1, version: str | None = VERSION
+) -> Reply:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if request_id is not None:
+        message["id"] = request_id
+    if params is not None:
+        message["params"] = params
+    headers = {"MCP-Protocol-Version": version} if version else None
+    return api.request("POST", "/mcp", json_body=message, headers=headers)
+
+
+def call(api: LambdaClient, tool: str, **arguments: Any) -> dict[str, Any]:
+    reply = rpc(api, "tools/call", {"name": tool, "arguments": arguments})
+    assert reply.status == 200, reply.text
+    return reply.json()["result"]
+
+
+def credentials(result: dict[str, Any]) -> dict[str, str]:
+    created = result["structuredContent"]
+    return {"address_id": created["address"]["id"], "read_token": created["credentials"]["read_token"]}
+
+
+@pytest.fixture
+def api(moto_api: LambdaClient) -> LambdaClient:
+    return moto_api
+
+
+def test_initialize_negotiates_a_handshake_version_and_keeps_no_session(api: LambdaClient):
+    offer = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+    reply = rpc(api, "initialize", offer, version=None)
+    assert reply.status == 200
+    result = reply.json()["result"]
+    assert result["protocolVersion"] == "2025-06-18"
+    assert result["serverInfo"]["name"] == "cairn"
+    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert "read_token" in result["instructions"]
+    assert not any(name.lower() == "mcp-session-id" for name in reply.headers)
+
+    newer = rpc(api, "initialize", {**offer, "protocolVersion": "2099-01-01"}, version=None).json()["result"]
+    assert newer["protocolVersion"] == VERSION
+
+
+def test_notifications_are_accepted_without_an_answer(api: LambdaClient):
+    reply = rpc(api, "notifications/initialized", request_id=None)
+    assert (reply.status, reply.text) == (202, "")
+
+
+def test_tools_list_describes_every_tool_with_a_schema_and_hints(api: LambdaClient):
+    tools = {tool["name"]: tool for tool in rpc(api, "tools/list").json()["result"]["tools"]}
+    assert set(tools) == TOOL_NAMES
+    assert tools["poll_events"]["annotations"]["readOnlyHint"] is True
+    assert tools["acknowledge_event"]["annotations"]["idempotentHint"] is True
+    assert tools["create_return_address"]["annotations"]["idempotentHint"] is False
+    assert tools["set_state"]["inputSchema"]["required"] == ["address_id", "read_token", "key", "value"]
+    assert "wait" in tools["poll_events"]["inputSchema"]["properties"]
+    for tool in tools.values():
+        assert tool["inputSchema"]["type"] == "object"
+        # Each says what it changes (or that it changes nothing) and how it fails.
+        description = tool["description"].lower()
+        assert "fail" in description or "changes nothing" in description
+
+
+def test_every_tool_answers_with_the_json_of_its_rest_endpoint(api: LambdaClient):
+    created = call(api, "create_return_address", task_id="mcp-test", expires_in_seconds=3600)
+    assert created["isError"] is False
+    document = created["structuredContent"]
+    assert set(document) == {"address", "credentials", "endpoints"}
+    assert document["address"]["task_id"] == "mcp-test"
+    creds = credentials(created)
+    token = creds["read_token"]
+
+    written = call(api, "set_state", **creds, key="plan", value={"step": 1}, if_revision=0)["structuredContent"]
+    assert (written["value"], written["revision"]) == ({"step": 1}, 1)
+    rest = api.request("GET", "/api/v1/addresses/" + creds["address_id"] + "/state/plan", token=token).json()
+    assert call(api, "get_state", **creds, key="plan")["structuredContent"] == rest
+    rest_keys = api.request("GET", "/api/v1/addresses/" + creds["address_id"] + "/state", token=token).json()
+    assert call(api, "list_state", **creds)["structuredContent"] == rest_keys
+
+    page = call(api, "poll_events", **creds, after=0)["structuredContent"]
+    assert [event["type"] for event in page["events"]] == ["state.updated"]
+    assert page["next_cursor"] == 1
+    event_id = page["events"][0]["id"]
+    acked = call(api, "acknowledge_event", **creds, event_id=event_id)["structuredContent"]
+    again = call(api, "acknowledge_event", **creds, event_id=event_id)["structuredContent"]
+    assert acked == again and acked["event"]["sequence"] == 1
+
+    deleted = call(api, "delete_state", **creds, key="plan", if_revision=1)["structuredContent"]
+    assert deleted == {"key": "plan", "deleted": True, "revision": 2}
+
+
+def test_refusals_are_tool_errors_carrying_the_rest_error_body(api: LambdaClient):
+    creds = credentials(call(api, "create_return_address"))
+    call(api, "set_state", **creds, key="plan", value=1, if_revision=0)
+
+    conflict = call(api, "set_state", **creds, key="plan", value=2, if_revision=0)
+    assert conflict["isError"] is True
+    assert conflict["structuredContent"]["error"]["code"] == "revision_conflict"
+    assert conflict["structuredContent"]["error"]["current_revision"] == 1
+    assert '"revision_conflict"' in conflict["content"][0]["text"]
+
+    wrong = call(api, "poll_events", address_id=creds["address_id"], read_token="crt_wrong")
+    assert wrong["structuredContent"]["error"]["code"] == "unauthorized"
+    missing = call(api, "get_state", **creds, key="nothing")
+    assert missing["structuredContent"]["error"]["code"] == "not_found"
+
+    bad = call(api, "poll_events", address_id=creds["address_id"], wait=60)
+    assert bad["isError"] is True
+    fields = {field["field"] for field in bad["structuredContent"]["error"]["fields"]}
+    assert fields == {"read_token", "wait"}
+    # Arguments are never echoed back: a mistyped call must not leak a token into the transcript.
+    leaky = call(api, "get_state", **creds, key="plan", extra="x")
+    assert creds["read_token"] not in leaky["content"][0]["text"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ("{not json", 400, -32700),
+        ('[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', 400, -32600),
+        ('{"id": 1, "method": "ping"}', 400, -32600),
+    ],
+)
+def test_malformed_messages_get_json_rpc_errors(api: LambdaClient, body: str, status: int, code: int):
+    reply = api.request("POST", "/mcp", body=body, headers={"Content-Type": "application/json"})
+    assert reply.status == status
+    assert reply.json()["error"]["code"] == code
+    assert reply.json()["id"] is None
+
+
+def test_protocol_errors(api: LambdaClient):
+    assert rpc(api, "tools/call", {"name": "launch_rockets", "arguments": {}}).json()["error"]["code"] == -32602
+    assert rpc(api, "resources/list", {}).json()["error"]["code"] == -32601
+    assert rpc(api, "ping").json()["result"] == {}
+
+    newer = rpc(api, "server/discover", {}, version="2026-07-28")
+    assert newer.status == 400
+    error = newer.json()["error"]
+    assert error["code"] == -32022
+    assert VERSION in error["data"]["supported"]
+
+
+def test_get_offers_no_stream(api: LambdaClient):
+    reply = api.request("GET", "/mcp")
+    assert reply.status == 405
+    assert reply.headers["Allow"] == "POST"
+    assert reply.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_discovery_points_agents_at_mcp(api: LambdaClient):
+    assert "mcp" in api.request("GET", "/.well-known/agentaddress.json").json()["capabilities"]
+    assert "/mcp" in api.request("GET", "/llms.txt").text
+    assert "/mcp" in api.request("GET", "/openapi.json").json()["paths"]
