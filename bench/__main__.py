@@ -34,6 +34,12 @@ when it ends. What it measures, in the order printed:
    store: 1 and 8 on one run, 8 across 50 runs (in 50 sessions, and in one);
    `list_run_records` page latency on runs of 10, 100 and 10,000 records
    (2,000 with --quick), from the start, the middle and the end.
+7. Transcripts: `build_messages_from_run_log` on an in-process
+   `DynamoRuntimeStore` replaying a 1,000-message transcript (one record per
+   message), its time and DynamoDB calls.
+8. Email: `EmailIngest` (the services' own) on a 1 MB message with two
+   attachments stored in the local raw message folder: time and DynamoDB
+   calls per message for one and two recipient addresses, and a redelivery.
 
 Client, server and DynamoDB Local share this machine's cores, so the figures
 compare shapes and code paths; they are not AWS capacity.
@@ -55,6 +61,7 @@ from bench.baseline import compare_with_cairn, measure_baseline
 from bench.calls import measure_calls
 from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
+from bench.email_ingest import measure_ingest
 from bench.report import Table
 from bench.runtime_appends import measure_appends
 from bench.runtime_calls import measure_runtime_calls
@@ -62,6 +69,7 @@ from bench.runtime_pages import measure_pages
 from bench.server import CairnServer
 from bench.state_calls import measure_state_calls
 from bench.throughput import measure_throughput
+from bench.transcripts import measure_replay
 from bench.wakeup import measure_wakeup
 from cairn.local.dynamodb_local import DynamoDBLocal, find_distribution
 from cairn.settings import Settings
@@ -72,6 +80,8 @@ SERVICE_TABLE = "bench-resolver"
 SERVER_TABLE = "bench-serve"
 RAW_TABLE = "bench-raw"
 RUNTIME_TABLE = "bench-runtime"
+TRANSCRIPT_TABLE = "bench-transcripts"
+EMAIL_TABLE = "bench-email"
 
 
 @dataclass(frozen=True)
@@ -126,35 +136,39 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             create_rate_per_minute=1_000_000_000,
         )
         client = make_client(settings)
-        for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE):
+        for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE):
             ensure_table(client, table)
 
-        _progress("1/10 DynamoDB calls per operation")
+        _progress("1/12 DynamoDB calls per operation")
         calls = measure_calls(settings, plan.repeats)
-        _progress("2/10 DynamoDB calls per state operation")
+        _progress("2/12 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
-        _progress("3/10 raw TransactWriteItems baseline")
+        _progress("3/12 raw TransactWriteItems baseline")
         baseline, raw = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("4/10 raw compare-and-set baseline")
+        _progress("4/12 raw compare-and-set baseline")
         # A client of its own: its calls are counted.
         cas_baseline, raw_cas = measure_cas_baseline(make_client(settings), RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("5/10 HTTP throughput against cairn serve")
+        _progress("5/12 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
             throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
-            _progress("6/10 long-poll wake-up")
+            _progress("6/12 long-poll wake-up")
             wakeup = measure_wakeup(server, plan.trials)
-            _progress("7/10 state compare-and-set over HTTP")
+            _progress("7/12 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
-        _progress("8/10 DynamoDB calls per runtime store operation")
+        _progress("8/12 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
-        _progress("9/10 runtime store appends")
+        _progress("9/12 runtime store appends")
         appends = measure_appends(settings, RUNTIME_TABLE, plan.seconds, plan.warmup)
-        _progress(f"10/10 list_run_records pages (writing a {plan.history:,}-record history first)")
+        _progress(f"10/12 list_run_records pages (writing a {plan.history:,}-record history first)")
         pages = measure_pages(settings, RUNTIME_TABLE, plan.history, plan.trials)
+        _progress("11/12 transcript replay (writing a 1,000-message transcript first)")
+        replay = measure_replay(settings, TRANSCRIPT_TABLE, plan.trials)
+        _progress("12/12 email ingest of a 1 MB message")
+        ingest = measure_ingest(settings, EMAIL_TABLE, workdir / "email", plan.trials)
     return [
         calls, throughput, wakeup, baseline, compare_with_cairn(cairn, raw),
         state_calls, cas, cas_baseline, compare_cas_with_cairn(cairn_cas, raw_cas),
-        runtime_calls, appends, pages,
+        runtime_calls, appends, pages, replay, ingest,
     ]  # fmt: skip
 
 

@@ -9,13 +9,21 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets as _random
+
+ADDRESS_ID = re.compile(r"addr_[a-z2-7]{26}")
 
 
 def new_address_id() -> str:
     """An email-safe id (`[a-z0-9_]`) carrying 130 random bits."""
     raw = base64.b32encode(_random.token_bytes(17)).decode().rstrip("=").lower()
     return f"addr_{raw[:26]}"
+
+
+def is_address_id(value: str) -> bool:
+    """Whether `value` could be an id `new_address_id` made (anything else cannot exist)."""
+    return ADDRESS_ID.fullmatch(value) is not None
 
 
 def new_read_token() -> str:

@@ -82,6 +82,11 @@ class PayloadTooLarge(CairnError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(CairnError):
+    status = 415
+    code = "unsupported_media_type"
+
+
 class AttachmentUnavailable(CairnError):
     """The stored message an attachment came from has expired or was removed."""
 

@@ -230,6 +230,32 @@ def test_polls_are_rate_limited_per_address(moto_env, clock):
     assert limited.status == 429
     assert limited.json()["error"]["retry_after_seconds"] == int(limited.headers["Retry-After"])
     assert api.poll(other).status == 200
+    clock.advance(61)
+    assert api.poll(created).status == 200, "the window recovers"
+
+
+def test_read_tokens_are_compared_in_constant_time(moto_api: LambdaClient, monkeypatch):
+    """Timing is too noisy to measure in a test; instead prove the comparison goes through hmac.compare_digest."""
+    import hmac
+
+    from cairn import credentials
+
+    compared: list[tuple[str, str]] = []
+    constant_time = hmac.compare_digest
+
+    def recording(left, right):
+        compared.append((left, right))
+        return constant_time(left, right)
+
+    created = moto_api.provision()
+    token = created["credentials"]["read_token"]
+    monkeypatch.setattr(hmac, "compare_digest", recording)
+    assert moto_api.poll(created).status == 200
+    assert (credentials.digest(token), credentials.digest(token)) in compared
+    compared.clear()
+    events_path = path_of(created["endpoints"]["events_url"])
+    assert moto_api.request("GET", events_path, token="crt_wrong").status == 401
+    assert compared == [(credentials.digest("crt_wrong"), credentials.digest(token))]
 
 
 def test_unknown_address_and_wrong_token_answer_identically(moto_api: LambdaClient):
@@ -316,3 +342,13 @@ def test_unknown_routes_answer_json(moto_api: LambdaClient):
     reply = moto_api.request("GET", "/nowhere")
     assert reply.status == 404
     assert reply.error_code == "not_found"
+
+
+def test_validated_bodies_must_be_json_unless_empty(moto_api: LambdaClient):
+    """A form body would be decoded into the model (`value=1` stored as `["1"]`); an empty one has nothing to misread."""
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert moto_api.request("POST", "/api/v1/addresses", body="", headers=form).status == 201
+    refused = moto_api.request("POST", "/api/v1/addresses", body="task_id=x", headers=form)
+    assert (refused.status, refused.error_code) == (415, "unsupported_media_type")
+    charset = {"Content-Type": "application/json; charset=utf-8"}
+    assert moto_api.request("POST", "/api/v1/addresses", body='{"task_id": "x"}', headers=charset).status == 201

@@ -14,7 +14,18 @@ def authenticate(table: AddressTable, address_id: str, read_token: str | None, *
     Unknown, expired, deleted and wrong-token cases are indistinguishable,
     so the answer never tells a prober which ids exist.
     """
+    require_well_formed(address_id)
     return admit(table.load(address_id) if read_token else None, read_token, now=now)
+
+
+def require_well_formed(address_id: str) -> None:
+    """The refusal for an id that no address can have, before it reaches storage.
+
+    DynamoDB rejects oversized keys with a validation error; answering as for
+    an unknown id keeps the one refusal and never becomes a 500.
+    """
+    if not credentials.is_address_id(address_id):
+        raise Unauthorized()
 
 
 def admit(record: AddressRecord | None, read_token: str | None, *, now: float) -> AddressRecord:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from cairn import credentials, jsontext
+from cairn.addresses.access import require_well_formed
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, PayloadTooLarge
@@ -35,6 +36,7 @@ class Inbox:
         payload = jsontext.parse(body)
         claim = None if idempotency_key is None else self._claim(idempotency_key, payload)
         event = event_from_body(payload)
+        require_well_formed(address_id)
         result = self._table.append(
             AppendRequest(
                 address_id=address_id,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cairn import credentials, jsontext
-from cairn.addresses.access import admit, authenticate
+from cairn.addresses.access import admit, authenticate, require_well_formed
 from cairn.addresses.models import NewEvent
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, NotFound, RevisionConflict, StateLimitExceeded, Unavailable
@@ -89,6 +89,7 @@ class AddressState:
 
     def get(self, address_id: str, read_token: str | None, key: str) -> StateEntry:
         validate_key(key)
+        require_well_formed(address_id)
         snapshot = self._state.read(address_id, [key])
         admit(snapshot.head, read_token, now=self._clock())
         entry = snapshot.entries.get(key)
@@ -104,6 +105,7 @@ class AddressState:
     def apply(self, address_id: str, read_token: str | None, operations: list[StateOperation]) -> list[StateWrite]:
         """Apply every operation or none; retried internally when only other keys moved."""
         prepared = self._prepare(operations)
+        require_well_formed(address_id)
         deadline = time.monotonic() + _RETRY_BUDGET_SECONDS
         while True:
             now = self._clock()

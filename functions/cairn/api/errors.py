@@ -74,11 +74,18 @@ def register_error_handlers(app) -> None:
         summary = "; ".join(f"{item['field']}: {item['message']}" for item in fields)
         return error_response(422, "invalid_request", f"Invalid request: {summary}", fields=fields)
 
+    @app.exception_handler(UnicodeDecodeError)
+    def undecodable_body(_: UnicodeDecodeError) -> Response:
+        # Request validation decodes the body as UTF-8 before parsing it as JSON; bytes that are not
+        # UTF-8 cannot be JSON, so they get the same answer as any other unparsable body.
+        return error_response(400, "invalid_json", "The body is not valid UTF-8.")
+
     @app.not_found
     def not_found(_: NotFoundError) -> Response:
         return error_response(404, "not_found", "No such route.")
 
-    @app.exception_handler((ClientError, BotoCoreError))
+    # A list, not a tuple: Powertools registers each class of a list, but a tuple as one key.
+    @app.exception_handler([ClientError, BotoCoreError])
     def storage_error(error: Exception) -> Response:
         code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
         if isinstance(error, BotoCoreError) or code in _TRANSIENT_CODES:

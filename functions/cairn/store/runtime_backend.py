@@ -95,8 +95,9 @@ class DynamoRuntimeBackend:
         attempt = 0
         while True:
             unit = _DynamoUnitOfWork(self)
-            result = self._call(lambda: operation(unit))
             try:
+                # A read can meet a conflicting transaction too: start the unit over.
+                result = self._call(lambda: operation(unit))
                 self._call(unit.commit)
                 return result
             except _Conflict:

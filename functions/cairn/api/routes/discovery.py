@@ -1,5 +1,6 @@
 """Documents that let an agent find its way: guide, OpenAPI, capabilities, health."""
 
+import json
 from functools import cache
 from importlib import resources
 
@@ -11,6 +12,23 @@ from cairn.addresses.state import KEY_PATTERN, PER_KEY_OVERHEAD
 from cairn.api import urls
 from cairn.services import Services
 from cairn.settings import DAY_SECONDS, Settings
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string", "pattern": "^[a-z][a-z_]*$"}, "message": {"type": "string"}},
+            "description": "Further fields name the details of the failure (field, limits, current revision).",
+        }
+    },
+}
+ERROR_RESPONSE = {
+    "description": "Error: a stable snake_case `code`, a message and details.",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
 
 SECURITY_SCHEMES = {
     "bearerAuth": {"type": "http", "scheme": "bearer", "description": "The address's read token."},
@@ -79,6 +97,22 @@ def capabilities(settings: Settings) -> dict:
     }
 
 
+def with_error_responses(document: dict) -> dict:
+    """Describe the error envelope every REST route answers with, in place of Powertools' `detail` shape.
+
+    `/mcp` keeps its own: it answers JSON-RPC errors.
+    """
+    document.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    for path, operations in document.get("paths", {}).items():
+        if path == "/mcp":
+            continue
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            responses["422"] = ERROR_RESPONSE
+            responses["default"] = ERROR_RESPONSE
+    return document
+
+
 def register(app, services: Services) -> None:
     settings = services.settings
 
@@ -108,7 +142,7 @@ def register(app, services: Services) -> None:
             servers=[Server(url=base())],
             security_schemes=SECURITY_SCHEMES,
         )
-        return text(document, content_types.APPLICATION_JSON)
+        return text(json.dumps(with_error_responses(json.loads(document))), content_types.APPLICATION_JSON)
 
     @app.get("/healthz", include_in_schema=False)
     def health() -> dict:

@@ -58,6 +58,16 @@ def register(app, services: Services) -> None:
         tags=["email"],
         security=BEARER,
         status_code=201,
+        responses={
+            200: {
+                "description": "The message's event already exists: the original.",
+                "content": {"application/json": {"model": DeliveryResponse}},
+            },
+            201: {
+                "description": "The message was ingested again.",
+                "content": {"application/json": {"model": DeliveryResponse}},
+            },
+        },
     )
     def replay(address_id: str, body: Annotated[EmailReplayRequest, Body()]) -> Response[DeliveryResponse]:
         result = email.replay(address_id, request_token(app), body.message_id)

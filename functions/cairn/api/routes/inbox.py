@@ -20,6 +20,16 @@ def register(app, services: Services) -> None:
         "(200, duplicate true); a different body under the same key is refused (422).",
         tags=["inbox"],
         status_code=202,
+        responses={
+            200: {
+                "description": "A retry under the same Idempotency-Key: the original event.",
+                "content": {"application/json": {"model": DeliveryResponse}},
+            },
+            202: {
+                "description": "The event was appended.",
+                "content": {"application/json": {"model": DeliveryResponse}},
+            },
+        },
     )
     def deliver(address_id: str, secret: str) -> Response[DeliveryResponse]:
         event = app.current_event

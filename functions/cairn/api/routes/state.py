@@ -52,6 +52,10 @@ def register(app, services: Services) -> None:
         "a `state.updated` event in the same transaction; a full feed blocks the write.",
         tags=["state"],
         security=BEARER,
+        responses={
+            200: {"description": "The key was updated.", "content": {"application/json": {"model": StateValueOut}}},
+            201: {"description": "The key was created.", "content": {"application/json": {"model": StateValueOut}}},
+        },
     )
     def put_key(address_id: str, key: str, body: Annotated[PutStateRequest, Body()]) -> Response[StateValueOut]:
         operation = StateOperation(key=key, op="set", value=body.value, if_revision=body.if_revision)

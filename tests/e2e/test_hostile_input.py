@@ -1,0 +1,304 @@
+"""Hand-written hostile input over real HTTP against `cairn serve`.
+
+Each request is one a careless or malicious client could send. Every answer
+is a JSON error with a stable code (never a 5xx), and afterwards the
+address's state and feed are exactly as they were.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.support.serve import ServeProcess
+
+DEEP = 10_000
+JSON = {"Content-Type": "application/json"}
+
+
+@dataclass
+class Target:
+    """A live address with some state and one event, and the client that reaches it."""
+
+    server: ServeProcess
+    client: httpx.Client
+    created: dict
+
+    @property
+    def id(self) -> str:
+        return self.created["address"]["id"]
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.created['credentials']['read_token']}"}
+
+    @property
+    def inbox(self) -> str:
+        return urlsplit(self.created["endpoints"]["inbox_url"]).path
+
+    @property
+    def state(self) -> str:
+        return f"/api/v1/addresses/{self.id}/state"
+
+    def snapshot(self) -> tuple[dict, dict]:
+        """Everything a hostile request could have changed: every state key and every event."""
+        keys = self.client.get(self.state, headers=self.auth)
+        feed = self.client.get(f"/api/v1/addresses/{self.id}/events", params={"after": 0}, headers=self.auth)
+        assert keys.status_code == feed.status_code == 200
+        values = {
+            entry["key"]: self.client.get(f"{self.state}/{entry['key']}", headers=self.auth).json()
+            for entry in keys.json()["keys"]
+        }
+        return {"listing": keys.json(), "values": values}, feed.json()
+
+
+@pytest.fixture
+def target(served: ServeProcess):
+    with served.client() as client:
+        created = client.post("/api/v1/addresses", json={"task_id": "hostile"}).json()
+        seeded = Target(served, client, created)
+        assert client.put(f"{seeded.state}/plan", json={"value": ["fetch"]}, headers=seeded.auth).status_code == 201
+        assert client.post(seeded.inbox, json={"type": "seed"}).status_code == 202
+        yield seeded
+
+
+def assert_refused(reply: httpx.Response, status: int, code: str) -> None:
+    assert reply.status_code == status, reply.text
+    assert reply.headers["content-type"].startswith("application/json")
+    assert reply.json()["error"]["code"] == code
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def raw_request(server: ServeProcess, request: bytes) -> tuple[int, bytes]:
+    """Send bytes no HTTP client library would: the status line's code and the rest of the answer."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+            if b"\r\n0\r\n\r\n" in answer or b"Connection: close" in answer and b"\r\n\r\n" in answer:
+                break
+    return int(answer.split(b" ", 2)[1]), answer
+
+
+def test_json_nested_ten_thousand_levels_deep_is_invalid_json(target: Target):
+    before = target.snapshot()
+    value = b'{"value": ' + nested(DEEP) + b"}"
+    batch = b'{"operations": [{"key": "deep", "op": "set", "value": ' + nested(DEEP) + b"}]}"
+    assert_refused(target.client.post(target.inbox, content=nested(DEEP), headers=JSON), 400, "invalid_json")
+    assert_refused(
+        target.client.put(f"{target.state}/deep", content=value, headers={**JSON, **target.auth}), 400, "invalid_json"
+    )
+    assert_refused(
+        target.client.post(target.state, content=batch, headers={**JSON, **target.auth}), 400, "invalid_json"
+    )
+    assert target.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "number",
+    [b"1e400", b"-1e400", b"9" * 5_000, b"-" + b"1" * 5_000],
+    ids=["float-overflow", "negative-float-overflow", "5000-digits", "negative-5000-digits"],
+)
+def test_numbers_json_cannot_carry_are_invalid_json(target: Target, number: bytes):
+    """Infinity has no JSON form and Python refuses to convert 5,000-digit integers: both are refused, not stored."""
+    before = target.snapshot()
+    headers = {**JSON, **target.auth}
+    assert_refused(
+        target.client.post(target.inbox, content=b'{"data": ' + number + b"}", headers=JSON), 400, "invalid_json"
+    )
+    put = target.client.put(f"{target.state}/n", content=b'{"value": ' + number + b"}", headers=headers)
+    assert_refused(put, 400, "invalid_json")
+    revision = target.client.put(
+        f"{target.state}/n", content=b'{"value": 1, "if_revision": ' + number + b"}", headers=headers
+    )
+    assert revision.status_code in (400, 422) and revision.json()["error"]["code"] in (
+        "invalid_json",
+        "invalid_request",
+    )
+    batch = b'{"operations": [{"key": "n", "op": "set", "value": ' + number + b"}]}"
+    assert_refused(target.client.post(target.state, content=batch, headers=headers), 400, "invalid_json")
+    assert target.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "body", [b"\xff\xfe{}", b'{"value": "\xc3\x28"}', b'{"a": "\xed\xa0\x80"}'], ids=["bom", "bad-pair", "surrogate"]
+)
+def test_bodies_that_are_not_utf8_are_invalid_json(target: Target, body: bytes):
+    before = target.snapshot()
+    headers = {**JSON, **target.auth}
+    assert_refused(target.client.post(target.inbox, content=body, headers=JSON), 400, "invalid_json")
+    assert_refused(target.client.put(f"{target.state}/k", content=body, headers=headers), 400, "invalid_json")
+    assert_refused(target.client.post(target.state, content=body, headers=headers), 400, "invalid_json")
+    assert_refused(target.client.post("/api/v1/addresses", content=body, headers=JSON), 400, "invalid_json")
+    assert_refused(
+        target.client.post(f"/api/v1/addresses/{target.id}/email/replay", content=body, headers=headers),
+        400,
+        "invalid_json",
+    )
+    assert target.snapshot() == before
+
+
+def test_nul_bytes_in_keys_and_ids_are_refused(target: Target):
+    before = target.snapshot()
+    headers = {**JSON, **target.auth}
+    # A percent-encoded NUL in a path segment matches no route, so it never names a key or an address.
+    assert_refused(target.client.put(f"{target.state}/a%00b", json={"value": 1}, headers=target.auth), 404, "not_found")
+    assert_refused(target.client.get(f"{target.state}/a%00b", headers=target.auth), 404, "not_found")
+    assert_refused(target.client.get(f"/api/v1/addresses/{target.id}%00/state", headers=target.auth), 404, "not_found")
+    assert_refused(target.client.post(f"{target.inbox}%00", json={"a": 1}), 404, "not_found")
+    batch = b'{"operations": [{"key": "a\\u0000b", "op": "set", "value": 1}]}'
+    assert_refused(target.client.post(target.state, content=batch, headers=headers), 400, "invalid_request")
+    ack = target.client.post(f"/api/v1/addresses/{target.id}/events/evt_1%00/ack", headers=target.auth)
+    assert_refused(ack, 404, "not_found")
+    assert target.snapshot() == before
+
+
+def test_bodies_of_1_000_001_bytes_are_refused(target: Target):
+    before = target.snapshot()
+    oversized = b'{"data": "' + b"x" * (1_000_001 - 12) + b'"}'
+    assert len(oversized) == 1_000_001
+    assert_refused(target.client.post(target.inbox, content=oversized, headers=JSON), 413, "payload_too_large")
+    value = b'{"value": "' + b"x" * (1_000_001 - 13) + b'"}'
+    put = target.client.put(f"{target.state}/big", content=value, headers={**JSON, **target.auth})
+    assert_refused(put, 413, "state_limit_exceeded")
+    assert target.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "content_type, body",
+    [
+        ("application/x-www-form-urlencoded", b"value=1"),
+        (
+            "multipart/form-data; boundary=x",
+            b'--x\r\nContent-Disposition: form-data; name="value"\r\n\r\n1\r\n--x--\r\n',
+        ),
+        ("text/plain", b'{"value": 1}'),
+        ("application/xml", b"<value>1</value>"),
+    ],
+    ids=["form", "multipart", "text", "xml"],
+)
+def test_state_bodies_must_be_json(target: Target, content_type: str, body: bytes):
+    """Form bodies would otherwise be decoded into the model, storing `["1"]` for `value=1`."""
+    before = target.snapshot()
+    headers = {"Content-Type": content_type, **target.auth}
+    assert_refused(
+        target.client.put(f"{target.state}/typed", content=body, headers=headers), 415, "unsupported_media_type"
+    )
+    assert_refused(target.client.post(target.state, content=body, headers=headers), 415, "unsupported_media_type")
+    assert target.snapshot() == before
+
+
+def test_the_inbox_reads_any_declared_type_as_json(target: Target):
+    """Webhook senders label bodies carelessly, so the inbox judges the bytes, not the label."""
+    before = target.snapshot()
+    for content_type in ("application/xml", "application/x-www-form-urlencoded", "text/plain"):
+        reply = target.client.post(target.inbox, content=b"<a>1</a>", headers={"Content-Type": content_type})
+        assert_refused(reply, 400, "invalid_json")
+    assert target.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["k" * 256, "tab\there", "bell\x7f", b"c1\x85\x9b".decode("latin-1"), ""],
+    ids=["too-long", "tab", "delete", "c1-controls", "empty"],
+)
+def test_idempotency_keys_with_control_or_odd_characters_are_refused(target: Target, key: str):
+    before = target.snapshot()
+    reply = target.client.post(target.inbox, json={"a": 1}, headers={"Idempotency-Key": key.encode("latin-1")})
+    assert_refused(reply, 400, "invalid_request")
+    assert reply.json()["error"]["field"] == "Idempotency-Key"
+    assert target.snapshot() == before
+
+
+def test_crlf_in_an_idempotency_key_cannot_inject_a_header_or_an_event(target: Target):
+    """A bare CR or a NUL is refused by the HTTP parser itself; CRLF only ends the header, so what
+    follows is a separate header that nothing reads, and the answer echoes none of it."""
+    before = target.snapshot()
+    host = f"Host: 127.0.0.1:{target.server.port}\r\n".encode()
+    for key in (b"a\rb", b"a\x00b", b"a\x01b"):
+        request = b"POST " + target.inbox.encode() + b" HTTP/1.1\r\n" + host
+        request += b"Content-Type: application/json\r\nContent-Length: 2\r\nIdempotency-Key: " + key + b"\r\n\r\n{}"
+        status, _ = raw_request(target.server, request)
+        assert status == 400
+    assert target.snapshot() == before
+
+    request = b"POST " + target.inbox.encode() + b" HTTP/1.1\r\n" + host + b"Content-Type: application/json\r\n"
+    request += b"Content-Length: 2\r\nIdempotency-Key: split\r\nSet-Cookie: injected=1\r\n\r\n{}"
+    status, answer = raw_request(target.server, request)
+    assert status == 202
+    assert b"injected" not in answer.lower() and b"set-cookie" not in answer.lower()
+    # The key is `split`: a retry under it is a duplicate of that one event, not a new one.
+    retry = target.client.post(target.inbox, json={}, headers={"Idempotency-Key": "split"})
+    assert retry.status_code == 200 and retry.json()["duplicate"] is True
+
+
+@pytest.mark.parametrize(
+    "path, status, code",
+    [
+        ("/state/..%2F..%2F..%2Fhealthz", 404, "not_found"),
+        # `..` is an ordinary key name (dots are allowed): it names a key of this address, none here.
+        ("/state/%2E%2E", 404, "not_found"),
+        ("/state/..%252F..%252Fplan", 400, "invalid_request"),
+        ("/state/..%5C..%5Cplan", 404, "not_found"),
+        ("/events/evt_1/attachments/..%2F..%2F..%2Fstate", 404, "not_found"),
+        ("/events/evt_1/attachments/%2E%2E", 404, "not_found"),
+        ("/events/evt_1/attachments/..%5C..%5Cetc%5Cpasswd", 404, "not_found"),
+    ],
+)
+def test_path_traversal_in_keys_and_attachment_ids_reaches_nothing(target: Target, path: str, status: int, code: str):
+    before = target.snapshot()
+    assert_refused(target.client.get(f"/api/v1/addresses/{target.id}{path}", headers=target.auth), status, code)
+    assert_refused(
+        target.client.delete(f"/api/v1/addresses/{target.id}{path}", headers=target.auth),
+        *((status, code) if path.startswith("/state/") else (404, "not_found")),
+    )
+    assert target.snapshot() == before
+
+
+def test_literal_dot_segments_are_not_resolved_into_another_route(target: Target):
+    """HTTP clients normalise `..` away; a raw request keeps it, and still reaches no address's data."""
+    before = target.snapshot()
+    token = target.created["credentials"]["read_token"].encode()
+    path = f"/api/v1/addresses/{target.id}/state/../../../addresses/{target.id}".encode()
+    request = b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token + b"\r\n\r\n"
+    status, answer = raw_request(target.server, request)
+    assert status == 404 and b'"not_found"' in answer
+    assert target.snapshot() == before
+
+
+def test_over_long_path_parameters_are_refused(target: Target):
+    before = target.snapshot()
+    long_id = "addr_" + "a" * 4_000
+    assert_refused(target.client.get(f"/api/v1/addresses/{long_id}", headers=target.auth), 401, "unauthorized")
+    assert_refused(target.client.get(f"/api/v1/addresses/{long_id}/state", headers=target.auth), 401, "unauthorized")
+    assert_refused(
+        target.client.get(f"/api/v1/addresses/{long_id}/state/plan", headers=target.auth), 401, "unauthorized"
+    )
+    assert_refused(
+        target.client.put(f"/api/v1/addresses/{long_id}/state/plan", json={"value": 1}, headers=target.auth),
+        401,
+        "unauthorized",
+    )
+    assert_refused(target.client.delete(f"/api/v1/addresses/{long_id}", headers=target.auth), 401, "unauthorized")
+    assert_refused(target.client.get(f"/api/v1/addresses/{long_id}/events", headers=target.auth), 401, "unauthorized")
+    assert_refused(target.client.post(f"/api/v1/inbox/{long_id}/secret", json={"a": 1}), 401, "unauthorized")
+    assert_refused(target.client.post(f"{target.inbox}{'s' * 4_000}", json={"a": 1}), 401, "unauthorized")
+    assert_refused(
+        target.client.put(f"{target.state}/{'k' * 129}", json={"value": 1}, headers=target.auth), 400, "invalid_request"
+    )
+    long_event = "evt_1_" + "e" * 4_000
+    ack = target.client.post(f"/api/v1/addresses/{target.id}/events/{long_event}/ack", headers=target.auth)
+    assert_refused(ack, 404, "not_found")
+    download = target.client.get(
+        f"/api/v1/addresses/{target.id}/events/{long_event}/attachments/{'a' * 4_000}", headers=target.auth
+    )
+    assert_refused(download, 404, "not_found")
+    assert target.snapshot() == before
