@@ -439,15 +439,23 @@ def _same_except_time(candidate: RunRecord, original: RunRecord) -> bool:
 # -- cancellation, suspension, terminal ---------------------------------------
 
 
+def _command_target(
+    uow: UnitOfWork, run_id: str, record: RunRecord, noun: str
+) -> tuple[RunState, SessionState | None]:
+    """The run a cancellation, suspension or terminal command names, after the checks they share."""
+    validation.validate_run_record(record)
+    run = existing_run(uow, run_id)
+    session = run_session(uow, run)
+    if record.run_id != run_id:
+        raise fail(f"{noun} command does not match stored run")
+    return run, session
+
+
 def record_run_cancellation(uow: UnitOfWork, command: RunCancellation, now: datetime) -> AppendResult:
     if not command.run_id or not command.reason:
         raise fail("run cancellation requires run id and reason")
-    validation.validate_run_record(command.record)
-    run = existing_run(uow, command.run_id)
-    session = run_session(uow, run)
+    run, session = _command_target(uow, command.run_id, command.record, "cancellation")
     record = command.record
-    if record.run_id != command.run_id:
-        raise fail("cancellation command does not match stored run")
     validation.check_owner(record, run.meta.run_id, run.meta.agent_id, run.meta.session_id, "cancellation record: ")
     if record.type != CANCELLATION_RECORD_TYPE:
         raise fail(f'cancellation record has type "{record.type}", want "{CANCELLATION_RECORD_TYPE}"')
@@ -471,12 +479,8 @@ def _suspension_checks(uow: UnitOfWork, command: RunSuspensionCommand) -> tuple[
     suspension = command.suspension
     if not command.run_id or not suspension.id or not suspension.data:
         raise fail("run suspension requires run id, suspension id, and data")
-    validation.validate_run_record(command.record)
-    run = existing_run(uow, command.run_id)
-    session = run_session(uow, run)
+    run, session = _command_target(uow, command.run_id, command.record, "suspension")
     record = command.record
-    if record.run_id != command.run_id:
-        raise fail("suspension command does not match stored run")
     if run.meta.start_outcome == RunStartOutcome.STOP:
         raise fail("ended-session start cannot suspend instead of settling cancellation")
     prefix = "suspension record: "
@@ -512,12 +516,8 @@ def record_run_suspension(uow: UnitOfWork, command: RunSuspensionCommand, now: d
 def _terminal_checks(uow: UnitOfWork, command: RunTerminal) -> tuple[RunState, SessionState | None]:
     if command.status not in TERMINAL_PHASES:
         raise fail("run terminal requires completed, failed, or canceled status")
-    validation.validate_run_record(command.record)
-    run = existing_run(uow, command.run_id)
-    session = run_session(uow, run)
+    run, session = _command_target(uow, command.run_id, command.record, "terminal")
     record = command.record
-    if record.run_id != command.run_id:
-        raise fail("terminal command does not match stored run")
     if run.meta.start_outcome == RunStartOutcome.STOP and command.status == RunStatus.COMPLETED:
         raise fail("ended-session start cannot complete successfully")
     prefix = "terminal record: "
