@@ -451,6 +451,18 @@ def _command_target(
     return run, session
 
 
+def _typed_payload(run: RunState, record: RunRecord, record_type: str, decoder, prefix: str):
+    """A lifecycle record's strictly decoded payload, after its type and owner checks."""
+    if record.type != record_type:
+        raise fail(f'{prefix}record has type "{record.type}", want "{record_type}"')
+    try:
+        payload = validation.decode(decoder, record.payload)
+    except ContractError as error:
+        raise wrap(error, prefix) from None
+    validation.check_owner(record, run.meta.run_id, run.meta.agent_id, run.meta.session_id, prefix)
+    return payload
+
+
 def record_run_cancellation(uow: UnitOfWork, command: RunCancellation, now: datetime) -> AppendResult:
     if not command.run_id or not command.reason:
         raise fail("run cancellation requires run id and reason")
@@ -484,13 +496,7 @@ def _suspension_checks(uow: UnitOfWork, command: RunSuspensionCommand) -> tuple[
     if run.meta.start_outcome == RunStartOutcome.STOP:
         raise fail("ended-session start cannot suspend instead of settling cancellation")
     prefix = "suspension record: "
-    if record.type != RUN_SUSPENDED:
-        raise fail(f'{prefix}record has type "{record.type}", want "{RUN_SUSPENDED}"')
-    try:
-        suspended = validation.decode(codec.decode_run_suspended, record.payload)
-    except ContractError as error:
-        raise wrap(error, prefix) from None
-    validation.check_owner(record, run.meta.run_id, run.meta.agent_id, run.meta.session_id, prefix)
+    suspended = _typed_payload(run, record, RUN_SUSPENDED, codec.decode_run_suspended, prefix)
     if suspended.suspension_id != suspension.id:
         raise fail(f"{prefix}suspension record does not match checkpoint")
     return run, session
@@ -521,13 +527,7 @@ def _terminal_checks(uow: UnitOfWork, command: RunTerminal) -> tuple[RunState, S
     if run.meta.start_outcome == RunStartOutcome.STOP and command.status == RunStatus.COMPLETED:
         raise fail("ended-session start cannot complete successfully")
     prefix = "terminal record: "
-    if record.type != RUN_COMPLETED:
-        raise fail(f'{prefix}record has type "{record.type}", want "{RUN_COMPLETED}"')
-    try:
-        completed = validation.decode(codec.decode_run_completed, record.payload)
-    except ContractError as error:
-        raise wrap(error, prefix) from None
-    validation.check_owner(record, run.meta.run_id, run.meta.agent_id, run.meta.session_id, prefix)
+    completed = _typed_payload(run, record, RUN_COMPLETED, codec.decode_run_completed, prefix)
     if (completed.status, completed.phase) != TERMINAL_PHASES[command.status]:
         raise fail(f"{prefix}terminal record outcome does not match command")
     if completed.labels != run.meta.labels:
