@@ -40,6 +40,9 @@ when it ends. What it measures, in the order printed:
 8. Email: `EmailIngest` (the services' own) on a 1 MB message with two
    attachments stored in the local raw message folder: time and DynamoDB
    calls per message for one and two recipient addresses, and a redelivery.
+9. Attachment downloads of 1, 4 and 8 MB: the resolver's buffered answer
+   against the download function's streaming loop posting to a Runtime API
+   endpoint on 127.0.0.1, in the same process; the ratio is what streaming adds.
 
 Client, server and DynamoDB Local share this machine's cores, so the figures
 compare shapes and code paths; they are not AWS capacity.
@@ -61,6 +64,7 @@ from bench.baseline import compare_with_cairn, measure_baseline
 from bench.calls import measure_calls
 from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
+from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
 from bench.report import Table
 from bench.runtime_appends import measure_appends
@@ -82,6 +86,7 @@ RAW_TABLE = "bench-raw"
 RUNTIME_TABLE = "bench-runtime"
 TRANSCRIPT_TABLE = "bench-transcripts"
 EMAIL_TABLE = "bench-email"
+DOWNLOAD_TABLE = "bench-downloads"
 
 
 @dataclass(frozen=True)
@@ -136,39 +141,41 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             create_rate_per_minute=1_000_000_000,
         )
         client = make_client(settings)
-        for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE):
+        for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE):
             ensure_table(client, table)
 
-        _progress("1/12 DynamoDB calls per operation")
+        _progress("1/13 DynamoDB calls per operation")
         calls = measure_calls(settings, plan.repeats)
-        _progress("2/12 DynamoDB calls per state operation")
+        _progress("2/13 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
-        _progress("3/12 raw TransactWriteItems baseline")
+        _progress("3/13 raw TransactWriteItems baseline")
         baseline, raw = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("4/12 raw compare-and-set baseline")
+        _progress("4/13 raw compare-and-set baseline")
         # A client of its own: its calls are counted.
         cas_baseline, raw_cas = measure_cas_baseline(make_client(settings), RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("5/12 HTTP throughput against cairn serve")
+        _progress("5/13 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
             throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
-            _progress("6/12 long-poll wake-up")
+            _progress("6/13 long-poll wake-up")
             wakeup = measure_wakeup(server, plan.trials)
-            _progress("7/12 state compare-and-set over HTTP")
+            _progress("7/13 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
-        _progress("8/12 DynamoDB calls per runtime store operation")
+        _progress("8/13 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
-        _progress("9/12 runtime store appends")
+        _progress("9/13 runtime store appends")
         appends = measure_appends(settings, RUNTIME_TABLE, plan.seconds, plan.warmup)
-        _progress(f"10/12 list_run_records pages (writing a {plan.history:,}-record history first)")
+        _progress(f"10/13 list_run_records pages (writing a {plan.history:,}-record history first)")
         pages = measure_pages(settings, RUNTIME_TABLE, plan.history, plan.trials)
-        _progress("11/12 transcript replay (writing a 1,000-message transcript first)")
+        _progress("11/13 transcript replay (writing a 1,000-message transcript first)")
         replay = measure_replay(settings, TRANSCRIPT_TABLE, plan.trials)
-        _progress("12/12 email ingest of a 1 MB message")
+        _progress("12/13 email ingest of a 1 MB message")
         ingest = measure_ingest(settings, EMAIL_TABLE, workdir / "email", plan.trials)
+        _progress("13/13 attachment downloads, buffered and streamed")
+        downloads = measure_downloads(settings, DOWNLOAD_TABLE, workdir / "downloads", plan.trials)
     return [
         calls, throughput, wakeup, baseline, compare_with_cairn(cairn, raw),
         state_calls, cas, cas_baseline, compare_cas_with_cairn(cairn_cas, raw_cas),
-        runtime_calls, appends, pages, replay, ingest,
+        runtime_calls, appends, pages, replay, ingest, downloads,
     ]  # fmt: skip
 
 

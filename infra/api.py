@@ -23,6 +23,10 @@ from infra.config import StageConfig
 # Named by string: CDK never imports the application package.
 API_HANDLER = "cairn.api.handler.lambda_handler"
 
+# Attachment downloads, the one route whose answers outgrow Lambda's 6 MB
+# buffered payload: a GET here goes to the download function, streamed.
+DOWNLOAD_PATH = ("addresses", "{address_id}", "events", "{event_id}", "attachments", "{attachment_id}")
+
 WORKER_ROOT = ("api", "v1")
 # Subtrees for agent runtimes (AWS principals), authorized by IAM.
 WORKER_RESOURCES = ("runtime", "memory")
@@ -87,6 +91,7 @@ class CairnApi(Construct):
         *,
         handler: lambda_.IFunction,
         config: StageConfig,
+        downloads: lambda_.IFunction | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         access_logs = logs.LogGroup(
@@ -122,7 +127,7 @@ class CairnApi(Construct):
             # owns it would fight every other stage over it.
             cloud_watch_role=False,
         )
-        self._add_routes()
+        self._add_routes(downloads)
         self._add_gateway_errors()
         self._acknowledge_findings()
 
@@ -144,7 +149,7 @@ class CairnApi(Construct):
             method="*", path=f"/{'/'.join(RUNTIME_PATH)}/*", stage=self.stage.stage_name
         )
 
-    def _add_routes(self) -> None:
+    def _add_routes(self, downloads: lambda_.IFunction | None) -> None:
         """ANY on every path; IAM on the worker subtrees (runtime store, memory).
 
         Each level from the root to the worker resources gets its own
@@ -163,6 +168,8 @@ class CairnApi(Construct):
             _acknowledge_all(worker.add_method("ANY", authorization_type=iam), _IAM_ROUTE)
             proxy = worker.add_proxy(default_method_options=apigateway.MethodOptions(authorization_type=iam))
             _acknowledge_all(proxy.any_method, _IAM_ROUTE)
+        if downloads is not None:
+            _add_download_route(resource, downloads)
 
     def _add_gateway_errors(self) -> None:
         for response_type, code in GATEWAY_ERRORS.items():
@@ -225,6 +232,30 @@ def _add_open_methods(resource: apigateway.IResource) -> None:
     """ANY on the resource and on a `{proxy+}` below it, with no gateway authorizer."""
     _acknowledge_all(resource.add_method("ANY"), _OPEN_ROUTE)
     _acknowledge_all(resource.add_proxy().any_method, _OPEN_ROUTE)
+
+
+def _add_download_route(parent: apigateway.IResource, downloads: lambda_.IFunction) -> None:
+    """GET on the attachment path streams from `downloads`; every other path still reaches the API function.
+
+    Every resource on the way keeps ANY for the API function. API Gateway
+    allows one variable child per resource, so a level whose path goes on
+    through `{name}` has no `{proxy+}`: that `{name}` (with ANY, and a
+    `{proxy+}` below where the path goes on statically) catches what the
+    catch-all would have.
+    """
+    resource = parent
+    for index, part in enumerate(DOWNLOAD_PATH):
+        resource = resource.add_resource(part)
+        _acknowledge_all(resource.add_method("ANY"), _OPEN_ROUTE)
+        following = DOWNLOAD_PATH[index + 1 : index + 2]
+        if not following or not following[0].startswith("{"):
+            _acknowledge_all(resource.add_proxy().any_method, _OPEN_ROUTE)
+    streamed = apigateway.LambdaIntegration(
+        downloads,
+        allow_test_invoke=False,
+        response_transfer_mode=apigateway.ResponseTransferMode.STREAM,
+    )
+    _acknowledge_all(resource.add_method("GET", streamed), _OPEN_ROUTE)
 
 
 def _acknowledge_all(method: apigateway.Method, findings: dict[str, str]) -> None:

@@ -12,6 +12,7 @@ from infra.api import API_HANDLER, CairnApi
 from infra.checks import add_checks
 from infra.code import function_code
 from infra.config import StageConfig
+from infra.downloads import DownloadFunction
 from infra.email import InboundEmail
 from infra.function import ServiceFunction
 from infra.storage import CairnTable
@@ -54,10 +55,10 @@ class CairnStack(Stack):
             removal_policy=config.removal_policy,
         ).function
         storage.grant_store_access(api_function)
-        api = CairnApi(self, "Api", handler=api_function, config=config)
         functions = {"api": api_function}
 
         email = None
+        downloads = None
         if config.email_domain is not None:
             email = InboundEmail(
                 self,
@@ -68,11 +69,18 @@ class CairnStack(Stack):
                 environment=environment,
             )
             storage.grant_store_access(email.ingest.function)
+            downloads = DownloadFunction(
+                self, "DownloadFunction", code=code, environment=environment, config=config
+            ).function
+            storage.grant_store_access(downloads)
             # Attachment downloads and replays re-read the stored message.
-            email.messages.grant_read_messages(api_function)
-            for name, value in email.messages.environment.items():
-                api_function.add_environment(name, value)
+            for reader in (api_function, downloads):
+                email.messages.grant_read_messages(reader)
+                for name, value in email.messages.environment.items():
+                    reader.add_environment(name, value)
             functions["email-ingest"] = email.ingest.function
+            functions["downloads"] = downloads
+        api = CairnApi(self, "Api", handler=api_function, config=config, downloads=downloads)
 
         Alarms(
             self,

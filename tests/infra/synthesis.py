@@ -75,6 +75,22 @@ class Synthesis:
         assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
         return next(iter(found.items()))
 
+    def gateway_methods(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Each API Gateway method by (full resource path, HTTP method); the root is "/"."""
+        resources = self.resources("AWS::ApiGateway::Resource")
+        rest_api_id, _ = self.only("AWS::ApiGateway::RestApi")
+
+        def path(resource_ref: Any) -> str:
+            if resource_ref == {"Fn::GetAtt": [rest_api_id, "RootResourceId"]}:
+                return ""
+            properties = resources[resource_ref["Ref"]]["Properties"]
+            return f"{path(properties['ParentId'])}/{properties['PathPart']}"
+
+        return {
+            (path(method["Properties"]["ResourceId"]) or "/", method["Properties"]["HttpMethod"]): method["Properties"]
+            for method in self.resources("AWS::ApiGateway::Method").values()
+        }
+
 
 def synthesize(context: dict[str, Any], outdir: Path) -> Synthesis:
     app = cdk.App(context={**cdk_json_context(), **SKIP_BUNDLING, **context}, outdir=str(outdir))

@@ -28,6 +28,8 @@ def test_every_failure_has_an_alarm(default: Synthesis, full: Synthesis) -> None
         "email-ingest-errors",
         "email-ingest-throttles",
         "email-failed-ingest",
+        "downloads-errors",
+        "downloads-throttles",
     }
 
 

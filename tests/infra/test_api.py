@@ -9,8 +9,6 @@ from aws_cdk.assertions import Match
 
 from tests.infra.synthesis import Synthesis
 
-METHOD = "AWS::ApiGateway::Method"
-
 
 def api_function_id(synthesis: Synthesis) -> str:
     [found] = [
@@ -22,20 +20,10 @@ def api_function_id(synthesis: Synthesis) -> str:
 
 
 def method_paths(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
-    """Each method by its full resource path ("/" for the root)."""
-    resources = synthesis.resources("AWS::ApiGateway::Resource")
-    rest_api_id, _ = synthesis.only("AWS::ApiGateway::RestApi")
-
-    def path(resource_ref: Any) -> str:
-        if resource_ref == {"Fn::GetAtt": [rest_api_id, "RootResourceId"]}:
-            return ""
-        properties = resources[resource_ref["Ref"]]["Properties"]
-        return f"{path(properties['ParentId'])}/{properties['PathPart']}"
-
-    return {
-        path(method["Properties"]["ResourceId"]) or "/": method["Properties"]
-        for method in synthesis.resources(METHOD).values()
-    }
+    """Each method by its full resource path: one method per path without the download route."""
+    methods = synthesis.gateway_methods()
+    assert len({path for path, _ in methods}) == len(methods)
+    return {path: properties for (path, _), properties in methods.items()}
 
 
 def test_worker_routes_require_iam_and_every_other_path_is_open(default: Synthesis) -> None:

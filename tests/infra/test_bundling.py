@@ -6,6 +6,7 @@ have done is checked through the command it was given.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tomllib
 from pathlib import Path
@@ -59,6 +60,8 @@ def test_bundler_adds_the_cairn_package_without_caches_or_scripts(
 
     assert len(commands) == 1
     assert (tmp_path / "cairn" / "api" / "handler.py").is_file()
+    # Lambda runs the download function's exec wrapper directly: it must stay executable.
+    assert os.access(tmp_path / "cairn" / "api" / "stream_bootstrap", os.X_OK)
     assert not (tmp_path / "bin").exists()
     assert not list(tmp_path.rglob("__pycache__"))
     assert not list(tmp_path.rglob("*.pyc"))

@@ -17,6 +17,7 @@ from tests.infra.synthesis import FULL_CONTEXT, Synthesis
 FUNCTION = "AWS::Lambda::Function"
 API_HANDLER = "cairn.api.handler.lambda_handler"
 EMAIL_HANDLER = "cairn.email.handler.lambda_handler"
+DOWNLOAD_HANDLER = "cairn.api.streaming.main"
 
 
 def cairn_functions(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
@@ -60,9 +61,9 @@ def test_without_email_only_the_api_function_exists(default: Synthesis) -> None:
     assert handlers == {API_HANDLER}
 
 
-def test_with_email_the_ingest_function_exists(full: Synthesis) -> None:
+def test_with_email_the_ingest_and_download_functions_exist(full: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(full).values()}
-    assert handlers == {API_HANDLER, EMAIL_HANDLER}
+    assert handlers == {API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER}
 
 
 def test_every_handler_resolves_to_a_function_in_the_code_asset(full: Synthesis) -> None:
@@ -96,7 +97,7 @@ def test_functions_run_on_the_newest_python_on_arm64(full: Synthesis) -> None:
         assert properties["TracingConfig"] == {"Mode": "Active"}
 
 
-def test_both_functions_share_one_code_asset(full: Synthesis) -> None:
+def test_every_function_shares_one_code_asset(full: Synthesis) -> None:
     codes = {str(r["Properties"]["Code"]) for r in cairn_functions(full).values()}
     assert len(codes) == 1
 
@@ -114,7 +115,7 @@ def test_ingest_function_has_time_for_a_large_message(full: Synthesis) -> None:
     assert properties["Timeout"] >= 60
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
 def test_every_limit_from_context_reaches_the_environment(full: Synthesis, handler: str) -> None:
     _, properties = function_by_handler(full, handler)
     variables = properties["Environment"]["Variables"]
@@ -150,8 +151,8 @@ def test_functions_know_their_table_and_powertools_settings(full: Synthesis) -> 
         assert variables["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER])
-def test_both_functions_find_raw_messages(full: Synthesis, handler: str) -> None:
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
+def test_every_function_finds_raw_messages(full: Synthesis, handler: str) -> None:
     bucket_id, _ = full.only("AWS::S3::Bucket")
     _, properties = function_by_handler(full, handler)
     variables = properties["Environment"]["Variables"]
@@ -167,7 +168,7 @@ def test_functions_log_to_their_own_retained_log_group(full: Synthesis) -> None:
         assert log_groups[log_group_id]["DeletionPolicy"] == "Retain"
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
 def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synthesis, handler: str) -> None:
     table_id, _ = full.only("AWS::DynamoDB::GlobalTable")
     _, properties = function_by_handler(full, handler)
@@ -183,7 +184,7 @@ def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synth
         assert as_list(statement["Resource"]) == [{"Fn::GetAtt": [table_id, "Arn"]}]
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
 def test_functions_may_only_read_raw_messages(full: Synthesis, handler: str) -> None:
     bucket_id, _ = full.only("AWS::S3::Bucket")
     bucket_arn = {"Fn::GetAtt": [bucket_id, "Arn"]}

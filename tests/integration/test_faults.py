@@ -1,123 +1,32 @@
-"""Storage faults at every DynamoDB call of every mutating operation.
+"""Storage faults at every DynamoDB call of every address operation.
 
 A botocore hook on the service's own client fails the Nth call of one
-request, for every N, with each kind of failure AWS can hand back. Hooks
-raise outside botocore's own retry loop, so every fault reaches Cairn's code
-whatever the client's retry settings. After each fault the answer is a
-success or a 503 with `Retry-After`, state and feed agree, and retrying the
-same request leaves exactly one result.
+request, for every N, with each kind of failure AWS can hand back (see
+`tests.support.faults`). After each fault the answer is a success or a 503
+with `Retry-After`, state and feed agree, and retrying the same request
+leaves exactly one result. The runtime store's commands and inbound email
+get the same treatment in `test_runtime_faults.py` and `test_email_faults.py`.
 """
 
 from __future__ import annotations
 
-import json
-import uuid
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from cairn.client import Address, HttpClient, RetryPolicy
-from cairn.runtime.dynamo import DynamoRuntimeStore
-from cairn.runtime.errors import RuntimeStoreUnavailable
-from cairn.runtime.http import HttpRuntimeStore
-from cairn.runtime.model import RunStatus
-from cairn.services import Services
-from cairn.settings import Settings
 from cairn.store.client import make_client
-from cairn.store.table import ensure_table
-from cairn.store.waiters import NotifyingWaiter
 
-from tests.contract.builders import T0, note, root_start, run_start, terminal
-from tests.support.fakes import FakeClock
+from tests.support.faults import FAULTS, FaultInjector, assert_success_or_retryable, calls_made, faulty_api
 from tests.support.lambda_client import LambdaClient, Reply, path_of
-
-FAULTS = ("throttling", "provisioned_throughput", "transaction_conflict", "network", "timeout_after_commit")
-
-
-def injected_error(kind: str, operation: str, request: dict[str, Any]) -> Exception:
-    """The exception DynamoDB (or the network) would raise for this serialized request."""
-    if kind == "network":
-        return EndpointConnectionError(endpoint_url="http://dynamodb.invalid")
-    if kind == "transaction_conflict" and operation == "TransactWriteItems":
-        # A real conflict names the one contended item; the others say None.
-        reasons = [{"Code": "None"} for _ in json.loads(request["body"])["TransactItems"]]
-        reasons[-1] = {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
-        return client_error("TransactionCanceledException", operation, CancellationReasons=reasons)
-    code = {
-        "throttling": "ThrottlingException",
-        "provisioned_throughput": "ProvisionedThroughputExceededException",
-        "transaction_conflict": "TransactionConflictException",
-    }[kind]
-    return client_error(code, operation)
-
-
-def client_error(code: str, operation: str, **extra: Any) -> ClientError:
-    response = {"Error": {"Code": code, "Message": "injected"}, "ResponseMetadata": {"HTTPStatusCode": 400}, **extra}
-    return ClientError(response, operation)
-
-
-class FaultInjector:
-    """Counts the DynamoDB calls of one client and fails the Nth, once.
-
-    `timeout_after_commit` lets the real call succeed and then loses its
-    answer, the way a read timeout does after DynamoDB has applied a write.
-    """
-
-    def __init__(self, client) -> None:
-        self.calls = 0
-        self.fired = False
-        self._kind: str | None = None
-        self._at = 0
-        client.meta.events.register("before-call.dynamodb", self._before)
-        client.meta.events.register("after-call.dynamodb", self._after)
-
-    def arm(self, kind: str | None = None, at: int = 0) -> None:
-        """Start counting from zero; with a kind, fail call number `at`."""
-        self.calls = 0
-        self.fired = False
-        self._kind = kind
-        self._at = at
-
-    def disarm(self) -> None:
-        self._kind = None
-
-    def _before(self, model, params, **_: Any) -> None:
-        self.calls += 1
-        if self._kind is None or self._kind == "timeout_after_commit" or self.calls != self._at:
-            return
-        self.fired = True
-        raise injected_error(self._kind, model.name, params)
-
-    def _after(self, http_response, **_: Any) -> None:
-        if self._kind != "timeout_after_commit" or self.calls != self._at or http_response.status_code >= 300:
-            return
-        self.fired = True
-        raise ReadTimeoutError(endpoint_url="http://dynamodb.invalid")
 
 
 @pytest.fixture(scope="module")
 def faulty(dynamodb_local) -> tuple[LambdaClient, FaultInjector]:
-    """The API resolver on DynamoDB Local whose one client carries the injector.
-
-    One table for the module: every case works on addresses and runs of its own.
-    """
-    table = f"cairn-faults-{uuid.uuid4().hex[:8]}"
-    settings = Settings(
-        table_name=table,
-        dynamodb_endpoint=dynamodb_local.endpoint,
-        poll_rate_per_minute=10_000,
-        create_rate_per_minute=10_000,
-        runtime_key="fault-key",
-    )
-    client = make_client(settings)
-    ensure_table(client, table)
-    injector = FaultInjector(client)
-    services = Services.build(settings, client=client, waiter=NotifyingWaiter(), clock=FakeClock())
-    return LambdaClient(services), injector
+    """One table for the module: every case works on addresses of its own."""
+    return faulty_api(dynamodb_local.endpoint)
 
 
 # -- address operations -----------------------------------------------------------
@@ -300,20 +209,6 @@ OPERATIONS = {
 }
 
 
-def assert_success_or_retryable(reply: Reply) -> None:
-    if reply.status < 300:
-        return
-    assert reply.status == 503, reply.text
-    assert reply.error_code == "temporarily_unavailable"
-    assert reply.headers.get("Retry-After") == "1"
-
-
-def calls_made(injector: FaultInjector, action: Callable[[], Any]) -> int:
-    injector.arm()
-    action()
-    return injector.calls
-
-
 @pytest.mark.parametrize("kind", FAULTS)
 @pytest.mark.parametrize("name", OPERATIONS)
 def test_a_fault_at_any_call_leaves_a_retryable_answer_and_one_result(faulty, name: str, kind: str):
@@ -350,106 +245,3 @@ def test_the_sdk_recovers_from_a_fault_through_its_retry(faulty):
     events = address.events.poll()["events"]
     assert [event["type"] for event in events] == ["message.received", "state.updated"]
     http.close()
-
-
-# -- runtime store ------------------------------------------------------------------
-
-
-@dataclass
-class RuntimeCommand:
-    """One runtime mutation, its preparation, and the event keys it records once."""
-
-    prepare: Callable[[Any, Any], None]
-    send: Callable[[Any, Any], Any]
-    record_ids: Callable[[Any], list[str]]
-    recorded_keys: list[str]
-
-
-def prepare_session(store, run) -> None:
-    store.create_session(run.session_id, T0)
-
-
-def prepare_running(store, run) -> None:
-    prepare_session(store, run)
-    store.start_root_run(root_start(run))
-
-
-RUNTIME_COMMANDS = {
-    "start_root_run": RuntimeCommand(
-        prepare_session,
-        lambda store, run: store.start_root_run(root_start(run)),
-        lambda result: [result.started.id],
-        ["started"],
-    ),
-    "append_run_record": RuntimeCommand(
-        prepare_running,
-        lambda store, run: store.append_run_record(note(run, "note")),
-        lambda result: [result.id],
-        ["started", "note"],
-    ),
-    "record_run_terminal": RuntimeCommand(
-        prepare_running,
-        lambda store, run: store.record_run_terminal(terminal(run)),
-        lambda result: [result.id],
-        ["started", "terminal"],
-    ),
-}
-
-
-@pytest.fixture
-def runtime_over_http(faulty):
-    """The runtime store through the service's routes; every answer is kept for inspection."""
-    api, injector = faulty
-    answers: list[httpx.Response] = []
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        answers.append(api.handle(request))
-        return answers[-1]
-
-    store = HttpRuntimeStore("http://cairn.test", runtime_key="fault-key", transport=httpx.MockTransport(handle))
-    yield store, injector, answers
-    store.close()
-
-
-@pytest.mark.parametrize("kind", FAULTS)
-@pytest.mark.parametrize("name", RUNTIME_COMMANDS)
-def test_a_runtime_fault_is_retryable_and_an_exact_retry_records_once(runtime_over_http, name: str, kind: str):
-    store, injector, answers = runtime_over_http
-    command = RUNTIME_COMMANDS[name]
-    baseline = run_start(f"baseline-{name}-{kind}", session=f"baseline-{name}-{kind}")
-    command.prepare(store, baseline)
-    total = calls_made(injector, lambda: command.send(store, baseline))
-    for at in range(1, total + 1):
-        run = run_start(f"run-{name}-{kind}-{at}", session=f"session-{name}-{kind}-{at}")
-        command.prepare(store, run)
-        injector.arm(kind, at)
-        try:
-            first = command.send(store, run)
-        except RuntimeStoreUnavailable:
-            first = None
-            answer = answers[-1]
-            assert answer.status_code == 503 and answer.headers["Retry-After"] == "1", answer.text
-            assert answer.json()["error"]["contract"] is False
-        finally:
-            injector.disarm()
-        assert injector.fired, f"call {at} of {total} was never made"
-        retry = command.send(store, run)
-        if first is not None:
-            assert command.record_ids(retry) == command.record_ids(first)
-        keys = [record.event_key for record in store.list_run_records(run.run_id, "", 1000).events]
-        assert Counter(keys) == Counter(command.recorded_keys)
-        if name == "record_run_terminal":
-            assert store.load_run(run.run_id).status == RunStatus.COMPLETED
-
-
-def test_the_dynamo_runtime_store_raises_unavailable_unwrapped(dynamodb_local, local_table):
-    client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
-    injector = FaultInjector(client)
-    store = DynamoRuntimeStore(client, local_table)
-    run = run_start()
-    prepare_running(store, run)
-    injector.arm("throttling", 1)
-    with pytest.raises(RuntimeStoreUnavailable):
-        store.append_run_record(note(run, "note"))
-    injector.disarm()
-    assert store.append_run_record(note(run, "note")).inserted

@@ -71,6 +71,26 @@ class LambdaClient:
         headers: dict[str, str] | None = None,
         token: str | None = None,
     ) -> Reply:
+        event = self.event(method, url, json_body=json_body, body=body, headers=headers, token=token)
+        response = self.app.resolve(event, {})
+        headers_out = {k: v for k, v in (response.get("headers") or {}).items()}
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers_out[name] = values[-1]
+        return Reply(
+            response["statusCode"], headers_out, response.get("body") or "", response.get("isBase64Encoded", False)
+        )
+
+    def event(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: Any = None,
+        body: str | bytes | None = None,
+        headers: dict[str, str] | None = None,
+        token: str | None = None,
+    ) -> dict[str, Any]:
+        """The API Gateway REST proxy event for this request."""
         parts = urlsplit(url)
         query = dict(pair.split("=", 1) for pair in parts.query.split("&") if pair) if parts.query else None
         all_headers = {"Host": "cairn.test", **(headers or {})}
@@ -82,7 +102,7 @@ class LambdaClient:
         encoded = isinstance(body, bytes)
         if encoded:
             body = base64.b64encode(body).decode()
-        event = {
+        return {
             "resource": "/{proxy+}",
             "path": parts.path,
             "httpMethod": method,
@@ -96,13 +116,6 @@ class LambdaClient:
             "body": body,
             "isBase64Encoded": encoded,
         }
-        response = self.app.resolve(event, {})
-        headers_out = {k: v for k, v in (response.get("headers") or {}).items()}
-        for name, values in (response.get("multiValueHeaders") or {}).items():
-            headers_out[name] = values[-1]
-        return Reply(
-            response["statusCode"], headers_out, response.get("body") or "", response.get("isBase64Encoded", False)
-        )
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         """An httpx transport handler: the request goes through the resolver."""

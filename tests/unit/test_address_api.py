@@ -315,6 +315,9 @@ def test_skill_names_this_servers_endpoints(moto_api: LambdaClient):
     assert reply.status == 200
     for needle in ("http://cairn.test/api/v1/addresses", "credentials.read_token", "next_cursor", "ack"):
         assert needle in reply.text
+    assert "/attachments/att_1" in reply.text and "/email/replay" in reply.text
+    # Every placeholder is filled with this deployment's value.
+    assert "{{" not in reply.text and "Over 10000000 bytes: 413" in reply.text
 
 
 def test_openapi_is_3_1_and_lists_every_route(moto_api: LambdaClient):

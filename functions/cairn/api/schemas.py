@@ -4,6 +4,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from cairn.api.runtime_schemas import TIME_IN_ANSWER_PATTERN
 from cairn.store.raw_messages import MESSAGE_ID_PATTERN
 
 
@@ -192,3 +193,31 @@ class AddressDetailResponse(BaseModel):
     feed: FeedCountsOut
     state: StateUsageOut
     endpoints: AddressEndpointsOut
+
+
+class MemoryAppendResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str
+    run_id: str
+    sequences: list[int] = Field(description="The sequences assigned, in the order of the events sent.")
+
+
+class MemoryEventOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sequence: int
+    type: str
+    timestamp: str = Field(pattern=TIME_IN_ANSWER_PATTERN, json_schema_extra={"format": "date-time"})
+    data: dict[str, Any]
+    labels: dict[str, str]
+
+
+class MemorySnapshotResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str
+    run_id: str
+    events: list[MemoryEventOut]
+    next_cursor: int = Field(description="Pass as `after` to continue; equals `after` when the page is empty.")
+    has_more: bool

@@ -8,7 +8,6 @@ is strict: unknown fields and missing required fields are refused.
 from __future__ import annotations
 
 import base64
-import binascii
 import dataclasses
 import types
 import typing
@@ -43,7 +42,8 @@ def format_time(moment: datetime) -> str:
     moment = moment.astimezone(UTC)
     digits = f"{moment.microsecond:06d}"
     fraction = digits[:3] if digits.endswith("000") else digits
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + fraction + "Z"
+    # isoformat, unlike strftime's %Y, pads years before 1000 to the four digits RFC 3339 requires.
+    return moment.replace(tzinfo=None, microsecond=0).isoformat() + "." + fraction + "Z"
 
 
 def decode(kind: Any, value: Any, where: str = "body") -> Any:
@@ -68,7 +68,7 @@ def decode(kind: Any, value: Any, where: str = "body") -> Any:
         _expect(value, str, where)
         try:
             return base64.b64decode(value, validate=True)
-        except binascii.Error as error:
+        except ValueError as error:  # binascii.Error, or text that is not ASCII
             raise WireError(f"{where} is not base64") from error
     if kind is datetime:
         _expect(value, str, where)
@@ -78,7 +78,10 @@ def decode(kind: Any, value: Any, where: str = "body") -> Any:
             raise WireError(f"{where} is not an RFC 3339 time") from error
         if moment.tzinfo is None:
             raise WireError(f"{where} needs a time zone")
-        return moment.astimezone(UTC)
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError as error:  # an offset that moves the time out of years 1 to 9999
+            raise WireError(f"{where} is out of range") from error
     if isinstance(kind, type) and issubclass(kind, Enum):
         try:
             return kind(value)

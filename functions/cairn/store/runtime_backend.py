@@ -107,12 +107,17 @@ class DynamoRuntimeBackend:
                 time.sleep(random.uniform(0, 0.001 * min(2**attempt, 100)))
 
     @staticmethod
-    def _call(action: Callable[[], T]) -> T:
-        """Storage failures become the transient, unwrapped runtime error."""
+    def _call(action: Callable[[], T], *, in_unit: bool = True) -> T:
+        """Storage failures become the transient, unwrapped runtime error.
+
+        Inside a unit of work a conflict runs the unit again; outside one
+        (purge, membership reads) there is nothing to run again, so a
+        conflict is transient to the caller like any other failure.
+        """
         try:
             return action()
         except ClientError as error:
-            if error_code(error) in _RETRYABLE:
+            if in_unit and error_code(error) in _RETRYABLE:
                 raise _Conflict() from error
             raise RuntimeStoreUnavailable(f"runtime store unavailable: {error_code(error)}") from error
         except BotoCoreError as error:
@@ -159,7 +164,9 @@ class DynamoRuntimeBackend:
         return RunSuspension(id=get_s(item, "suspension_id") or "", data=data)
 
     def session_run_ids(self, session_id: str) -> list[str]:
-        items = self.query(session_pk(session_id), "R#", "R#~", ProjectionExpression="sk")
+        items = self._call(
+            lambda: list(self.query(session_pk(session_id), "R#", "R#~", ProjectionExpression="sk")), in_unit=False
+        )
         return [item["sk"]["S"].removeprefix("R#") for item in items]
 
     def records(
@@ -213,7 +220,14 @@ class DynamoRuntimeBackend:
 
     def purge(self, session_id: str, run_ids: list[str]) -> None:
         """Delete in batches, runs first and the membership list last, so a
-        purge interrupted anywhere resumes from `purging` and finishes."""
+        purge interrupted anywhere resumes from `purging` and finishes.
+
+        A storage failure is `RuntimeStoreUnavailable` like any other
+        mutation's, never a raw botocore error: the caller calls purge again.
+        """
+        self._call(lambda: self._purge(session_id, run_ids), in_unit=False)
+
+    def _purge(self, session_id: str, run_ids: list[str]) -> None:
         for run_id in run_ids:
             self._delete_all(run_pk(run_id), None, None)
         pk = session_pk(session_id)

@@ -11,7 +11,6 @@ to sort them, as Go does for maps.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import math
 import re
@@ -169,5 +168,5 @@ def b64encode(data: bytes) -> str:
 def b64decode(text: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
-    except binascii.Error as error:
+    except ValueError as error:  # binascii.Error, or text that is not ASCII
         raise JsonError("illegal base64 data") from error

@@ -9,7 +9,8 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 
 import cairn
 from cairn.addresses.state import KEY_PATTERN, PER_KEY_OVERHEAD
-from cairn.api import urls
+from cairn.api import runtime_schemas, urls
+from cairn.api.routes.runtime import PREFIX as RUNTIME_PREFIX
 from cairn.services import Services
 from cairn.settings import DAY_SECONDS, Settings
 
@@ -50,6 +51,7 @@ def render(name: str, base: str, settings: Settings) -> str:
         "MAX_WAIT": settings.max_wait_seconds,
         "STATE_MAX_KEYS": settings.state_max_keys,
         "STATE_MAX_BYTES": settings.state_max_bytes,
+        "MAX_ATTACHMENT_BYTES": settings.email_attachment_max_bytes,
     }
     text = _template(name)
     for placeholder, value in values.items():
@@ -142,7 +144,8 @@ def register(app, services: Services) -> None:
             servers=[Server(url=base())],
             security_schemes=SECURITY_SCHEMES,
         )
-        return text(json.dumps(with_error_responses(json.loads(document))), content_types.APPLICATION_JSON)
+        described = runtime_schemas.describe_routes(json.loads(document), RUNTIME_PREFIX)
+        return text(json.dumps(with_error_responses(described)), content_types.APPLICATION_JSON)
 
     @app.get("/healthz", include_in_schema=False)
     def health() -> dict:

@@ -14,15 +14,84 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from cairn.api import runtime_key
 from cairn.api.routes.events import MAX_CURSOR
 from cairn.api.routes.inbox import raw_body
+from cairn.api.runtime_schemas import BASE64, TIME, error_responses
+from cairn.api.schemas import MemoryAppendResponse, MemorySnapshotResponse
 from cairn.errors import InvalidJson, InvalidRequest
 from cairn.runtime.wire import WireError, decode, format_time
 from cairn.services import Services
+from cairn.store.memory_table import MAX_TRANSACTION_ITEMS
 from cairn.transcript import exactjson
 from cairn.transcript.errors import MemoryRequestError
-from cairn.transcript.memory import EVENT_FIELDS, MemoryEvent, MemorySnapshot
+from cairn.transcript.memory import EVENT_FIELDS, REQUIRED_FIELDS, MemoryEvent, MemorySnapshot
 
 EVENTS_PATH = "/api/v1/memory/<agent_id>/runs/<run_id>/events"
 EVENT_KEYS = ("type", "timestamp", "data", "labels")
+# The JSON Schema of each kind of `data` value the memory store accepts, by the name it gives the kind.
+DATA_VALUE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "a string": {"type": "string"},
+    "an integer": {"type": "integer"},
+    "true or false": {"type": "boolean"},
+    "any JSON value": {},
+    "an object": {"type": "object"},
+    "JSON text": {"type": "string", "contentMediaType": "application/json"},
+    "base64 text": BASE64,
+}
+# The path ids are checked by the store, as every field of the body: a bad one is a 400 `invalid_request`.
+ERRORS = error_responses({400: ["invalid_json", "invalid_request"], 401: ["unauthorized"]})
+
+
+def event_schema(event_type: str) -> dict[str, Any]:
+    """One event of `event_type` as `events_from_body` and the memory store accept it."""
+    required = REQUIRED_FIELDS.get(event_type, ())
+    data_fields = {}
+    for name, spec in EVENT_FIELDS[event_type].items():
+        data_fields[name] = {**DATA_VALUE_SCHEMAS[spec.expected]}
+        if name in required:
+            data_fields[name]["minLength"] = 1
+    data: dict[str, Any] = {"type": "object", "properties": data_fields, "additionalProperties": False}
+    if required:
+        data["required"] = list(required)
+    return {
+        "type": "object",
+        "properties": {
+            "type": {"const": event_type},
+            "timestamp": {"anyOf": [TIME, {"type": "null"}], "description": "Absent or null: the time of the append."},
+            "data": data,
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        "required": ["type", "data"] if required else ["type"],
+        "additionalProperties": False,
+    }
+
+
+APPEND_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "events": {
+                        "type": "array",
+                        "items": {"oneOf": [event_schema(event_type) for event_type in EVENT_FIELDS]},
+                        "minItems": 1,
+                        "maxItems": MAX_TRANSACTION_ITEMS - 1,
+                        "description": "At most this many when every event's data is small; "
+                        "large data takes more of one transaction.",
+                    }
+                },
+                "required": ["events"],
+                "additionalProperties": False,
+            }
+        }
+    },
+}
+
+
+def read_link(**parameters: str) -> dict[str, Any]:
+    """A link to the events of the run the request named."""
+    run = {"path.agent_id": "$request.path.agent_id", "path.run_id": "$request.path.run_id"}
+    return {"operationId": "memory_load", "parameters": {**run, **parameters}}
 
 
 def register(app, services: Services) -> None:
@@ -38,6 +107,16 @@ def register(app, services: Services) -> None:
         "A missing `timestamp` (RFC 3339) is the time of the append. Answer: the sequences assigned.",
         tags=["memory"],
         status_code=201,
+        operation_id="memory_append",
+        responses={
+            201: {
+                "description": "The events were appended.",
+                "content": {"application/json": {"model": MemoryAppendResponse}},
+                "links": {"ReadBack": read_link()},
+            },
+            **ERRORS,
+        },
+        openapi_extensions={"requestBody": APPEND_BODY},
     )
     def append(agent_id: str, run_id: str):
         authorize()
@@ -53,6 +132,15 @@ def register(app, services: Services) -> None:
         summary="Read a run's product memory after a sequence",
         description="Events oldest first; an unknown run has none. Pass `next_cursor` as `after` while `has_more`.",
         tags=["memory"],
+        operation_id="memory_load",
+        responses={
+            200: {
+                "description": "A page of the run's events.",
+                "content": {"application/json": {"model": MemorySnapshotResponse}},
+                "links": {"NextPage": read_link(**{"query.after": "$response.body#/next_cursor"})},
+            },
+            **ERRORS,
+        },
     )
     def load(
         agent_id: str,

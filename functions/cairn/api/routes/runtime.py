@@ -1,12 +1,14 @@
 """The runtime store over HTTP: `POST /api/v1/runtime/<method>`, one route per method.
 
-Bodies are the JSON form of the commands (see `cairn.runtime.wire`). In AWS
-these routes sit behind IAM authorization; locally a bearer key guards them
-when `CAIRN_RUNTIME_KEY` is set.
+Bodies are the JSON form of the commands (see `cairn.runtime.wire`), which
+also decodes and checks them: the published schemas (`runtime_schemas`)
+describe that form without a second validator in front of it. In AWS these
+routes sit behind IAM authorization; locally a bearer key guards them when
+`CAIRN_RUNTIME_KEY` is set.
 """
 
 from cairn import jsontext
-from cairn.api import runtime_key
+from cairn.api import runtime_key, runtime_schemas
 from cairn.api.routes.inbox import raw_body
 from cairn.runtime import wire
 from cairn.runtime.methods import METHODS, Method
@@ -26,7 +28,8 @@ def register(app, services: Services) -> None:
             description=f"Body: the JSON form of `{method.request.__name__}`; answer: `{method.result.__name__}`. "
             "Bytes are base64, times RFC 3339 with milliseconds.",
             tags=["runtime"],
-            operation_id=f"runtime_{method.name}",
+            operation_id=runtime_schemas.operation_id(method.name),
+            # Request body and answers: added to /openapi.json by `runtime_schemas.describe_routes`.
         )
         def call() -> dict:
             authorize()
