@@ -44,6 +44,9 @@ when it ends. What it measures, in the order printed:
    against the download function's streaming loop posting to a Runtime API
    endpoint on 127.0.0.1, in the same process; the ratio is what streaming adds.
 
+Last comes one summary table: each benchmark's headline figures, beside the
+baseline it was measured against.
+
 Client, server and DynamoDB Local share this machine's cores, so the figures
 compare shapes and code paths; they are not AWS capacity.
 """
@@ -72,6 +75,7 @@ from bench.runtime_calls import measure_runtime_calls
 from bench.runtime_pages import measure_pages
 from bench.server import CairnServer
 from bench.state_calls import measure_state_calls
+from bench.summary import summarize
 from bench.throughput import measure_throughput
 from bench.transcripts import measure_replay
 from bench.wakeup import measure_wakeup
@@ -172,11 +176,15 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         ingest = measure_ingest(settings, EMAIL_TABLE, workdir / "email", plan.trials)
         _progress("13/13 attachment downloads, buffered and streamed")
         downloads = measure_downloads(settings, DOWNLOAD_TABLE, workdir / "downloads", plan.trials)
-    return [
-        calls, throughput, wakeup, baseline, compare_with_cairn(cairn, raw),
-        state_calls, cas, cas_baseline, compare_cas_with_cairn(cairn_cas, raw_cas),
-        runtime_calls, appends, pages, replay, ingest, downloads,
-    ]  # fmt: skip
+    tables = {
+        "calls": calls, "throughput": throughput, "wakeup": wakeup, "baseline": baseline,
+        "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
+        "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
+        "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "replay": replay,
+        "ingest": ingest, "downloads": downloads,
+    }  # fmt: skip
+    # The detailed tables, then one that gathers every benchmark's headline figures.
+    return [*tables.values(), summarize(tables)]
 
 
 def _progress(message: str) -> None:

@@ -41,6 +41,11 @@ class CallCounts:
         return cls(calls, attempts, per, sum(part.transact_items for part in parts))
 
     @property
+    def total(self) -> float:
+        """DynamoDB calls per operation, every operation name together."""
+        return round(sum(self.calls.values()) / self.per, 2)
+
+    @property
     def items_per_operation(self) -> float:
         """Transaction actions per operation, over every transaction it sent (lost ones included)."""
         return round(self.transact_items / self.per, 2)
@@ -50,7 +55,7 @@ class CallCounts:
 
     def __str__(self) -> str:
         calls = self._mean(self.calls)
-        text = f"{sum(calls.values()):g} = " + " + ".join(f"{name} {count:g}" for name, count in calls.items())
+        text = f"{self.total:g} = " + " + ".join(f"{name} {count:g}" for name, count in calls.items())
         retries = (sum(self.attempts.values()) - sum(self.calls.values())) / self.per
         return text + (f" (+{retries:g} SDK retries)" if retries else "")
 

@@ -79,6 +79,8 @@ class FakeRuntimeApi:
 def _handler_for(api: FakeRuntimeApi) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # As Lambda's own endpoint answers: no write held back waiting for an ACK.
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             if self.path != f"{PREFIX}/invocation/next":

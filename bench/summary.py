@@ -1,0 +1,132 @@
+"""One table over every benchmark: the headline figures of each, beside the baseline it has.
+
+Read off the detailed tables by their row labels, so a figure here is always
+one of the printed ones; a row whose source table changed shape says so
+instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench.calls import CallCounts
+from bench.report import Table
+
+
+def summarize(tables: dict[str, Table]) -> Table:
+    """The summary; `tables` are the detailed tables by the names `bench.__main__` gives them."""
+    summary = Table("Summary of every benchmark", ["benchmark", "figure", "against"])
+    for benchmark, figures in _ROWS:
+        try:
+            figure, against = figures(tables)
+        except (KeyError, IndexError, StopIteration) as missing:
+            figure, against = f"(not found: {missing})", ""
+        summary.add(benchmark, figure, against)
+    summary.notes.append(
+        "Baselines ran in this process on the same DynamoDB Local: raw boto3 transactions of the same "
+        "shape, and for downloads the buffered answer of the same attachment."
+    )
+    return summary
+
+
+def _cells(table: Table, label: str) -> dict[str, Any]:
+    """The row whose first cell is `label`, by column."""
+    row = next(row for row in table.rows if row[0] == label)
+    return dict(zip(table.columns, row))
+
+
+def _column(table: Table, prefix: str) -> str:
+    return next(column for column in table.columns if column.startswith(prefix))
+
+
+def _calls(table: Table, labels: list[str], prefix: str = "DynamoDB calls") -> str:
+    column = _column(table, prefix)
+    counts: list[CallCounts] = [_cells(table, label)[column] for label in labels]
+    return " / ".join(f"{count.total:g}" for count in counts)
+
+
+def _rates(values: list[float]) -> str:
+    return " / ".join(f"{value:,.0f}" for value in values)
+
+
+def _address_calls(tables: dict[str, Table]) -> tuple[str, str]:
+    labels = ["provision", "inbox post (new key)", "inbox post (same key, same body)", "poll (wait=0)", "ack"]
+    return _calls(tables["calls"], labels, "steady state"), ""
+
+
+def _posts(tables: dict[str, Table]) -> tuple[str, str]:
+    rows = tables["posts_vs_raw"].rows
+    cairn = _rates([row[1] for row in rows])
+    raw = _rates([row[2] for row in rows])
+    shares = " / ".join(f"{row[3]} %" for row in rows)
+    return cairn, f"raw transaction {raw} ({shares})"
+
+
+def _polls(tables: dict[str, Table]) -> tuple[str, str]:
+    return _rates([_cells(tables["throughput"], "poll wait=0, 8 clients, 8 addresses")["req/s"]]), ""
+
+
+def _wakeup(tables: dict[str, Table]) -> tuple[str, str]:
+    row = _cells(tables["wakeup"], "POST answered -> long-poll answered")
+    return f"{row['p50 ms']:.1f} ms / {row['p99 ms']:.1f} ms", ""
+
+
+def _state_calls(tables: dict[str, Table]) -> tuple[str, str]:
+    labels = ["read a key", "write, replace (if_revision N)", "write, stale if_revision (conflict)",
+              "batch of 5 sets (if_revision N)"]  # fmt: skip
+    return _calls(tables["state_calls"], labels), ""
+
+
+def _cas(tables: dict[str, Table]) -> tuple[str, str]:
+    rows = tables["cas_vs_raw"].rows
+    shares = " / ".join(f"{row[3]} %" for row in rows)
+    return _rates([row[1] for row in rows]), f"raw transaction {_rates([row[2] for row in rows])} ({shares})"
+
+
+def _runtime_calls(tables: dict[str, Table]) -> tuple[str, str]:
+    labels = ["append_run_record (new key)", "start_root_run", "start_child_run", "record_run_terminal (completed)"]
+    return _calls(tables["runtime_calls"], labels), ""
+
+
+def _appends(tables: dict[str, Table]) -> tuple[str, str]:
+    labels = ["1 client, 1 run", "8 clients, 50 runs in 50 sessions", "8 clients, 50 runs in 1 session"]
+    return _rates([_cells(tables["appends"], label)["appends/s"] for label in labels]), ""
+
+
+def _pages(tables: dict[str, Table]) -> tuple[str, str]:
+    full_first_pages = [row for row in tables["pages"].rows if row[1].startswith("first") and row[2] == 100]
+    shortest, longest = full_first_pages[0], full_first_pages[-1]
+    return f"{longest[5]:.1f} ms at {longest[0]}", f"{shortest[5]:.1f} ms at {shortest[0]}"
+
+
+def _replay(tables: dict[str, Table]) -> tuple[str, str]:
+    row = tables["replay"].rows[0]
+    return f"{row[3].total:g} calls, {row[4]:.0f} ms / {row[5]:.0f} ms", ""
+
+
+def _ingest(tables: dict[str, Table]) -> tuple[str, str]:
+    new = _cells(tables["ingest"], "new message, 1 address")
+    redelivery = _cells(tables["ingest"], "redelivery (same message id)")
+    return f"{new['p50 ms']:.0f} ms / {new['p99 ms']:.0f} ms", f"redelivery {redelivery['p50 ms']:.0f} ms, no event"
+
+
+def _downloads(tables: dict[str, Table]) -> tuple[str, str]:
+    row = tables["downloads"].rows[-1]
+    return f"{row[0]}: {row[2]:.0f} ms streamed", f"buffered {row[1]:.0f} ms (x{row[5]})"
+
+
+_ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
+    ("DynamoDB calls: provision / inbox post / duplicate post / poll / ack", _address_calls),
+    ("inbox posts/s over HTTP: 1 client / 8 clients one address / 8 addresses", _posts),
+    ("polls/s over HTTP, 8 clients", _polls),
+    ("long-poll wake-up after the POST answers, p50 / p99", _wakeup),
+    ("state calls: read / write / conflict / batch of 5", _state_calls),
+    ("state compare-and-set writes/s, 8 clients: one key / 32 keys", _cas),
+    ("runtime calls: append / root start / child start / terminal", _runtime_calls),
+    ("runtime appends/s: 1 run / 50 runs in 50 sessions / in 1 session", _appends),
+    ("list_run_records page of 100, p50", _pages),
+    ("transcript replay, 1,000 messages: calls, p50 / p99", _replay),
+    ("email ingest, 1 MB message, 1 address: p50 / p99", _ingest),
+    ("largest attachment download, p50", _downloads),
+]
