@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -41,6 +43,7 @@ CHECKPOINT = "CKPT"
 _BUDGET_SECONDS = 10.0
 _BATCH = 25
 _RETRYABLE = {"TransactionCanceledException", "TransactionConflictException"}
+_TURN_STRIPES = 64
 
 
 def session_pk(session_id: str) -> str:
@@ -87,24 +90,53 @@ class DynamoRuntimeBackend:
     def __init__(self, client, table_name: str) -> None:
         self._client = client
         self._table = table_name
+        # Units of work in this process that lost a race on a head take turns
+        # on it (striped by head), so they queue here instead of sending
+        # transactions bound to cancel each other. Uncontended units never wait.
+        self._turns = [threading.Lock() for _ in range(_TURN_STRIPES)]
 
     # -- units of work -----------------------------------------------------------
 
     def transact(self, operation: Callable[[UnitOfWork], T]) -> T:
         deadline = time.monotonic() + _BUDGET_SECONDS
         attempt = 0
-        while True:
-            unit = _DynamoUnitOfWork(self)
-            try:
-                # A read can meet a conflicting transaction too: start the unit over.
-                result = self._call(lambda: operation(unit))
-                self._call(unit.commit)
-                return result
-            except _Conflict:
-                attempt += 1
-                if time.monotonic() >= deadline:
-                    raise RuntimeStoreUnavailable("runtime store is too busy; retry") from None
-                time.sleep(random.uniform(0, 0.001 * min(2**attempt, 100)))
+        with ExitStack() as turns:
+            taking_turns = False
+            while True:
+                unit = _DynamoUnitOfWork(self)
+                try:
+                    # A read can meet a conflicting transaction too: start the unit over.
+                    result = self._call(lambda: operation(unit))
+                    if not taking_turns and self._contended(unit):
+                        # Others here are queued on these heads: committing now would race them.
+                        taking_turns = self._take_turns(turns, unit)
+                        continue
+                    self._call(unit.commit)
+                    return result
+                except _Conflict:
+                    attempt += 1
+                    if time.monotonic() >= deadline:
+                        raise RuntimeStoreUnavailable("runtime store is too busy; retry") from None
+                    if not taking_turns:
+                        taking_turns = self._take_turns(turns, unit)
+                    # Whoever won may be another process: back off before the re-read.
+                    time.sleep(random.uniform(0, 0.001 * min(2**attempt, 100)))
+
+    def _stripes(self, unit: _DynamoUnitOfWork) -> list[int]:
+        return sorted({hash(head) % _TURN_STRIPES for head in unit.heads()})
+
+    def _contended(self, unit: _DynamoUnitOfWork) -> bool:
+        return any(self._turns[stripe].locked() for stripe in self._stripes(unit))
+
+    def _take_turns(self, turns: ExitStack, unit: _DynamoUnitOfWork) -> bool:
+        """Hold the turn of every head `unit` read until the unit commits.
+
+        All at once and in stripe order, and nothing else is taken while they
+        are held, so two units waiting on each other's heads cannot deadlock.
+        """
+        for stripe in self._stripes(unit):
+            turns.enter_context(self._turns[stripe])
+        return True
 
     @staticmethod
     def _call(action: Callable[[], T], *, in_unit: bool = True) -> T:
@@ -298,6 +330,12 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         run = self._backend.load_run(run_id)
         self._seen_runs[run_id] = None if run is None else run.version
         return run
+
+    def heads(self) -> set[str]:
+        """The session and run heads this unit read, as item keys."""
+        return {session_pk(session_id) for session_id in self._seen_sessions} | {
+            run_pk(run_id) for run_id in self._seen_runs
+        }
 
     def load_record_by_key(self, run_id: str, event_key: str) -> RunRecord | None:
         return self._backend.record_by_key(run_id, event_key)
