@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.parser.models import SesModel
 from pydantic import ValidationError
 
 from cairn.email import handler
+from cairn.email.ingest import StoredMessageMissing
 from tests.support.lambda_client import LambdaClient, path_of
 from tests.support.mail import BUCKET, PREFIX, Mailroom, fixture_message, new_message_id, ses_event
 
@@ -217,10 +218,22 @@ def test_mail_for_expired_addresses_or_full_feeds_is_dropped_quietly(make_mailro
     mail.receive(fixture_message("plain.eml", email_of(expiring)), [email_of(expiring)])
 
 
-def test_a_message_missing_from_the_bucket_is_logged_not_raised(mail: Mailroom):
+def test_a_message_missing_from_the_bucket_is_raised_so_the_delivery_is_kept_for_replay(mail: Mailroom):
     created = mail.api.provision()
-    mail.invoke(ses_event(new_message_id(), [email_of(created)]))
+    message_id = new_message_id()
+    with pytest.raises(StoredMessageMissing) as raised:
+        mail.invoke(ses_event(message_id, [email_of(created)]))
+    assert raised.value.message_id == message_id
     assert mail.emails(created) == []
+    # Once the message is where it belongs, redelivering the kept event delivers it.
+    mail.store(fixture_message("plain.eml", email_of(created)), message_id)
+    mail.invoke(ses_event(message_id, [email_of(created)]))
+    [event] = mail.emails(created)
+    assert event["data"]["message_id"] == message_id
+
+
+def test_mail_only_for_strangers_needs_no_stored_message(mail: Mailroom):
+    mail.invoke(ses_event(new_message_id(), [STRANGER]))
 
 
 # -- attachments --------------------------------------------------------------------

@@ -66,6 +66,21 @@ def email_claim(message_id: str) -> IdempotencyClaim:
     )
 
 
+class StoredMessageMissing(Exception):
+    """The receiver announced a message that is not in storage.
+
+    SES stores a message before it invokes ingest, so this is a wrong
+    bucket or prefix, or a message removed by hand. Raised, not dropped:
+    Lambda retries, then leaves the SES event in the failed-ingest queue,
+    whose alarm tells an operator, and the event can be replayed once the
+    message is back.
+    """
+
+    def __init__(self, message_id: str) -> None:
+        super().__init__(f"stored message missing: {message_id}")
+        self.message_id = message_id
+
+
 class EmailIngest:
     def __init__(
         self, table: AddressTable, raw_messages: RawMessageStore, waiter: Waiter, settings: Settings, clock: Clock
@@ -82,15 +97,15 @@ class EmailIngest:
         Returns the event each address got. Strangers, unknown, expired or
         deleted addresses and full feeds are logged and skipped, never
         raised: the receiver would only redeliver into the same refusal.
-        Storage trouble is raised, so the receiver retries.
+        Storage trouble and a message missing from storage are raised, so
+        the receiver retries and, failing that, keeps the delivery.
         """
         address_ids = self._address_ids(delivery)
         if not address_ids:
             return {}
         raw = self._raw_messages.load(delivery.message_id)
         if raw is None:
-            logger.error("stored message missing", extra={"message_id": delivery.message_id})
-            return {}
+            raise StoredMessageMissing(delivery.message_id)
         event = self._event(delivery.message_id, mime.parse(raw), delivery.verdicts)
         results: dict[str, AppendResult] = {}
         for address_id in address_ids:
