@@ -302,3 +302,23 @@ def test_over_long_path_parameters_are_refused(target: Target):
     )
     assert_refused(download, 404, "not_found")
     assert target.snapshot() == before
+
+
+def test_digits_that_are_not_ascii_are_refused_never_read_as_numbers(target: Target):
+    """"²" passes `str.isdigit` but not `int`; "٣" passes both and reads as 3."""
+    before = target.snapshot()
+    revision = target.client.delete(f"{target.state}/plan", headers={**target.auth, "If-Match": "²".encode("latin-1")})
+    assert_refused(revision, 400, "invalid_request")
+    for event_id in ("evt_%C2%B2_x", "evt_%D9%A3_x"):
+        ack = target.client.post(f"/api/v1/addresses/{target.id}/events/{event_id}/ack", headers=target.auth)
+        assert_refused(ack, 404, "not_found")
+    assert target.snapshot() == before
+    session = target.client.post("/api/v1/runtime/create_session", json={"session_id": "digits",
+                                                                         "created_at": "2026-11-29T12:00:00Z"})
+    assert session.status_code == 200, session.text
+    for cursor in ("²", "٣", "１"):
+        page = target.client.post(
+            "/api/v1/runtime/list_session_run_records", json={"session_id": "digits", "cursor": cursor}
+        )
+        assert_refused(page, 422, "contract_error")
+        assert "invalid cursor" in page.json()["error"]["message"]

@@ -238,6 +238,13 @@ def run_scenario_links() -> dict[str, dict]:
             "ScenarioTerminal": {"operationId": "runtime_record_run_terminal", "requestBody": terminal},
             "ScenarioMemory": memory,
         },
+        # Product memory is written beside a run's records: after a note, for the same run.
+        "runtime_append_run_record": {
+            "ScenarioMemoryAfterNote": {
+                "operationId": "memory_append",
+                "parameters": {"path.agent_id": "$request.body#/agent_id", "path.run_id": "$request.body#/run_id"},
+            },
+        },
     }
 
 
@@ -250,7 +257,7 @@ def linked_document(fuzzed_server: ServeProcess) -> dict:
     provision["links"] = address_links(document)
     for operation_id, links in run_scenario_links().items():
         success = document["paths"][RUNTIME_PREFIX + operation_id.removeprefix("runtime_")]["post"]["responses"]
-        success["200"]["links"].update(links)
+        success["200"].setdefault("links", {}).update(links)
     return document
 
 

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.decimal_text import is_decimal
+
 
 @dataclass(frozen=True)
 class AddressRecord:
@@ -94,6 +96,6 @@ def event_id(sequence: int, suffix: str) -> str:
 def sequence_of(event_id_text: str) -> int | None:
     """The sequence inside an event id, or None if it is not one of ours."""
     parts = event_id_text.split("_")
-    if len(parts) != 3 or parts[0] != "evt" or not parts[1].isdigit() or len(parts[1]) > 12:
+    if len(parts) != 3 or parts[0] != "evt" or not is_decimal(parts[1]) or len(parts[1]) > 12:
         return None
     return int(parts[1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cairn.client.private import UnsafeFile, read_private, write_private
+from cairn.decimal_text import is_decimal
 
 
 class CursorFile:
@@ -23,7 +24,7 @@ class CursorFile:
             text = read_private(self.path).decode().strip()
         except FileNotFoundError:
             return 0
-        if not text.isdigit():
+        if not is_decimal(text):
             raise UnsafeFile(f"{self.path} does not hold a cursor.")
         return int(text)
 

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from cairn.decimal_text import is_decimal
 from cairn.runtime.model import RunRecord, RunSuspension
 from cairn.runtime.state import PURGED, BufferedUnitOfWork, Pointer, RunState, SessionState, UnitOfWork
 from cairn.runtime.store import EngineRuntimeStore
@@ -73,7 +74,7 @@ class MemoryBackend:
     def record(self, run_id: str, record_id: str) -> RunRecord | None:
         with self._lock:
             records = self.run_records.get(run_id, [])
-            index = int(record_id) - 1 if record_id.isdigit() else -1
+            index = int(record_id) - 1 if is_decimal(record_id) else -1
             return records[index] if 0 <= index < len(records) else None
 
     def pointers(self, session_id: str, after_position: int) -> Iterator[Pointer]:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
+from cairn.decimal_text import is_decimal
 from cairn.runtime import engine
 from cairn.runtime.backend import Backend
 from cairn.runtime.errors import (
@@ -244,7 +245,7 @@ def _page_start(cursor: str, limit: int) -> int:
         raise ContractError("limit must be greater than zero")
     if not cursor:
         return 0
-    if not cursor.isdigit() or int(cursor) <= 0 or cursor != str(int(cursor)):
+    if not is_decimal(cursor) or int(cursor) <= 0 or cursor != str(int(cursor)):
         raise ContractError(f'invalid cursor "{cursor}"')
     return int(cursor)
 

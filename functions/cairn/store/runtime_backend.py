@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn import credentials
+from cairn.decimal_text import is_decimal
 from cairn.runtime.errors import RuntimeStoreUnavailable
 from cairn.runtime.model import RunMeta, RunRecord, RunStartOutcome, RunStatus, RunSuspension
 from cairn.runtime.state import PURGED, PURGING, BufferedUnitOfWork, Pointer, RunState, SessionState, UnitOfWork
@@ -210,7 +211,7 @@ class DynamoRuntimeBackend:
             yield self._record_from_item(pk, item)
 
     def record(self, run_id: str, record_id: str) -> RunRecord | None:
-        if not record_id.isdigit() or len(record_id) > SEQ_WIDTH:
+        if not is_decimal(record_id) or len(record_id) > SEQ_WIDTH:
             return None
         pk = run_pk(run_id)
         item = self.get(pk, record_sk(int(record_id)))

@@ -16,6 +16,7 @@ from cairn.api.schemas import (
     StateListResponse,
     StateValueOut,
 )
+from cairn.decimal_text import is_decimal
 from cairn.errors import InvalidRequest
 from cairn.services import Services
 from cairn.store.state_table import StateUsage
@@ -107,6 +108,6 @@ def parse_if_match(header: str | None) -> int | None:
     if header is None:
         return None
     text = header.strip().removeprefix("W/").strip('"')
-    if not text.isdigit() or len(text) > 18:
+    if not is_decimal(text) or len(text) > 18:
         raise InvalidRequest("If-Match must be a revision number.", field="If-Match")
     return int(text)
