@@ -55,12 +55,15 @@ def _address_calls(tables: dict[str, Table]) -> tuple[str, str]:
     return _calls(tables["calls"], labels, "steady state"), ""
 
 
-def _posts(tables: dict[str, Table]) -> tuple[str, str]:
-    rows = tables["posts_vs_raw"].rows
-    cairn = _rates([row[1] for row in rows])
-    raw = _rates([row[2] for row in rows])
-    shares = " / ".join(f"{row[3]} %" for row in rows)
-    return cairn, f"raw transaction {raw} ({shares})"
+def _against_raw(name: str) -> Callable[[dict[str, Table]], tuple[str, str]]:
+    """Cairn's rates, then the raw transaction's and Cairn's share of it, from a comparison table."""
+
+    def figures(tables: dict[str, Table]) -> tuple[str, str]:
+        rows = tables[name].rows
+        shares = " / ".join(f"{row[3]} %" for row in rows)
+        return _rates([row[1] for row in rows]), f"raw transaction {_rates([row[2] for row in rows])} ({shares})"
+
+    return figures
 
 
 def _polls(tables: dict[str, Table]) -> tuple[str, str]:
@@ -76,12 +79,6 @@ def _state_calls(tables: dict[str, Table]) -> tuple[str, str]:
     labels = ["read a key", "write, replace (if_revision N)", "write, stale if_revision (conflict)",
               "batch of 5 sets (if_revision N)"]  # fmt: skip
     return _calls(tables["state_calls"], labels), ""
-
-
-def _cas(tables: dict[str, Table]) -> tuple[str, str]:
-    rows = tables["cas_vs_raw"].rows
-    shares = " / ".join(f"{row[3]} %" for row in rows)
-    return _rates([row[1] for row in rows]), f"raw transaction {_rates([row[2] for row in rows])} ({shares})"
 
 
 def _runtime_calls(tables: dict[str, Table]) -> tuple[str, str]:
@@ -118,11 +115,11 @@ def _downloads(tables: dict[str, Table]) -> tuple[str, str]:
 
 _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("DynamoDB calls: provision / inbox post / duplicate post / poll / ack", _address_calls),
-    ("inbox posts/s over HTTP: 1 client / 8 clients one address / 8 addresses", _posts),
+    ("inbox posts/s over HTTP: 1 client / 8 clients one address / 8 addresses", _against_raw("posts_vs_raw")),
     ("polls/s over HTTP, 8 clients", _polls),
     ("long-poll wake-up after the POST answers, p50 / p99", _wakeup),
     ("state calls: read / write / conflict / batch of 5", _state_calls),
-    ("state compare-and-set writes/s, 8 clients: one key / 32 keys", _cas),
+    ("state compare-and-set writes/s, 8 clients: one key / 32 keys", _against_raw("cas_vs_raw")),
     ("runtime calls: append / root start / child start / terminal", _runtime_calls),
     ("runtime appends/s: 1 run / 50 runs in 50 sessions / in 1 session", _appends),
     ("list_run_records page of 100, p50", _pages),

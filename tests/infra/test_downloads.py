@@ -22,7 +22,7 @@ def route(synthesis: Synthesis, http_method: str, request_path: str) -> dict[str
     resources = {path for path, _ in methods}
     current = ""
     segments = [segment for segment in request_path.split("/") if segment]
-    for index, segment in enumerate(segments):
+    for segment in segments:
         children = sorted(path for path in resources if str(PurePosixPath(path).parent) == (current or "/"))
         if f"{current}/{segment}" in children:
             current = f"{current}/{segment}"

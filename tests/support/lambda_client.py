@@ -61,18 +61,9 @@ class LambdaClient:
         ensure_table(make_client(services.settings), services.settings.table_name)
         return cls(services)
 
-    def request(
-        self,
-        method: str,
-        url: str,
-        *,
-        json_body: Any = None,
-        body: str | bytes | None = None,
-        headers: dict[str, str] | None = None,
-        token: str | None = None,
-    ) -> Reply:
-        event = self.event(method, url, json_body=json_body, body=body, headers=headers, token=token)
-        response = self.app.resolve(event, {})
+    def request(self, method: str, url: str, **parts: Any) -> Reply:
+        """Resolve the request `event(method, url, **parts)` describes."""
+        response = self.app.resolve(self.event(method, url, **parts), {})
         headers_out = {k: v for k, v in (response.get("headers") or {}).items()}
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers_out[name] = values[-1]

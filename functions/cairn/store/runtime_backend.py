@@ -108,9 +108,10 @@ class DynamoRuntimeBackend:
                 try:
                     # A read can meet a conflicting transaction too: start the unit over.
                     result = self._call(lambda: operation(unit))
-                    if not taking_turns and self._contended(unit):
+                    if not taking_turns and unit.changes_anything() and self._contended(unit):
                         # Others here are queued on these heads: committing now would race them.
-                        taking_turns = self._take_turns(turns, unit)
+                        self._take_turns(turns, unit)
+                        taking_turns = True
                         continue
                     self._call(unit.commit)
                     return result
@@ -119,7 +120,8 @@ class DynamoRuntimeBackend:
                     if time.monotonic() >= deadline:
                         raise RuntimeStoreUnavailable("runtime store is too busy; retry") from None
                     if not taking_turns:
-                        taking_turns = self._take_turns(turns, unit)
+                        self._take_turns(turns, unit)
+                        taking_turns = True
                     # Whoever won may be another process: back off before the re-read.
                     time.sleep(random.uniform(0, 0.001 * min(2**attempt, 100)))
 
@@ -129,7 +131,7 @@ class DynamoRuntimeBackend:
     def _contended(self, unit: _DynamoUnitOfWork) -> bool:
         return any(self._turns[stripe].locked() for stripe in self._stripes(unit))
 
-    def _take_turns(self, turns: ExitStack, unit: _DynamoUnitOfWork) -> bool:
+    def _take_turns(self, turns: ExitStack, unit: _DynamoUnitOfWork) -> None:
         """Hold the turn of every head `unit` read until the unit commits.
 
         All at once and in stripe order, and nothing else is taken while they
@@ -137,7 +139,6 @@ class DynamoRuntimeBackend:
         """
         for stripe in self._stripes(unit):
             turns.enter_context(self._turns[stripe])
-        return True
 
     @staticmethod
     def _call(action: Callable[[], T], *, in_unit: bool = True) -> T:
@@ -347,11 +348,16 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
     def load_checkpoint(self, run_id: str) -> RunSuspension | None:
         return self._backend.load_checkpoint(run_id)
 
+    def changes_anything(self) -> bool:
+        """Whether committing would write; a unit that only read (an exact retry) never races."""
+        writes = self.writes
+        return bool(writes.sessions or writes.runs or writes.records or writes.pointers or writes.checkpoints)
+
     def commit(self) -> None:
         """One transaction for all changes; nothing at all when nothing changed."""
         backend = self._backend
         writes = self.writes
-        if not (writes.sessions or writes.runs or writes.records or writes.pointers or writes.checkpoints):
+        if not self.changes_anything():
             return
         actions: list[dict[str, Any]] = []
         for session_id in self._seen_sessions.keys() | writes.sessions.keys():
