@@ -79,10 +79,10 @@ from bench.summary import summarize
 from bench.throughput import measure_throughput
 from bench.transcripts import measure_replay
 from bench.wakeup import measure_wakeup
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.table import ensure_table
 from cairn.local.dynamodb_local import DynamoDBLocal, find_distribution
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.table import ensure_table
 
 SERVICE_TABLE = "bench-resolver"
 SERVER_TABLE = "bench-serve"

@@ -16,8 +16,8 @@ from botocore.exceptions import ClientError
 from bench.report import Table
 from bench.throughput import POST_1_TO_1, POST_8_TO_1, POST_8_TO_8
 from bench.timing import LoadResult, run_load
-from cairn.store.address_table import CONDITION_FAILED
-from cairn.store.items import cancellation_reasons, error_code, get_int, key, n, s
+from cairn.dynamodb.address_table import CONDITION_FAILED
+from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n, s
 
 THREADS = 8
 

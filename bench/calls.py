@@ -17,9 +17,9 @@ from bench.address import PROVISION_PATH, Address, inbox_body
 from bench.gateway import Reply, invoke
 from bench.report import Table
 from cairn.api.app import create_app
+from cairn.dynamodb.client import make_client
 from cairn.services import Services
 from cairn.settings import Settings
-from cairn.store.client import make_client
 
 CONCURRENT_WRITERS = 8
 

@@ -15,7 +15,7 @@ from bench.baseline import ExtraConditionFailed, RawAppender
 from bench.calls import CallCounter
 from bench.cas import CLIENTS, HOT_KEY, OWN_KEYS, CasRun, CasWriter, keys_by_client, run_cas
 from bench.report import Table
-from cairn.store.items import get_int, key, n
+from cairn.dynamodb.items import get_int, key, n
 
 
 class RawCounters:

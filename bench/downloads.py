@@ -22,10 +22,10 @@ from pathlib import Path
 from bench.report import Table
 from bench.timing import percentile_ms
 from cairn.api.streaming import RuntimeApi, handle_next
+from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email.ingest import Delivery
 from cairn.services import Services
 from cairn.settings import Settings
-from cairn.store.raw_messages import raw_message_store
 from tests.support.lambda_client import LambdaClient, path_of
 from tests.support.mail import new_message_id
 from tests.support.runtime_api import FakeRuntimeApi

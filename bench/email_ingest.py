@@ -21,11 +21,11 @@ from bench.calls import CallCounter, status_text
 from bench.report import Table
 from bench.timing import percentile_ms
 from cairn.addresses.models import AppendResult
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email.ingest import Delivery
 from cairn.services import Services
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.raw_messages import raw_message_store
 from tests.support.mail import new_message_id
 
 # Raw sizes after base64: about 1 MB in all.

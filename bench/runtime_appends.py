@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from bench.calls import CallCounter
 from bench.report import Table
 from bench.timing import run_load
+from cairn.dynamodb.client import make_client
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.model import RunStart
 from cairn.settings import Settings
-from cairn.store.client import make_client
 from tests.contract.builders import T0, note, root_start, run_start
 
 CLIENTS = 8

@@ -14,9 +14,9 @@ from typing import Any
 
 from bench.calls import CallCounter, status_text
 from bench.report import Table
+from cairn.dynamodb.client import make_client
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.settings import Settings
-from cairn.store.client import make_client
 from tests.contract.builders import T0, child_start, note, root_start, run_start, terminal
 
 # The builders start child runs in this session under a parent of this agent.

@@ -23,12 +23,12 @@ from typing import Any
 from bench.calls import CallCounter
 from bench.report import Table
 from bench.timing import percentile_ms
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.runtime_backend import DynamoRuntimeBackend
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.model import RunRecord, RunStart
 from cairn.runtime.state import UnitOfWork
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.runtime_backend import DynamoRuntimeBackend
 from tests.contract.builders import T0, note, payload, root_start, run_start
 
 PAGE = 100

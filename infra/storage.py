@@ -8,7 +8,6 @@ from constructs import Construct
 
 from infra.config import StageConfig
 
-
 # The item operations the store issues. TransactWriteItems and TransactGetItems
 # have no IAM action of their own: each part is authorized as the item action
 # it performs, so conditions need ConditionCheckItem. No Scan, no stream reads,

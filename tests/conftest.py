@@ -17,9 +17,9 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 
+from cairn.dynamodb.client import make_client  # noqa: E402
+from cairn.dynamodb.table import ensure_table  # noqa: E402
 from cairn.local.dynamodb_local import DynamoDBLocal  # noqa: E402
-from cairn.store.client import make_client  # noqa: E402
-from cairn.store.table import ensure_table  # noqa: E402
 from tests.support.fakes import FakeClock  # noqa: E402
 from tests.support.lambda_client import LambdaClient, make_services  # noqa: E402
 from tests.support.serve import ServeProcess  # noqa: E402

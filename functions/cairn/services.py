@@ -13,18 +13,18 @@ from cairn.addresses.inbox import Inbox
 from cairn.addresses.provisioning import Provisioning
 from cairn.addresses.state import AddressState
 from cairn.clock import Clock, system_clock
+from cairn.dynamodb.address_table import AddressTable
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.memory_table import MemoryTable
+from cairn.dynamodb.ratelimit import RateLimiter
+from cairn.dynamodb.raw_messages import raw_message_store
+from cairn.dynamodb.state_table import StateTable
+from cairn.dynamodb.waiters import PollingWaiter, Waiter
 from cairn.email.attachments import EmailAttachments
 from cairn.email.ingest import EmailIngest
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.store import RuntimeStore
 from cairn.settings import Settings
-from cairn.store.address_table import AddressTable
-from cairn.store.client import make_client
-from cairn.store.memory_table import MemoryTable
-from cairn.store.raw_messages import raw_message_store
-from cairn.store.ratelimit import RateLimiter
-from cairn.store.state_table import StateTable
-from cairn.store.waiters import PollingWaiter, Waiter
 from cairn.transcript.memory import MemoryStore
 
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from cairn.dynamodb.client import make_client
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.http import HttpRuntimeStore
-from cairn.runtime.memory import MemoryRuntimeStore
+from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.settings import Settings
-from cairn.store.client import make_client
 from tests.support.lambda_client import LambdaClient, make_services
 
 
 @pytest.fixture(params=["memory", "dynamo", "http"])
 def store(request):
     if request.param == "memory":
-        yield MemoryRuntimeStore()
+        yield InMemoryRuntimeStore()
         return
     database = request.getfixturevalue("dynamodb_local")
     table = request.getfixturevalue("local_table")

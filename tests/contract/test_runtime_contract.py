@@ -32,11 +32,11 @@ from cairn.runtime.errors import (
     is_error,
 )
 from cairn.runtime.model import (
+    TRANSCRIPT_APPENDED,
     RunRepairOutcome,
     RunStartOutcome,
     RunStatus,
     SessionStatus,
-    TRANSCRIPT_APPENDED,
 )
 from tests.contract.builders import (
     CHECKPOINT,

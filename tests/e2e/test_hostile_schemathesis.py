@@ -26,11 +26,11 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.table import ensure_table
 from cairn.local.dynamodb_local import DynamoDBLocal
 from cairn.runtime.methods import METHODS
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.table import ensure_table
 from tests.support.serve import ServeProcess
 
 # Hypothesis stops early on operations with few distinct inputs, so the richer ones get enough

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from cairn.dynamodb.client import make_client
 from cairn.local.dynamodb_local import DynamoDBLocal
 from cairn.settings import Settings
-from cairn.store.client import make_client
 from tests.support.serve import ServeProcess
 
 PLACEHOLDER = re.compile(r"\{(\w+)\}")

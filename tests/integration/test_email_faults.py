@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
+
+from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email import handler
 from cairn.errors import Unavailable
-from cairn.store.raw_messages import raw_message_store
-
 from tests.support.faults import FAULTS, FaultInjector, assert_success_or_retryable, calls_made, faulty_api
 from tests.support.lambda_client import LambdaClient, Reply, path_of
 from tests.support.mail import LambdaContext, fixture_message, new_message_id, ses_event

@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from cairn.client import Address, HttpClient, RetryPolicy
-from cairn.store.client import make_client
 
+from cairn.client import Address, HttpClient, RetryPolicy
+from cairn.dynamodb.client import make_client
 from tests.support.faults import FAULTS, FaultInjector, assert_success_or_retryable, calls_made, faulty_api
 from tests.support.lambda_client import LambdaClient, Reply, path_of
 

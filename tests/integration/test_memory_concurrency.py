@@ -5,9 +5,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.memory_table import MemoryTable
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.memory_table import MemoryTable
 from cairn.transcript.memory import PLANNER_NOTE, MemoryEvent, MemoryStore
 
 WRITERS = 8

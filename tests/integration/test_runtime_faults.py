@@ -24,6 +24,9 @@ from typing import Any
 
 import httpx
 import pytest
+
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.runtime_backend import run_pk, session_pk
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.errors import (
     ContractError,
@@ -48,9 +51,6 @@ from cairn.runtime.model import (
     Session,
 )
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.runtime_backend import run_pk, session_pk
-
 from tests.contract.builders import (
     DIGEST,
     OTHER_DIGEST,

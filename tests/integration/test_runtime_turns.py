@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from cairn.dynamodb.client import make_client
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.settings import Settings
-from cairn.store.client import make_client
 from tests.contract.builders import T0, child_start, note, root_start, run_start, terminal
 
 WRITERS = 8

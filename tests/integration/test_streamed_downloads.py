@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email.ingest import Delivery
-from cairn.store.raw_messages import raw_message_store
 from tests.support.lambda_client import LambdaClient, make_services, path_of
 from tests.support.runtime_api import FakeRuntimeApi, response_headers
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from cairn.dynamodb.client import make_client
 from cairn.runtime.dynamo import DynamoRuntimeStore
-from cairn.runtime.memory import MemoryRuntimeStore
+from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import MAX_TRANSCRIPT_PAGE_BYTES, TRANSCRIPT_APPENDED
 from cairn.settings import Settings
-from cairn.store.client import make_client
 from cairn.transcript.codec import encode_messages
 from cairn.transcript.model import Message, Role, TextPart
 from cairn.transcript.replay import build_messages_from_run_log, build_messages_from_run_log_prefix
@@ -20,7 +20,7 @@ from tests.support.transcripts import assistant
 @pytest.fixture(params=["memory", "dynamo"])
 def store(request):
     if request.param == "memory":
-        return MemoryRuntimeStore()
+        return InMemoryRuntimeStore()
     endpoint = request.getfixturevalue("dynamodb_local").endpoint
     return DynamoRuntimeStore(make_client(Settings(dynamodb_endpoint=endpoint)), request.getfixturevalue("local_table"))
 

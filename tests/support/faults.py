@@ -14,12 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.table import ensure_table
+from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.services import Services
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.table import ensure_table
-from cairn.store.waiters import NotifyingWaiter
-
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply
 

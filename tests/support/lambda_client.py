@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import base64
 import json
-
-import httpx
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from cairn.api.app import create_app
 from cairn.clock import Clock
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.table import ensure_table
+from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.services import Services
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.table import ensure_table
-from cairn.store.waiters import NotifyingWaiter
 
 
 def make_services(*, clock: Clock, waiter=None, **overrides: Any) -> Services:

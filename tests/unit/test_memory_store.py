@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.memory_table import MemoryTable
+from cairn.dynamodb.table import ensure_table
 from cairn.errors import PayloadTooLarge
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.memory_table import MemoryTable
-from cairn.store.table import ensure_table
 from cairn.transcript import exactjson
 from cairn.transcript.errors import MemoryRequestError
 from cairn.transcript.memory import (

@@ -7,8 +7,8 @@ from pathlib import Path
 import boto3
 import pytest
 
+from cairn.dynamodb.raw_messages import FileRawMessages, RawMessageStore, S3RawMessages, raw_message_store
 from cairn.settings import Settings
-from cairn.store.raw_messages import FileRawMessages, RawMessageStore, S3RawMessages, raw_message_store
 
 MESSAGE = b"From: a@example.com\r\nSubject: \xe9t\xe9\r\n\r\n\x00binary\xff\r\n"
 

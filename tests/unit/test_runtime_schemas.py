@@ -20,7 +20,7 @@ import pytest
 from cairn.api import runtime_schemas
 from cairn.api.routes import memory as memory_routes
 from cairn.runtime import wire
-from cairn.runtime.memory import MemoryRuntimeStore
+from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.methods import (
     METHODS,
     CreateSession,
@@ -85,7 +85,7 @@ def session_of_every_method(answers: dict[str, Any]) -> Iterator[tuple[str, Any]
 
 
 def test_every_command_and_answer_of_a_session_matches_its_schema():
-    store = MemoryRuntimeStore()
+    store = InMemoryRuntimeStore()
     answers: dict[str, Any] = {}
     for name, command in session_of_every_method(answers):
         method = METHODS[name]

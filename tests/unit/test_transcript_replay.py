@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from cairn.runtime.errors import ContractError, InvalidTranscriptPositionError, RunNotFoundError, is_error
-from cairn.runtime.memory import MemoryRuntimeStore
+from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED, RunMeta, RunRecord, RunRecordPage
 from cairn.transcript.codec import encode_messages
 from cairn.transcript.errors import InvalidHistoryError, MessageFormatError, NoTranscriptError
@@ -22,8 +22,8 @@ from tests.contract.builders import T0, note, root_start, run_start
 from tests.support.transcripts import assistant, user
 
 
-def started_store(**run_changes) -> MemoryRuntimeStore:
-    store = MemoryRuntimeStore()
+def started_store(**run_changes) -> InMemoryRuntimeStore:
+    store = InMemoryRuntimeStore()
     store.create_session("session", T0)
     store.start_root_run(root_start(replace(run_start(), **run_changes)))
     return store
@@ -79,11 +79,11 @@ def test_a_seed_this_store_cannot_expand_is_refused_rather_than_skipped():
 
 def test_unknown_runs_and_missing_arguments():
     with pytest.raises(RunNotFoundError):
-        build_messages_from_run_log(MemoryRuntimeStore(), "missing")
+        build_messages_from_run_log(InMemoryRuntimeStore(), "missing")
     with pytest.raises(ContractError, match="run id is required"):
-        build_messages_from_run_log(MemoryRuntimeStore(), "")
+        build_messages_from_run_log(InMemoryRuntimeStore(), "")
     with pytest.raises(ContractError, match="store, run id and end record id are required"):
-        build_messages_from_run_log_prefix(MemoryRuntimeStore(), "run", "")
+        build_messages_from_run_log_prefix(InMemoryRuntimeStore(), "run", "")
 
 
 def test_replay_run_log_events_reports_whether_any_transcript_record_was_there():

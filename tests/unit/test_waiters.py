@@ -1,7 +1,7 @@
 import threading
 import time
 
-from cairn.store.waiters import NotifyingWaiter, PollingWaiter
+from cairn.dynamodb.waiters import NotifyingWaiter, PollingWaiter
 
 
 def test_notification_wakes_a_subscribed_waiter_at_once():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from cairn import credentials
 from cairn.addresses.models import AddressRecord
+from cairn.dynamodb.address_table import AddressTable
 from cairn.errors import Unauthorized
-from cairn.store.address_table import AddressTable
 
 
 def authenticate(table: AddressTable, address_id: str, read_token: str | None, *, now: float) -> AddressRecord:

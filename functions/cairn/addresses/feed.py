@@ -7,11 +7,11 @@ import time
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import Event, FeedPage, sequence_of
 from cairn.clock import Clock
+from cairn.dynamodb.address_table import AddressTable
+from cairn.dynamodb.ratelimit import RateLimiter
+from cairn.dynamodb.waiters import Waiter
 from cairn.errors import NotFound, RateLimited
 from cairn.settings import Settings
-from cairn.store.address_table import AddressTable
-from cairn.store.ratelimit import RateLimiter
-from cairn.store.waiters import Waiter
 
 
 class Feed:

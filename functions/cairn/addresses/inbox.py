@@ -12,10 +12,10 @@ from cairn import credentials, jsontext
 from cairn.addresses.access import require_well_formed
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
 from cairn.clock import Clock
+from cairn.dynamodb.address_table import INBOX_SECRET, AddressTable, AppendRequest, Credential
+from cairn.dynamodb.waiters import Waiter
 from cairn.errors import InvalidRequest, PayloadTooLarge
 from cairn.settings import Settings
-from cairn.store.address_table import INBOX_SECRET, AddressTable, AppendRequest, Credential
-from cairn.store.waiters import Waiter
 
 DEFAULT_TYPE = "message.received"
 DEFAULT_SOURCE = "http"

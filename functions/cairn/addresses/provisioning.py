@@ -8,11 +8,11 @@ from cairn import credentials
 from cairn.addresses.access import authenticate, require_well_formed
 from cairn.addresses.models import AddressRecord, FeedCounts
 from cairn.clock import Clock
+from cairn.dynamodb.address_table import AddressTable
+from cairn.dynamodb.ratelimit import RateLimiter
+from cairn.dynamodb.state_table import StateTable, StateUsage
 from cairn.errors import InvalidRequest, RateLimited, Unauthorized
 from cairn.settings import Settings
-from cairn.store.address_table import AddressTable
-from cairn.store.ratelimit import RateLimiter
-from cairn.store.state_table import StateTable, StateUsage
 
 
 @dataclass(frozen=True)

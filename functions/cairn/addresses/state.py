@@ -19,10 +19,8 @@ from cairn import credentials, jsontext
 from cairn.addresses.access import admit, authenticate, require_well_formed
 from cairn.addresses.models import NewEvent
 from cairn.clock import Clock
-from cairn.errors import InvalidRequest, NotFound, RevisionConflict, StateLimitExceeded, Unavailable
-from cairn.settings import Settings
-from cairn.store.address_table import READ_TOKEN, AddressTable, AppendRequest, Credential, ExtraConditionFailed
-from cairn.store.state_table import (
+from cairn.dynamodb.address_table import READ_TOKEN, AddressTable, AppendRequest, Credential, ExtraConditionFailed
+from cairn.dynamodb.state_table import (
     KeyChange,
     StateEntry,
     StateLimits,
@@ -31,7 +29,9 @@ from cairn.store.state_table import (
     StateUsage,
     usage_delta,
 )
-from cairn.store.waiters import Waiter
+from cairn.dynamodb.waiters import Waiter
+from cairn.errors import InvalidRequest, NotFound, RevisionConflict, StateLimitExceeded, Unavailable
+from cairn.settings import Settings
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 PER_KEY_OVERHEAD = 32

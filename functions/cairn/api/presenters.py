@@ -9,8 +9,8 @@ from cairn.addresses.provisioning import Provisioned
 from cairn.addresses.state import StateWrite
 from cairn.api import urls
 from cairn.clock import iso
+from cairn.dynamodb.state_table import StateEntry, StateUsage
 from cairn.settings import Settings
-from cairn.store.state_table import StateEntry, StateUsage
 
 
 def address_json(record: AddressRecord) -> dict[str, Any]:

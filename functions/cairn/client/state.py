@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from cairn.client.http import HttpClient, json_body, jittered
+from cairn.client.http import HttpClient, jittered, json_body
 from cairn.client.models import StateBatch, StateDeletion, StateListing, StateOperation, StateValue
 from cairn.errors import NotFound, RevisionConflict
 

@@ -13,12 +13,12 @@ from cairn.addresses.access import authenticate
 from cairn.addresses.feed import Feed
 from cairn.addresses.models import sequence_of
 from cairn.clock import Clock
+from cairn.dynamodb.address_table import AddressTable
+from cairn.dynamodb.raw_messages import RawMessageStore
 from cairn.email import mime
 from cairn.email.ingest import EVENT_TYPE, email_claim
 from cairn.errors import AttachmentUnavailable, NotFound, PayloadTooLarge
 from cairn.settings import Settings
-from cairn.store.address_table import AddressTable
-from cairn.store.raw_messages import RawMessageStore
 
 
 class EmailAttachments:

@@ -19,12 +19,12 @@ from cairn import credentials, jsontext
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
 from cairn.clock import Clock
+from cairn.dynamodb.address_table import AddressTable, AppendRequest
+from cairn.dynamodb.raw_messages import RawMessageStore
+from cairn.dynamodb.waiters import Waiter
 from cairn.email import mime
 from cairn.errors import NotFound, QuotaExceeded, Unauthorized
 from cairn.settings import Settings
-from cairn.store.address_table import AddressTable, AppendRequest
-from cairn.store.raw_messages import RawMessageStore
-from cairn.store.waiters import Waiter
 
 EVENT_TYPE = "email.received"
 EVENT_SOURCE = "email"

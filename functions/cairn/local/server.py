@@ -9,15 +9,15 @@ import sys
 import uvicorn
 
 from cairn.api.app import create_app
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.raw_messages import raw_message_store
+from cairn.dynamodb.table import ensure_table
+from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from cairn.local.smtp import start_listener
 from cairn.services import Services
 from cairn.settings import Settings
-from cairn.store.client import make_client
-from cairn.store.raw_messages import raw_message_store
-from cairn.store.table import ensure_table
-from cairn.store.waiters import NotifyingWaiter
 
 
 class _AnnouncingServer(uvicorn.Server):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from cairn.dynamodb.runtime_backend import DynamoRuntimeBackend
 from cairn.runtime.store import EngineRuntimeStore
-from cairn.store.runtime_backend import DynamoRuntimeBackend
 
 
 class DynamoRuntimeStore(EngineRuntimeStore):

@@ -58,7 +58,17 @@ from cairn.runtime.model import (
     RunSuspensionCommand,
     RunTerminal,
 )
-from cairn.runtime.state import ACTIVE, ENDED, ENGINE_OWNER, PURGED, PURGING, Pointer, RunState, SessionState, UnitOfWork
+from cairn.runtime.state import (
+    ACTIVE,
+    ENDED,
+    ENGINE_OWNER,
+    PURGED,
+    PURGING,
+    Pointer,
+    RunState,
+    SessionState,
+    UnitOfWork,
+)
 from cairn.runtime.validation import fail
 
 MISSING_LIFECYCLE_RECORD = "stored run is missing a required lifecycle record"

@@ -61,7 +61,7 @@ class MemorySnapshot:
 
 
 class EventLog(Protocol):
-    """Where memory events are kept (`cairn.store.memory_table.MemoryTable` on DynamoDB)."""
+    """Where memory events are kept (`cairn.dynamodb.memory_table.MemoryTable` on DynamoDB)."""
 
     def append(self, agent_id: str, run_id: str, events: Sequence[MemoryEvent]) -> list[int]:
         """Commit the events atomically after the run's last one; their sequences."""

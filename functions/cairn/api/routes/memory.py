@@ -16,10 +16,10 @@ from cairn.api.routes.events import MAX_CURSOR
 from cairn.api.routes.inbox import raw_body
 from cairn.api.runtime_schemas import BASE64, TIME, error_responses
 from cairn.api.schemas import MemoryAppendResponse, MemorySnapshotResponse
+from cairn.dynamodb.memory_table import MAX_TRANSACTION_ITEMS
 from cairn.errors import InvalidJson, InvalidRequest
 from cairn.runtime.wire import WireError, decode, format_time
 from cairn.services import Services
-from cairn.store.memory_table import MAX_TRANSACTION_ITEMS
 from cairn.transcript import exactjson
 from cairn.transcript.errors import MemoryRequestError
 from cairn.transcript.memory import EVENT_FIELDS, REQUIRED_FIELDS, MemoryEvent, MemorySnapshot

@@ -17,9 +17,9 @@ from cairn.api.schemas import (
     StateValueOut,
 )
 from cairn.decimal_text import is_decimal
+from cairn.dynamodb.state_table import StateUsage
 from cairn.errors import InvalidRequest
 from cairn.services import Services
-from cairn.store.state_table import StateUsage
 
 KEY_PATH = "/api/v1/addresses/<address_id>/state/<key>"
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cairn.addresses.models import AddressRecord
+from cairn.dynamodb import keys
+from cairn.dynamodb.address_table import record_from_item
+from cairn.dynamodb.items import get_int, get_n, get_s, key, n, s
 from cairn.errors import Unavailable
-from cairn.store import keys
-from cairn.store.address_table import record_from_item
-from cairn.store.items import get_int, get_n, get_s, key, n, s
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from cairn.dynamodb.items import error_code
 from cairn.settings import Settings
-from cairn.store.items import error_code
 
 # SES message ids are letters, digits and hyphens; ids outside this alphabet
 # could escape a folder or an S3 prefix, so no store accepts them.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from cairn.store import keys
-from cairn.store.items import error_code, key, n
+from cairn.dynamodb import keys
+from cairn.dynamodb.items import error_code, key, n
 
 WINDOW_SECONDS = 60
 

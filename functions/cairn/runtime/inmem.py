@@ -15,7 +15,7 @@ from cairn.runtime.store import EngineRuntimeStore
 T = TypeVar("T")
 
 
-class MemoryBackend:
+class InMemoryBackend:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self.sessions: dict[str, SessionState] = {}
@@ -28,12 +28,12 @@ class MemoryBackend:
 
     def transact(self, operation: Callable[[UnitOfWork], T]) -> T:
         with self._lock:
-            unit = _MemoryUnitOfWork(self)
+            unit = _InMemoryUnitOfWork(self)
             result = operation(unit)
             self._apply(unit)
             return copy.deepcopy(result)
 
-    def _apply(self, unit: _MemoryUnitOfWork) -> None:
+    def _apply(self, unit: _InMemoryUnitOfWork) -> None:
         writes = unit.writes
         for session in writes.sessions.values():
             self.sessions[session.id] = copy.deepcopy(session)
@@ -93,8 +93,8 @@ class MemoryBackend:
             self.sessions[session_id].status = PURGED
 
 
-class _MemoryUnitOfWork(BufferedUnitOfWork):
-    def __init__(self, backend: MemoryBackend) -> None:
+class _InMemoryUnitOfWork(BufferedUnitOfWork):
+    def __init__(self, backend: InMemoryBackend) -> None:
         super().__init__()
         self._backend = backend
 
@@ -114,8 +114,8 @@ class _MemoryUnitOfWork(BufferedUnitOfWork):
         return self._backend.load_checkpoint(run_id)
 
 
-class MemoryRuntimeStore(EngineRuntimeStore):
+class InMemoryRuntimeStore(EngineRuntimeStore):
     """The reference runtime store; state lives and dies with the process."""
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(MemoryBackend(), **kwargs)
+        super().__init__(InMemoryBackend(), **kwargs)

@@ -32,9 +32,9 @@ from cairn.addresses.models import (
     NewEvent,
     event_id,
 )
+from cairn.dynamodb import blobs, keys
+from cairn.dynamodb.items import b, cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
 from cairn.errors import IdempotencyKeyReused, QuotaExceeded, Unauthorized, Unavailable
-from cairn.store import blobs, keys
-from cairn.store.items import b, cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
 
 _APPEND_BUDGET_SECONDS = 10.0
 _BATCH_WRITE_SIZE = 25

@@ -30,11 +30,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn import credentials
 from cairn.decimal_text import is_decimal
+from cairn.dynamodb import blobs
+from cairn.dynamodb.items import b, error_code, get_int, get_s, key, n, s
 from cairn.runtime.errors import RuntimeStoreUnavailable
 from cairn.runtime.model import RunMeta, RunRecord, RunStartOutcome, RunStatus, RunSuspension
 from cairn.runtime.state import PURGED, PURGING, BufferedUnitOfWork, Pointer, RunState, SessionState, UnitOfWork
-from cairn.store import blobs
-from cairn.store.items import b, error_code, get_int, get_s, key, n, s
 
 T = TypeVar("T")
 

@@ -23,9 +23,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from cairn.dynamodb import blobs, keys
+from cairn.dynamodb.items import b, cancellation_reasons, error_code, get_int, get_s, key, n, s
 from cairn.errors import PayloadTooLarge, Unavailable
-from cairn.store import blobs, keys
-from cairn.store.items import b, cancellation_reasons, error_code, get_int, get_s, key, n, s
 from cairn.transcript import exactjson
 from cairn.transcript.memory import MemoryEvent, MemoryPage, to_millisecond
 
