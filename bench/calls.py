@@ -194,11 +194,13 @@ def measure_calls(settings: Settings, repeats: int) -> Table:
     table.add("inbox post, 2 processes taking turns", status_text(statuses), "-", counts)
 
     shared = CairnProcess(settings)
-    counts, statuses = _concurrent_posts([shared] * CONCURRENT_WRITERS, repeats)
-    table.add(f"inbox post, {CONCURRENT_WRITERS} writers, one process", statuses, "-", counts)
+    counts, shared_statuses = _concurrent_posts([shared] * CONCURRENT_WRITERS, repeats)
+    table.add(f"inbox post, {CONCURRENT_WRITERS} writers, one process", shared_statuses, "-", counts)
     separate = [CairnProcess(settings) for _ in range(CONCURRENT_WRITERS)]
-    counts, statuses = _concurrent_posts(separate, repeats)
-    table.add(f"inbox post, {CONCURRENT_WRITERS} writers, {CONCURRENT_WRITERS} processes", statuses, "-", counts)
+    counts, separate_statuses = _concurrent_posts(separate, repeats)
+    table.add(
+        f"inbox post, {CONCURRENT_WRITERS} writers, {CONCURRENT_WRITERS} processes", separate_statuses, "-", counts
+    )
 
     table.notes += [
         "The sequence hint is per process and starts at 0: a fresh process's first post to an address that "

@@ -157,7 +157,7 @@ def measure_cas(server: CairnServer, seconds: float, warmup: float) -> tuple[Tab
             address = agent.provision(clients[0])
             writers = [
                 CasWriter(StateCounters(http_sender(client, address), address), keys)
-                for client, keys in zip(clients, keys_by_client(scenario))
+                for client, keys in zip(clients, keys_by_client(scenario), strict=True)
             ]
             results[scenario] = run_cas(writers, seconds, warmup)
     finally:

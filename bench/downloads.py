@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 from bench.report import Table
 from bench.timing import percentile_ms
@@ -48,11 +49,11 @@ def measure_downloads(settings: Settings, table_name: str, blob_dir: Path, trial
         for size in SIZES:
             event = _download_event(client, created, token, _deliver(client, created, size))
 
-            def buffered() -> None:
+            def buffered(event: dict[str, Any] = event, size: int = size) -> None:
                 answer = client.app.resolve(event, {})
                 assert len(base64.b64decode(answer["body"])) == size
 
-            def streamed() -> None:
+            def streamed(event: dict[str, Any] = event, size: int = size) -> None:
                 endpoint.invoke(event)
                 handle_next(runtime, client.app.resolve, {})
                 assert len(endpoint.next_post().streamed()[1]) == size

@@ -42,7 +42,7 @@ def measure_ingest(settings: Settings, table_name: str, blob_dir: Path, trials: 
     recipients = [_provision(services) for _ in range(2)]
     raw = _message(recipients[0])
 
-    def deliver(to: list[str]) -> Callable[[], str]:
+    def deliver(to: list[str]) -> Callable[[], Delivery]:
         def new_delivery() -> Delivery:
             message_id = new_message_id()
             raw_messages.save(message_id, raw)
@@ -52,7 +52,7 @@ def measure_ingest(settings: Settings, table_name: str, blob_dir: Path, trials: 
 
     redelivered = deliver(recipients[:1])()
     ingest.ingest(redelivered)
-    rows = [
+    rows: list[tuple[str, Callable[[], Delivery]]] = [
         ("new message, 1 address", deliver(recipients[:1])),
         ("new message, 2 addresses", deliver(recipients)),
         ("redelivery (same message id)", lambda: redelivered),

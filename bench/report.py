@@ -26,7 +26,7 @@ class Table:
         numeric = [all(isinstance(row[i], (int, float)) for row in self.rows) for i in range(len(self.columns))]
 
         def line(cells: list[str]) -> str:
-            padded = (c.rjust(w) if right else c.ljust(w) for c, w, right in zip(cells, widths, numeric))
+            padded = (c.rjust(w) if right else c.ljust(w) for c, w, right in zip(cells, widths, numeric, strict=True))
             return "  ".join(padded).rstrip()
 
         out = [self.title, "=" * len(self.title), line(self.columns), line(["-" * w for w in widths])]
@@ -37,7 +37,9 @@ class Table:
     def as_json(self) -> dict[str, Any]:
         return {
             "title": self.title,
-            "rows": [{column: _json(cell) for column, cell in zip(self.columns, row)} for row in self.rows],
+            "rows": [
+                {column: _json(cell) for column, cell in zip(self.columns, row, strict=True)} for row in self.rows
+            ],
             "notes": self.notes,
         }
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from bench.calls import CallCounter
@@ -115,7 +116,7 @@ def _run_with_history(store: DynamoRuntimeStore, backend: DynamoRuntimeBackend, 
     records = [replace(note(run, f"history:{number}"), payload=PAYLOAD) for number in range(2, size)]
     for start in range(0, len(records), RECORDS_PER_TRANSACTION):
         batch = records[start : start + RECORDS_PER_TRANSACTION]
-        backend.transact(lambda uow, batch=batch: _add_records(uow, run.run_id, batch))
+        backend.transact(partial(_add_records, run_id=run.run_id, records=batch))
     last = store.append_run_record(replace(note(run, "history:last"), payload=PAYLOAD))
     if last.id != str(size):
         raise RuntimeError(f"a run written with {size} records took its next append as id {last.id}")

@@ -43,7 +43,7 @@ class StateRequests:
     def get(self, address: Address, key: str) -> Reply:
         return self.process.request("GET", address.state_key_path(key), headers=address.auth)
 
-    def list(self, address: Address) -> Reply:
+    def list_keys(self, address: Address) -> Reply:
         return self.process.request("GET", address.state_path, headers=address.auth)
 
     def put(self, address: Address, key: str, if_revision: int) -> Reply:
@@ -81,7 +81,7 @@ def measure_state_calls(settings: Settings, repeats: int) -> Table:
     count("write, replace (if_revision N)", [partial(api.put, address, key, 1) for key in keys])
     count("write, stale if_revision (conflict)", [partial(api.put, address, key, 1) for key in keys])
     count("read a key", [partial(api.get, address, key) for key in keys])
-    count("list keys", [partial(api.list, address)] * repeats)
+    count("list keys", [partial(api.list_keys, address)] * repeats)
     count("delete (If-Match N)", [partial(api.delete, address, key, 2) for key in keys])
 
     batched = api.new_address()
@@ -124,7 +124,7 @@ def _concurrent_increments(
     api.batch(address, all_keys, 0, value=0)
     writers = [
         CasWriter(StateCounters(resolver_sender(process, address), address), keys)
-        for process, keys in zip(processes, keys_of)
+        for process, keys in zip(processes, keys_of, strict=True)
     ]
     unique = list({id(process): process for process in processes}.values())
     for process in unique:

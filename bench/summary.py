@@ -33,7 +33,7 @@ def summarize(tables: dict[str, Table]) -> Table:
 def _cells(table: Table, label: str) -> dict[str, Any]:
     """The row whose first cell is `label`, by column."""
     row = next(row for row in table.rows if row[0] == label)
-    return dict(zip(table.columns, row))
+    return dict(zip(table.columns, row, strict=True))
 
 
 def _column(table: Table, prefix: str) -> str:

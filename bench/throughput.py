@@ -29,14 +29,14 @@ def measure_throughput(server: CairnServer, seconds: float, warmup: float) -> tu
         # The posting rows fill `separate`; polls read addresses that keep one
         # event each, so every answer is the same small page.
         readable = [agent.provision(client) for client in clients]
-        for client, address in zip(clients, readable):
+        for client, address in zip(clients, readable, strict=True):
             agent.post(client, address).raise_for_status()
 
         scenarios: list[tuple[str, list[Operation]]] = [
             (POST_1_TO_1, [_posting(clients[0], one)]),
             (POST_8_TO_1, [_posting(client, one) for client in clients]),
-            (POST_8_TO_8, [_posting(client, address) for client, address in zip(clients, separate)]),
-            (POLL_8_TO_8, [_polling(client, address) for client, address in zip(clients, readable)]),
+            (POST_8_TO_8, [_posting(client, address) for client, address in zip(clients, separate, strict=True)]),
+            (POLL_8_TO_8, [_polling(client, address) for client, address in zip(clients, readable, strict=True)]),
         ]
         results = {name: run_load(operations, seconds, warmup) for name, operations in scenarios}
     finally:

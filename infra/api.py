@@ -181,7 +181,7 @@ class CairnApi(Construct):
             }
             if code == "rate_limited":
                 headers["Retry-After"] = "'1'"
-            body = '{"error": {"code": "%s", "message": $context.error.messageString}}' % code
+            body = f'{{"error": {{"code": "{code}", "message": $context.error.messageString}}}}'
             self.rest_api.add_gateway_response(
                 f"Gateway{response_type.title().replace('_', '')}",
                 type=apigateway.ResponseType.of(response_type),
@@ -258,6 +258,9 @@ def _add_download_route(parent: apigateway.IResource, downloads: lambda_.IFuncti
     _acknowledge_all(resource.add_method("GET", streamed), _OPEN_ROUTE)
 
 
-def _acknowledge_all(method: apigateway.Method, findings: dict[str, str]) -> None:
+def _acknowledge_all(method: apigateway.Method | None, findings: dict[str, str]) -> None:
+    # A proxy resource's `any_method` is optional in its type, but set by `add_proxy` (any_method defaults to true).
+    if method is None:
+        raise ValueError("a proxy resource without its ANY method")
     for rule, reason in findings.items():
         acknowledge(method, rule, reason)

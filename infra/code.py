@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import cast
 
 import jsii
 from aws_cdk import AssetHashType, BundlingOptions, ILocalBundling
@@ -98,6 +99,7 @@ def function_code() -> lambda_.Code:
         bundling=BundlingOptions(
             # Required by the API, never pulled: the local bundler never declines.
             image=RUNTIME.bundling_image,
-            local=PipBundler(),
+            # jsii's interfaces are not typing protocols, so mypy cannot see that it implements one.
+            local=cast(ILocalBundling, PipBundler()),
         ),
     )

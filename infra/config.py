@@ -241,7 +241,7 @@ def _as_int(name: str, value: object, default: int, minimum: int) -> int:
         return default
     if isinstance(value, bool) or not (isinstance(value, int) or str(value).strip().isdigit()):
         raise ValueError(f"context value {name!r} must be a whole number, got {value!r}")
-    number = int(value)
+    number = value if isinstance(value, int) else int(str(value).strip())
     if number < minimum:
         raise ValueError(f"context value {name!r} must be at least {minimum}, got {number}")
     return number

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import cast
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
@@ -93,9 +94,10 @@ class RawMessageBucket(Construct):
                 conditions={"StringLike": {"s3:prefix": f"{MESSAGE_PREFIX}*"}},
             )
         )
-        bucket_id = Stack.of(self).get_logical_id(self.bucket.node.default_child)
+        # A bucket's default child is its CfnBucket, and a function made here always has its role.
+        bucket_id = Stack.of(self).get_logical_id(cast(s3.CfnBucket, self.bucket.node.default_child))
         acknowledge(
-            function.role,
+            cast(iam.IRole, function.role),
             f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{MESSAGE_PREFIX}*]",
             "Message keys are SES message ids, unknown until mail arrives; the wildcard is "
             "limited to the inbound prefix of this one bucket and to s3:GetObject.",

@@ -10,13 +10,15 @@ implementation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
-from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cairn import jsontext
 from cairn.errors import UnsupportedMediaType
@@ -24,7 +26,7 @@ from cairn.errors import UnsupportedMediaType
 
 @dataclass
 class _RequestState:
-    event: BaseProxyEvent | None = None
+    event: APIGatewayProxyEvent | None = None
     lambda_context: Any = None
     context: dict = field(default_factory=dict)
     processed_stack_frames: list[str] = field(default_factory=list)
@@ -60,8 +62,9 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         if kwargs.get("enable_validation"):
             self._request_validation_middleware = JsonBodyValidation()
 
-    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        token = self._request_state.set(_RequestState(event=self._to_proxy_event(event), lambda_context=context))
+    def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+        proxy_event = cast(APIGatewayProxyEvent, self._to_proxy_event(dict(event)))
+        token = self._request_state.set(_RequestState(event=proxy_event, lambda_context=context))
         try:
             return super().resolve(event, context)
         finally:
@@ -71,16 +74,19 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
     def _state(self) -> _RequestState:
         return self._request_state.get(self._idle_state)
 
-    @property
-    def current_event(self) -> BaseProxyEvent:  # type: ignore[override]
-        return self._state.event  # type: ignore[return-value]
+    # The REST resolver narrows the router's `BaseProxyEvent` attribute to the REST event;
+    # a property cannot narrow a settable attribute in mypy's eyes, though it is the same type.
+    @property  # type: ignore[override]
+    def current_event(self) -> APIGatewayProxyEvent:
+        # Unset outside a request, exactly like the attribute it replaces.
+        return cast(APIGatewayProxyEvent, self._state.event)
 
     @current_event.setter
-    def current_event(self, value: BaseProxyEvent) -> None:
+    def current_event(self, value: APIGatewayProxyEvent) -> None:
         self._state.event = value
 
     @property
-    def lambda_context(self) -> Any:  # type: ignore[override]
+    def lambda_context(self) -> Any:
         return self._state.lambda_context
 
     @lambda_context.setter
@@ -88,7 +94,7 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self._state.lambda_context = value
 
     @property
-    def context(self) -> dict:  # type: ignore[override]
+    def context(self) -> dict:
         return self._state.context
 
     @context.setter
@@ -96,7 +102,7 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self._state.context = value
 
     @property
-    def processed_stack_frames(self) -> list[str]:  # type: ignore[override]
+    def processed_stack_frames(self) -> list[str]:
         return self._state.processed_stack_frames
 
     @processed_stack_frames.setter

@@ -118,7 +118,7 @@ def _run_links(parent_method: str) -> dict[str, dict[str, Any]]:
     run = STARTED_RUN
     run_ref = {"run_id": run["run_id"]}
     record = {"run_id": run["run_id"], "record": run}
-    body_by_target = {
+    body_by_target: dict[str, dict[str, Any]] = {
         "load_run": run_ref,
         "load_run_suspension": run_ref,
         "list_run_records": run_ref,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC
 from email import policy
-from email.message import EmailMessage
+from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
 from email.utils import getaddresses
 from functools import partial
@@ -69,7 +69,7 @@ def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
         "date": _tolerant(lambda: _date(message), None),
         "internet_message_id": _tolerant(lambda: _header(message, "Message-ID"), None),
         "in_reply_to": _tolerant(lambda: _header(message, "In-Reply-To"), None),
-        "references": _tolerant(lambda: (_header(message, "References") or "").split(), []),
+        "references": _tolerant(lambda: (_header(message, "References") or "").split(), list[str]()),
         "text": text,
         "html": html,
         "truncated": text_cut or html_cut,
@@ -114,7 +114,7 @@ def recipients_named(message: EmailMessage) -> set[str]:
 # -- bodies ---------------------------------------------------------------------
 
 
-def _body_parts(message: EmailMessage) -> tuple[EmailMessage | None, EmailMessage | None]:
+def _body_parts(message: EmailMessage) -> tuple[MIMEPart | None, MIMEPart | None]:
     """The plain-text and HTML bodies a mail reader would show.
 
     A message that claims to be multipart but could not be split (no
@@ -128,10 +128,10 @@ def _body_parts(message: EmailMessage) -> tuple[EmailMessage | None, EmailMessag
     return text, html
 
 
-def _decoded_text(part: EmailMessage | None) -> str | None:
+def _decoded_text(part: MIMEPart | None) -> str | None:
     if part is None:
         return None
-    payload = part.get_payload(decode=True) or b""
+    payload = _decoded_bytes(part)
     # Undeclared 8-bit text is UTF-8 far more often than anything else.
     charset = part.get_content_charset() or "utf-8"
     try:
@@ -154,8 +154,8 @@ def _capped(text: str | None, limit: int) -> tuple[str | None, bool]:
 
 
 def _attachment_parts(
-    message: EmailMessage, bodies: tuple[EmailMessage | None, EmailMessage | None]
-) -> list[tuple[str, EmailMessage]]:
+    message: EmailMessage, bodies: tuple[MIMEPart | None, MIMEPart | None]
+) -> list[tuple[str, MIMEPart]]:
     """Every part that is not a shown body, numbered in walk order."""
     shown = {id(part) for part in bodies if part is not None}
     found = [
@@ -164,7 +164,7 @@ def _attachment_parts(
     return [(f"{ATTACHMENT_PREFIX}{index}", part) for index, part in enumerate(found, start=1)]
 
 
-def _leaves(part: EmailMessage) -> Iterator[EmailMessage]:
+def _leaves(part: MIMEPart) -> Iterator[MIMEPart]:
     """Parts that hold content; an attached message is one leaf, not opened."""
     if part.get_content_maintype() == "multipart":
         for child in part.iter_parts():
@@ -173,7 +173,7 @@ def _leaves(part: EmailMessage) -> Iterator[EmailMessage]:
         yield part
 
 
-def _is_attachment(part: EmailMessage) -> bool:
+def _is_attachment(part: MIMEPart) -> bool:
     # Text without a name that is not the shown body is a fragment of the
     # body (a signature, a footer), not a file someone attached.
     return (
@@ -183,14 +183,25 @@ def _is_attachment(part: EmailMessage) -> bool:
     )
 
 
-def _payload(part: EmailMessage) -> bytes:
+def _payload(part: MIMEPart) -> bytes:
     if part.is_multipart():
         # An attached message (message/rfc822): its own bytes are the file.
-        return _tolerant(lambda: part.get_payload(0).as_bytes(), b"")
-    return _tolerant(lambda: part.get_payload(decode=True), None) or b""
+        return _tolerant(lambda: _attached_message_bytes(part), b"")
+    return _tolerant(lambda: _decoded_bytes(part), b"")
 
 
-def _filename(part: EmailMessage, attachment_id: str) -> str:
+def _decoded_bytes(part: MIMEPart) -> bytes:
+    """A leaf's content with its transfer encoding undone."""
+    payload = part.get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else b""
+
+
+def _attached_message_bytes(part: MIMEPart) -> bytes:
+    attached = part.get_payload(0)
+    return attached.as_bytes() if isinstance(attached, Message) else b""
+
+
+def _filename(part: MIMEPart, attachment_id: str) -> str:
     """The sender's file name without any folders, or one made from the id."""
     name = _clean(_tolerant(part.get_filename, None) or "")
     name = name.replace("\\", "/").rsplit("/", 1)[-1]
@@ -202,7 +213,7 @@ def _filename(part: EmailMessage, attachment_id: str) -> str:
     return attachment_id + extension
 
 
-def _content_type(part: EmailMessage) -> str:
+def _content_type(part: MIMEPart) -> str:
     media_type = _tolerant(part.get_content_type, FALLBACK_CONTENT_TYPE)
     return media_type if _MEDIA_TYPE.fullmatch(media_type) else FALLBACK_CONTENT_TYPE
 

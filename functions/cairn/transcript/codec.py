@@ -325,7 +325,7 @@ def _read_message(value: Any) -> Message:
             parts.append(_read_part(raw))
         except MessageFormatError as error:
             raise MessageFormatError(f"decode parts[{index}]: {error}") from error
-    return Message(role=Role(role), parts=parts, meta=_OBJECT.read(value.get("meta"), "meta"))
+    return Message(role=Role(str(role)), parts=parts, meta=_OBJECT.read(value.get("meta"), "meta"))
 
 
 def _write_message(message: Message) -> str:

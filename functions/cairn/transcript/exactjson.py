@@ -28,6 +28,7 @@ class Number(Decimal):
     value, and encoded back exactly as it was read (`1e3` stays `1e3`)."""
 
     __slots__ = ("literal",)
+    literal: str
 
     def __new__(cls, literal: str) -> Number:
         number = super().__new__(cls, literal)
@@ -110,25 +111,7 @@ def dumps(value: Any, *, sort_keys: bool = True) -> str:
 
 
 def _write(value: Any, sort_keys: bool, emit: Callable[[str], object]) -> None:
-    if value is None:
-        emit("null")
-    elif value is True:
-        emit("true")
-    elif value is False:
-        emit("false")
-    elif isinstance(value, str):
-        emit(quote(value))
-    elif isinstance(value, int):
-        emit(str(value))
-    elif isinstance(value, Number):
-        emit(value.literal)
-    elif isinstance(value, Decimal):
-        if not value.is_finite():
-            raise JsonError(f"json: unsupported value: {value}")
-        emit(str(value))
-    elif isinstance(value, float):
-        emit(go_float(value))
-    elif isinstance(value, dict):
+    if isinstance(value, dict):
         emit("{")
         items = sorted(value.items()) if sort_keys else value.items()
         for index, (key, item) in enumerate(items):
@@ -145,7 +128,30 @@ def _write(value: Any, sort_keys: bool, emit: Callable[[str], object]) -> None:
             _write(item, sort_keys, emit)
         emit("]")
     else:
-        raise JsonError(f"json: unsupported type: {type(value).__name__}")
+        emit(_scalar(value))
+
+
+def _scalar(value: Any) -> str:
+    # Booleans before integers (`True` is an `int`), exact numbers before other decimals.
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Number):
+        return value.literal
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise JsonError(f"json: unsupported value: {value}")
+        return str(value)
+    if isinstance(value, float):
+        return go_float(value)
+    raise JsonError(f"json: unsupported type: {type(value).__name__}")
 
 
 def go_float(value: float) -> str:

@@ -122,7 +122,12 @@ class HistoryPolicy:
             raise HistoryPolicyError("history: compression requires a summariser (the history model)")
         if self.counts_tokens and count_tokens is None:
             raise HistoryPolicyError("history: token budgets require a token counter")
-        return _Compression(self, system, turns, summarize, count_tokens).run()
+        return _Compression(self, system, turns, summarize, count_tokens or _uncountable).run()
+
+
+def _uncountable(messages: list[Message]) -> int:
+    """The counter of a policy without token budgets, which never asks for one."""
+    raise HistoryPolicyError("history: token budgets require a token counter")
 
 
 class _Compression:
@@ -134,7 +139,7 @@ class _Compression:
         system: list[Message],
         turns: list[list[Message]],
         summarize: Summarizer,
-        count_tokens: TokenCounter | None,
+        count_tokens: TokenCounter,
     ) -> None:
         self.policy = policy
         self.system = system

@@ -33,8 +33,8 @@ def validate_planner_transcript(messages: Sequence[Message | None]) -> None:
             continue
         end = index
         group: list[Part] = []
-        while end < len(messages) and messages[end] is not None and messages[end].role == Role.ASSISTANT:
-            group.extend(messages[end].parts)
+        while end < len(messages) and (candidate := messages[end]) is not None and candidate.role == Role.ASSISTANT:
+            group.extend(candidate.parts)
             end += 1
         uses = [part.id for part in group if isinstance(part, ToolUsePart)]
         if not uses:

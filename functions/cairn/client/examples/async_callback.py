@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from functools import partial
 from typing import Any
 
 from cairn.client import Address, Inbox
@@ -38,6 +39,10 @@ def worker(inbox_url: str, job: str) -> Delivery:
         return inbox.post(result, idempotency_key=f"{job}:completed")
 
 
+def _done(job: dict[str, Any], result: Any) -> dict[str, Any]:
+    return {**job, "status": "done", "result": result}
+
+
 def resume(path: str, cursor_path: str) -> dict[str, Any]:
     address = Address.restore(path)
     follower = address.events.follow(cursor_file=cursor_path)
@@ -45,7 +50,7 @@ def resume(path: str, cursor_path: str) -> dict[str, Any]:
         # Other events (the state change `start` made) are acknowledged as the loop moves on.
         if event["type"] == RESULT_TYPE:
             result = event
-            job = address.state.update("job", lambda job: {**job, "status": "done", "result": result["data"]})
+            job = address.state.update("job", partial(_done, result=result["data"]))
             # Handled: acknowledge it, save the cursor past it, and end the loop.
             follower.stop()
     return {"resumed_pid": os.getpid(), "event": result["id"], "sequence": result["sequence"], "job": job["value"]}

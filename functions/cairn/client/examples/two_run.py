@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from functools import partial
 from typing import Any
 
 from cairn.client import Address
@@ -37,7 +38,7 @@ def second(path: str) -> dict[str, Any]:
     completed = []
     for name in PLAN:
         # Compare-and-set: a concurrent writer makes this read again and re-apply, never overwrite.
-        written = address.state.update("todo", lambda todo, name=name: complete(todo, name))
+        written = address.state.update("todo", partial(complete, name=name))
         completed.append({"item": name, "revision": written["revision"]})
     page = address.events.poll(after=0, limit=100)
     history = [{"sequence": e["sequence"], "type": e["type"], "data": e["data"]} for e in page["events"]]
