@@ -178,8 +178,8 @@ def validate_parent_link(run: RunStart, record: RunRecord | None) -> codec.Child
         raise wrap(error, PARENT_LINK_PREFIX) from None
 
 
-def validate_distinct_keys(first: RunRecord, second: RunRecord, message: str) -> None:
-    if first.event_key == second.event_key:
+def validate_distinct_keys(first: RunRecord, second: RunRecord | None, message: str) -> None:
+    if second is not None and first.event_key == second.event_key:
         raise fail(message)
 
 

@@ -55,7 +55,7 @@ def decode(kind: Any, value: Any, where: str = "body") -> Any:
         if kind is datetime:
             return None  # Go's zero time: the store reports which time is required
         raise WireError(f"{where} is required")
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _decode_dataclass(kind, value, where)
     if origin is list:
         (item_kind,) = typing.get_args(kind)
