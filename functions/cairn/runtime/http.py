@@ -56,6 +56,7 @@ class HttpRuntimeStore(_Methods):
         self._client = httpx.Client(timeout=timeout, transport=transport)
 
     def close(self) -> None:
+        """Close the connections this store keeps open."""
         self._client.close()
 
     def _invoke(self, method: Method, request: Any) -> Any:

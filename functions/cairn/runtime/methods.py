@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cairn.runtime.model import (
+    MAX_TRANSCRIPT_PAGE_RECORDS,
     AppendResult,
     ChildRunStart,
     ChildRunStartResult,
@@ -114,7 +115,7 @@ class TranscriptQuery(Arguments):
     run_id: str
     through_record_id: str
     after_record_id: str = ""
-    limit: int = 512
+    limit: int = MAX_TRANSCRIPT_PAGE_RECORDS
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ class RuntimeStore(Protocol):
         """Start a sessionless child run of a sessionless running parent."""
 
     def append_run_record(self, record: RunRecord) -> AppendResult:
-        """Append an ordinary record to a running run; its event key makes the append exact-once."""
+        """Append an ordinary record to a running run; an exact retry returns the original id."""
 
     def record_run_cancellation(self, command: RunCancellation) -> AppendResult:
         """Record that a run is asked to cancel, with its reason."""
