@@ -1,1 +1,3 @@
-"""Model Context Protocol server: the address tools over streamable HTTP (`/mcp`) and stdio (`cairn mcp`)."""
+"""Model Context Protocol server: the address tools, defined once
+(`tools`), offered over stateless streamable HTTP (`/mcp`) and over stdio
+(`cairn mcp`, which reaches a Cairn server through the Python SDK)."""

@@ -1,16 +1,100 @@
 """Runtime store: goa-ai's `storage.Store` contract (sessions, runs, run
-records, lifecycle transitions) with one rule engine and three stores:
-DynamoDB, in-memory reference, and an HTTP client of the service."""
+records, lifecycle transitions) with one rule engine.
+
+- `RuntimeStore`: the protocol every store satisfies.
+- `DynamoRuntimeStore`: the durable store on DynamoDB; `InMemoryRuntimeStore`:
+  the reference store, for tests; both are an `EngineRuntimeStore` (the
+  rules over a backend).
+- `HttpRuntimeStore`: a client of the service's runtime routes.
+- The commands and results the methods take and return, and the errors they
+  raise (`ContractError`, `RuntimeStoreUnavailable`; every goa-ai sentinel
+  is in `cairn.runtime.errors`, and `is_error` looks through the wrapper).
+
+The stores are imported when first named, so importing this package stays
+cheap and a Lambda function never loads the HTTP client (or httpx).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cairn import lazy
+from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreUnavailable, is_error
+from cairn.runtime.model import (
+    AppendResult,
+    ChildRunStart,
+    ChildRunStartResult,
+    OneShotChildRunStart,
+    OneShotChildRunStartResult,
+    OneShotRunStart,
+    OneShotRunStartResult,
+    RootRunStart,
+    RootRunStartResult,
+    RunCancellation,
+    RunMeta,
+    RunRecord,
+    RunRecordPage,
+    RunRepairOutcome,
+    RunRepairResult,
+    RunStart,
+    RunStartOutcome,
+    RunStatus,
+    RunSuspension,
+    RunSuspensionCommand,
+    RunTerminal,
+    Session,
+    SessionStatus,
+)
+
+if TYPE_CHECKING:
+    from cairn.runtime.dynamo import DynamoRuntimeStore
+    from cairn.runtime.http import HttpRuntimeStore
+    from cairn.runtime.inmem import InMemoryRuntimeStore
+    from cairn.runtime.store import EngineRuntimeStore, RuntimeStore
+
+__all__ = [
+    "AppendResult",
+    "ChildRunStart",
+    "ChildRunStartResult",
+    "ContractError",
+    "DynamoRuntimeStore",
+    "EngineRuntimeStore",
+    "HttpRuntimeStore",
+    "InMemoryRuntimeStore",
+    "OneShotChildRunStart",
+    "OneShotChildRunStartResult",
+    "OneShotRunStart",
+    "OneShotRunStartResult",
+    "RootRunStart",
+    "RootRunStartResult",
+    "RunCancellation",
+    "RunMeta",
+    "RunRecord",
+    "RunRecordPage",
+    "RunRepairOutcome",
+    "RunRepairResult",
+    "RunStart",
+    "RunStartOutcome",
+    "RunStatus",
+    "RunSuspension",
+    "RunSuspensionCommand",
+    "RunTerminal",
+    "RuntimeStore",
+    "RuntimeStoreError",
+    "RuntimeStoreUnavailable",
+    "Session",
+    "SessionStatus",
+    "is_error",
+]
 
 
-def __getattr__(name: str):
-    """`cairn.runtime.HttpRuntimeStore`, imported on first use.
-
-    Lambda imports this package for the DynamoDB store; the HTTP client (and
-    httpx) is only loaded by the processes that ask for it.
-    """
-    if name == "HttpRuntimeStore":
-        from cairn.runtime.http import HttpRuntimeStore
-
-        return HttpRuntimeStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # type checkers read the imports above
+    __getattr__, __dir__ = lazy.exports(
+        __name__,
+        {
+            "store": ("RuntimeStore", "EngineRuntimeStore"),
+            "inmem": ("InMemoryRuntimeStore",),
+            "dynamo": ("DynamoRuntimeStore",),
+            "http": ("HttpRuntimeStore",),
+        },
+    )

@@ -68,7 +68,12 @@ RUN_SUSPENDED_SHAPE: Shape = {
     "PendingCount": _integer,
     "RequiredTools": _string_list,
 }
-CHILD_RUN_LINKED_SHAPE: Shape = {"ToolName": _string, "ToolCallID": _string, "ChildRunID": _string, "ChildAgentID": _string}
+CHILD_RUN_LINKED_SHAPE: Shape = {
+    "ToolName": _string,
+    "ToolCallID": _string,
+    "ChildRunID": _string,
+    "ChildAgentID": _string,
+}
 
 
 def decode_text(payload: bytes) -> str:

@@ -300,12 +300,15 @@ def _check_predecessor(uow: UnitOfWork, plan: StartPlan) -> RunState:
     if original_parent is None or original_link is None:
         raise fail(MISSING_LIFECYCLE_RECORD)
     old = validation.validate_parent_link(_start_of(meta, predecessor.predecessor_run_id), original_link)
-    new = codec.decode_child_run_linked(plan.parent_linked.payload) if plan.parent_linked else None
+    link = plan.parent_linked
+    new = codec.decode_child_run_linked(link.payload) if link else None
     if (
-        new is None
-        or (new.tool_call_id, new.tool_name, new.child_agent_id) != (old.tool_call_id, old.tool_name, old.child_agent_id)
-        or plan.parent_linked.agent_id != original_link.agent_id
-        or plan.parent_linked.session_id != original_link.session_id
+        link is None
+        or new is None
+        or (new.tool_call_id, new.tool_name, new.child_agent_id)
+        != (old.tool_call_id, old.tool_name, old.child_agent_id)
+        or link.agent_id != original_link.agent_id
+        or link.session_id != original_link.session_id
     ):
         raise fail("child continuation does not match predecessor parent tool call")
     return predecessor

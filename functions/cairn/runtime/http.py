@@ -7,10 +7,11 @@ bearer token or an AWS SigV4 signature (API Gateway IAM authorization).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
-from collections.abc import Iterable
-from datetime import datetime
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from botocore.auth import SigV4Auth
@@ -18,42 +19,25 @@ from botocore.awsrequest import AWSRequest
 
 from cairn.runtime import wire
 from cairn.runtime.errors import SENTINELS, ContractError, RuntimeStoreError, RuntimeStoreUnavailable
-from cairn.runtime.methods import (
-    METHODS,
-    CreateSession,
-    EndSession,
-    RunRecordsQuery,
-    RunRef,
-    RunsBySession,
-    SessionRecordsQuery,
-    SessionRef,
-    TranscriptQuery,
-)
-from cairn.runtime.model import (
-    AppendResult,
-    ChildRunStart,
-    ChildRunStartResult,
-    OneShotChildRunStart,
-    OneShotChildRunStartResult,
-    OneShotRunStart,
-    OneShotRunStartResult,
-    RootRunStart,
-    RootRunStartResult,
-    RunCancellation,
-    RunMeta,
-    RunRecord,
-    RunRecordPage,
-    RunRepairResult,
-    RunStatus,
-    RunSuspension,
-    RunSuspensionCommand,
-    RunTerminal,
-    Session,
-    SessionStatus,
-)
+from cairn.runtime.methods import METHODS, Method
+from cairn.runtime.store import RuntimeStore
+
+if TYPE_CHECKING:
+    # The store's methods are made from `METHODS` when this module loads, so
+    # type checkers cannot see them: they read them from the protocol, which
+    # a unit test holds the made methods to. The `Any` base only lets a type
+    # checker build a class whose protocol methods it does not see defined.
+    _Made: Any = object
+
+    class _Methods(RuntimeStore, _Made): ...
+
+else:
+    _Methods = object
 
 
-class HttpRuntimeStore:
+class HttpRuntimeStore(_Methods):
+    """Every `RuntimeStore` method as `POST <base_url>/api/v1/runtime/<method>`."""
+
     def __init__(
         self,
         base_url: str,
@@ -72,11 +56,12 @@ class HttpRuntimeStore:
         self._client = httpx.Client(timeout=timeout, transport=transport)
 
     def close(self) -> None:
+        """Close the connections this store keeps open."""
         self._client.close()
 
-    def _invoke(self, name: str, request: Any) -> Any:
-        method = METHODS[name]
-        url = self._base + name
+    def _invoke(self, method: Method, request: Any) -> Any:
+        """Send one request; its decoded answer, or the exception the service raised."""
+        url = self._base + method.name
         body = json.dumps(wire.encode(request)).encode()
         headers = {"Content-Type": "application/json"}
         if self._key:
@@ -93,76 +78,28 @@ class HttpRuntimeStore:
             return wire.decode(method.result, response.json())
         raise error_from(response)
 
-    # -- sessions -------------------------------------------------------------
 
-    def create_session(self, session_id: str, created_at: datetime) -> Session:
-        return self._invoke("create_session", CreateSession(session_id, created_at))
+def _remote(method: Method) -> Callable[..., Any]:
+    """`HttpRuntimeStore.<method>`: the protocol method's signature and documentation, served over HTTP."""
+    declared = getattr(RuntimeStore, method.name)
+    signature = inspect.signature(declared)
 
-    def load_session(self, session_id: str) -> Session:
-        return self._invoke("load_session", SessionRef(session_id))
+    def call(self: HttpRuntimeStore, /, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        _, *arguments = bound.arguments.items()  # the first is `self`
+        return method.returned(self._invoke(method, method.request_for(dict(arguments))))
 
-    def load_session_status(self, session_id: str) -> SessionStatus:
-        return self._invoke("load_session_status", SessionRef(session_id)).status
+    # Name, docstring and annotations from the protocol; `__wrapped__` gives `inspect.signature` its signature.
+    functools.update_wrapper(call, declared)
+    call.__module__ = __name__
+    call.__qualname__ = f"{HttpRuntimeStore.__qualname__}.{method.name}"
+    return call
 
-    def end_session(self, session_id: str, ended_at: datetime) -> Session:
-        return self._invoke("end_session", EndSession(session_id, ended_at))
 
-    def purge_session(self, session_id: str) -> None:
-        self._invoke("purge_session", SessionRef(session_id))
-
-    def list_runs_by_session(self, session_id: str, statuses: Iterable[RunStatus] = ()) -> list[RunMeta]:
-        return self._invoke("list_runs_by_session", RunsBySession(session_id, list(statuses))).runs
-
-    # -- starts and records ---------------------------------------------------
-
-    def start_root_run(self, command: RootRunStart) -> RootRunStartResult:
-        return self._invoke("start_root_run", command)
-
-    def start_child_run(self, command: ChildRunStart) -> ChildRunStartResult:
-        return self._invoke("start_child_run", command)
-
-    def start_one_shot_run(self, command: OneShotRunStart) -> OneShotRunStartResult:
-        return self._invoke("start_one_shot_run", command)
-
-    def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult:
-        return self._invoke("start_one_shot_child_run", command)
-
-    def append_run_record(self, record: RunRecord) -> AppendResult:
-        return self._invoke("append_run_record", record)
-
-    def record_run_cancellation(self, command: RunCancellation) -> AppendResult:
-        return self._invoke("record_run_cancellation", command)
-
-    def record_run_suspension(self, command: RunSuspensionCommand) -> AppendResult:
-        return self._invoke("record_run_suspension", command)
-
-    def record_run_terminal(self, command: RunTerminal) -> AppendResult:
-        return self._invoke("record_run_terminal", command)
-
-    def repair_run_suspension(self, command: RunSuspensionCommand) -> RunRepairResult:
-        return self._invoke("repair_run_suspension", command)
-
-    def repair_run_terminal(self, command: RunTerminal) -> RunRepairResult:
-        return self._invoke("repair_run_terminal", command)
-
-    # -- reads ----------------------------------------------------------------
-
-    def load_run(self, run_id: str) -> RunMeta:
-        return self._invoke("load_run", RunRef(run_id))
-
-    def load_run_suspension(self, run_id: str) -> RunSuspension:
-        return self._invoke("load_run_suspension", RunRef(run_id))
-
-    def list_run_records(self, run_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage:
-        return self._invoke("list_run_records", RunRecordsQuery(run_id, cursor, limit))
-
-    def list_session_run_records(self, session_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage:
-        return self._invoke("list_session_run_records", SessionRecordsQuery(session_id, cursor, limit))
-
-    def list_run_transcript_records(
-        self, run_id: str, through_record_id: str, after_record_id: str = "", limit: int = 512
-    ) -> RunRecordPage:
-        return self._invoke("list_run_transcript_records", TranscriptQuery(run_id, through_record_id, after_record_id, limit))
+for _method in METHODS.values():
+    setattr(HttpRuntimeStore, _method.name, _remote(_method))
+del _method
 
 
 def error_from(response: httpx.Response) -> RuntimeStoreError:

@@ -107,9 +107,6 @@ class _InMemoryUnitOfWork(BufferedUnitOfWork):
     def load_record_by_key(self, run_id: str, event_key: str) -> RunRecord | None:
         return self._backend.record_keys.get((run_id, event_key))
 
-    def load_record_by_id(self, run_id: str, record_id: str) -> RunRecord | None:
-        return self._backend.record(run_id, record_id)
-
     def load_checkpoint(self, run_id: str) -> RunSuspension | None:
         return self._backend.load_checkpoint(run_id)
 

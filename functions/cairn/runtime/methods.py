@@ -1,14 +1,24 @@
-"""The runtime store's methods as HTTP operations: one table, read by both
-the service routes and `HttpRuntimeStore`, so the two cannot drift."""
+"""The runtime store's methods as HTTP operations: one table, read by the
+service routes (`cairn.api.routes.runtime`), the OpenAPI description and
+`HttpRuntimeStore`, so none of them can drift from another.
+
+A row names a `RuntimeStore` method, what the request body carries and what
+the answer carries. The body is the command the method takes or, for a
+method with plain parameters, an `Arguments` dataclass whose fields are
+those parameters by name; the answer is the method's result or, for a
+result that is not an object, a `Boxed` dataclass holding it. Adding a
+method to the store is: the protocol method, the engine method, one row.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cairn.runtime.model import (
+    MAX_TRANSCRIPT_PAGE_RECORDS,
     AppendResult,
     ChildRunStart,
     ChildRunStartResult,
@@ -31,135 +41,153 @@ from cairn.runtime.model import (
     SessionStatus,
 )
 
+if TYPE_CHECKING:
+    from cairn.runtime.store import RuntimeStore
+
+
+class Arguments:
+    """A request whose fields are the store method's parameters, by name."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every one is a dataclass
+
+
+class Boxed:
+    """An answer holding the store method's result in its one field (`Done`: no field, no result)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every one is a dataclass
+
+    @classmethod
+    def box(cls, value: Any) -> Boxed:
+        return cls(**{item.name: value for item in fields(cls)})
+
+    def unbox(self) -> Any:
+        return next((getattr(self, item.name) for item in fields(self)), None)
+
 
 @dataclass(frozen=True)
-class SessionRef:
+class SessionRef(Arguments):
     session_id: str
 
 
 @dataclass(frozen=True)
-class CreateSession:
+class CreateSession(Arguments):
     session_id: str
     created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
-class EndSession:
+class EndSession(Arguments):
     session_id: str
     ended_at: datetime | None = None
 
 
 @dataclass(frozen=True)
-class RunsBySession:
+class RunsBySession(Arguments):
     session_id: str
     statuses: list[RunStatus] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # The store takes any iterable of statuses; the body carries a list.
+        object.__setattr__(self, "statuses", list(self.statuses))
+
 
 @dataclass(frozen=True)
-class RunRef:
+class RunRef(Arguments):
     run_id: str
 
 
 @dataclass(frozen=True)
-class RunRecordsQuery:
+class RunRecordsQuery(Arguments):
     run_id: str
     cursor: str = ""
     limit: int = 100
 
 
 @dataclass(frozen=True)
-class SessionRecordsQuery:
+class SessionRecordsQuery(Arguments):
     session_id: str
     cursor: str = ""
     limit: int = 100
 
 
 @dataclass(frozen=True)
-class TranscriptQuery:
+class TranscriptQuery(Arguments):
     run_id: str
     through_record_id: str
     after_record_id: str = ""
-    limit: int = 512
+    limit: int = MAX_TRANSCRIPT_PAGE_RECORDS
 
 
 @dataclass(frozen=True)
-class StatusResult:
+class StatusResult(Boxed):
     status: SessionStatus
 
 
 @dataclass(frozen=True)
-class RunList:
+class RunList(Boxed):
     runs: list[RunMeta]
 
 
 @dataclass(frozen=True)
-class Done:
+class Done(Boxed):
     """An operation with nothing to return."""
 
 
 @dataclass(frozen=True)
 class Method:
+    """One `RuntimeStore` method as an HTTP operation: its name, request body and answer."""
+
     name: str
     request: type
     result: type
-    call: Callable[[Any, Any], Any]
+
+    def request_for(self, arguments: Mapping[str, Any]) -> Any:
+        """The request body for the store method's arguments, given by parameter name."""
+        if issubclass(self.request, Arguments):
+            return self.request(**arguments)
+        (command,) = arguments.values()
+        return command
+
+    def call(self, store: RuntimeStore, request: Any) -> Any:
+        """Run the method on `store` with a decoded request; what the answer carries."""
+        operation = getattr(store, self.name)
+        if isinstance(request, Arguments):
+            value = operation(**{item.name: getattr(request, item.name) for item in fields(request)})
+        else:
+            value = operation(request)
+        return self.result.box(value) if issubclass(self.result, Boxed) else value
+
+    def returned(self, answer: Any) -> Any:
+        """What the store method returns, from its decoded answer."""
+        return answer.unbox() if isinstance(answer, Boxed) else answer
 
 
 METHODS: dict[str, Method] = {
     method.name: method
     for method in (
-        Method("create_session", CreateSession, Session, lambda s, r: s.create_session(r.session_id, r.created_at)),
-        Method("load_session", SessionRef, Session, lambda s, r: s.load_session(r.session_id)),
-        Method(
-            "load_session_status",
-            SessionRef,
-            StatusResult,
-            lambda s, r: StatusResult(s.load_session_status(r.session_id)),
-        ),
-        Method("end_session", EndSession, Session, lambda s, r: s.end_session(r.session_id, r.ended_at)),
-        Method("purge_session", SessionRef, Done, lambda s, r: s.purge_session(r.session_id) or Done()),
-        Method(
-            "list_runs_by_session",
-            RunsBySession,
-            RunList,
-            lambda s, r: RunList(s.list_runs_by_session(r.session_id, r.statuses)),
-        ),
-        Method("start_root_run", RootRunStart, RootRunStartResult, lambda s, r: s.start_root_run(r)),
-        Method("start_child_run", ChildRunStart, ChildRunStartResult, lambda s, r: s.start_child_run(r)),
-        Method("start_one_shot_run", OneShotRunStart, OneShotRunStartResult, lambda s, r: s.start_one_shot_run(r)),
-        Method(
-            "start_one_shot_child_run",
-            OneShotChildRunStart,
-            OneShotChildRunStartResult,
-            lambda s, r: s.start_one_shot_child_run(r),
-        ),
-        Method("append_run_record", RunRecord, AppendResult, lambda s, r: s.append_run_record(r)),
-        Method("record_run_cancellation", RunCancellation, AppendResult, lambda s, r: s.record_run_cancellation(r)),
-        Method("record_run_suspension", RunSuspensionCommand, AppendResult, lambda s, r: s.record_run_suspension(r)),
-        Method("record_run_terminal", RunTerminal, AppendResult, lambda s, r: s.record_run_terminal(r)),
-        Method(
-            "repair_run_suspension", RunSuspensionCommand, RunRepairResult, lambda s, r: s.repair_run_suspension(r)
-        ),
-        Method("repair_run_terminal", RunTerminal, RunRepairResult, lambda s, r: s.repair_run_terminal(r)),
-        Method("load_run", RunRef, RunMeta, lambda s, r: s.load_run(r.run_id)),
-        Method("load_run_suspension", RunRef, RunSuspension, lambda s, r: s.load_run_suspension(r.run_id)),
-        Method(
-            "list_run_records",
-            RunRecordsQuery,
-            RunRecordPage,
-            lambda s, r: s.list_run_records(r.run_id, r.cursor, r.limit),
-        ),
-        Method(
-            "list_session_run_records",
-            SessionRecordsQuery,
-            RunRecordPage,
-            lambda s, r: s.list_session_run_records(r.session_id, r.cursor, r.limit),
-        ),
-        Method(
-            "list_run_transcript_records",
-            TranscriptQuery,
-            RunRecordPage,
-            lambda s, r: s.list_run_transcript_records(r.run_id, r.through_record_id, r.after_record_id, r.limit),
-        ),
+        # sessions
+        Method("create_session", CreateSession, Session),
+        Method("load_session", SessionRef, Session),
+        Method("load_session_status", SessionRef, StatusResult),
+        Method("end_session", EndSession, Session),
+        Method("purge_session", SessionRef, Done),
+        Method("list_runs_by_session", RunsBySession, RunList),
+        # starts and records
+        Method("start_root_run", RootRunStart, RootRunStartResult),
+        Method("start_child_run", ChildRunStart, ChildRunStartResult),
+        Method("start_one_shot_run", OneShotRunStart, OneShotRunStartResult),
+        Method("start_one_shot_child_run", OneShotChildRunStart, OneShotChildRunStartResult),
+        Method("append_run_record", RunRecord, AppendResult),
+        Method("record_run_cancellation", RunCancellation, AppendResult),
+        Method("record_run_suspension", RunSuspensionCommand, AppendResult),
+        Method("record_run_terminal", RunTerminal, AppendResult),
+        Method("repair_run_suspension", RunSuspensionCommand, RunRepairResult),
+        Method("repair_run_terminal", RunTerminal, RunRepairResult),
+        # reads
+        Method("load_run", RunRef, RunMeta),
+        Method("load_run_suspension", RunRef, RunSuspension),
+        Method("list_run_records", RunRecordsQuery, RunRecordPage),
+        Method("list_session_run_records", SessionRecordsQuery, RunRecordPage),
+        Method("list_run_transcript_records", TranscriptQuery, RunRecordPage),
     )
 }

@@ -76,8 +76,6 @@ class UnitOfWork(Protocol):
 
     def record_by_key(self, run_id: str, event_key: str) -> RunRecord | None: ...
 
-    def record_by_id(self, run_id: str, record_id: str) -> RunRecord | None: ...
-
     def checkpoint(self, run_id: str) -> RunSuspension | None: ...
 
     def save_session(self, session: SessionState) -> None: ...
@@ -112,7 +110,7 @@ class BufferedUnitOfWork:
         self._records: dict[tuple[str, str], RunRecord | None] = {}
         self._checkpoints: dict[str, RunSuspension | None] = {}
 
-    # Backends implement these four loads.
+    # Backends implement these loads.
     def load_session(self, session_id: str) -> SessionState | None:
         raise NotImplementedError
 
@@ -120,9 +118,6 @@ class BufferedUnitOfWork:
         raise NotImplementedError
 
     def load_record_by_key(self, run_id: str, event_key: str) -> RunRecord | None:
-        raise NotImplementedError
-
-    def load_record_by_id(self, run_id: str, record_id: str) -> RunRecord | None:
         raise NotImplementedError
 
     def load_checkpoint(self, run_id: str) -> RunSuspension | None:
@@ -145,12 +140,6 @@ class BufferedUnitOfWork:
         if (run_id, event_key) not in self._records:
             self._records[(run_id, event_key)] = self.load_record_by_key(run_id, event_key)
         return self._records[(run_id, event_key)]
-
-    def record_by_id(self, run_id: str, record_id: str) -> RunRecord | None:
-        for record in self.writes.records:
-            if record.run_id == run_id and record.id == record_id:
-                return record
-        return self.load_record_by_id(run_id, record_id)
 
     def checkpoint(self, run_id: str) -> RunSuspension | None:
         if run_id in self.writes.checkpoints:

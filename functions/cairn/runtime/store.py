@@ -58,31 +58,78 @@ def utc_now() -> datetime:
 
 
 class RuntimeStore(Protocol):
-    """The methods of goa-ai's `storage.Store` in scope, plus session administration."""
+    """The methods of goa-ai's `storage.Store` in scope, plus session administration.
 
-    def create_session(self, session_id: str, created_at: datetime) -> Session: ...
-    def load_session(self, session_id: str) -> Session: ...
-    def load_session_status(self, session_id: str) -> SessionStatus: ...
-    def end_session(self, session_id: str, ended_at: datetime) -> Session: ...
-    def purge_session(self, session_id: str) -> None: ...
-    def list_runs_by_session(self, session_id: str, statuses: Iterable[RunStatus] = ()) -> list[RunMeta]: ...
-    def start_root_run(self, command: RootRunStart) -> RootRunStartResult: ...
-    def start_child_run(self, command: ChildRunStart) -> ChildRunStartResult: ...
-    def start_one_shot_run(self, command: OneShotRunStart) -> OneShotRunStartResult: ...
-    def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult: ...
-    def append_run_record(self, record: RunRecord) -> AppendResult: ...
-    def record_run_cancellation(self, command: RunCancellation) -> AppendResult: ...
-    def record_run_suspension(self, command: RunSuspensionCommand) -> AppendResult: ...
-    def record_run_terminal(self, command: RunTerminal) -> AppendResult: ...
-    def repair_run_suspension(self, command: RunSuspensionCommand) -> RunRepairResult: ...
-    def repair_run_terminal(self, command: RunTerminal) -> RunRepairResult: ...
-    def load_run(self, run_id: str) -> RunMeta: ...
-    def load_run_suspension(self, run_id: str) -> RunSuspension: ...
-    def list_run_records(self, run_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage: ...
-    def list_session_run_records(self, session_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage: ...
+    Every store raises the same exceptions (`cairn.runtime.errors`): a
+    mutation refused by the contract is a `ContractError`; a store it cannot
+    reach is `RuntimeStoreUnavailable`. `cairn.runtime.methods` lists the
+    methods again as HTTP operations, one row each.
+    """
+
+    def create_session(self, session_id: str, created_at: datetime) -> Session:
+        """Create an active session, or return it unchanged if it exists and is active."""
+
+    def load_session(self, session_id: str) -> Session:
+        """The session; `SessionNotFoundError` or `SessionPurgedError` otherwise."""
+
+    def load_session_status(self, session_id: str) -> SessionStatus:
+        """The session's status (active or ended)."""
+
+    def end_session(self, session_id: str, ended_at: datetime) -> Session:
+        """End the session (a second end keeps the first time); runs started in it afterwards stop at once."""
+
+    def purge_session(self, session_id: str) -> None:
+        """Delete an ended session with no running run and all its runs' data; it stays purged."""
+
+    def list_runs_by_session(self, session_id: str, statuses: Iterable[RunStatus] = ()) -> list[RunMeta]:
+        """The session's runs, only those with one of `statuses` when any are given."""
+
+    def start_root_run(self, command: RootRunStart) -> RootRunStartResult:
+        """Start a run in a session with its started record (an exact retry returns the original)."""
+
+    def start_child_run(self, command: ChildRunStart) -> ChildRunStartResult:
+        """Start a child run, linking it to its running parent in the same session."""
+
+    def start_one_shot_run(self, command: OneShotRunStart) -> OneShotRunStartResult:
+        """Start a run that belongs to no session."""
+
+    def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult:
+        """Start a sessionless child run of a sessionless running parent."""
+
+    def append_run_record(self, record: RunRecord) -> AppendResult:
+        """Append an ordinary record to a running run; an exact retry returns the original id."""
+
+    def record_run_cancellation(self, command: RunCancellation) -> AppendResult:
+        """Record that a run is asked to cancel, with its reason."""
+
+    def record_run_suspension(self, command: RunSuspensionCommand) -> AppendResult:
+        """Suspend a run: its checkpoint and suspended record, together."""
+
+    def record_run_terminal(self, command: RunTerminal) -> AppendResult:
+        """Close a run as completed, failed or canceled, with its completed record."""
+
+    def repair_run_suspension(self, command: RunSuspensionCommand) -> RunRepairResult:
+        """Store a suspension, or report the closing the run already has, without an error."""
+
+    def repair_run_terminal(self, command: RunTerminal) -> RunRepairResult:
+        """Store a terminal outcome, or report the closing the run already has, without an error."""
+
+    def load_run(self, run_id: str) -> RunMeta:
+        """The run's meta; `RunNotFoundError` otherwise."""
+
+    def load_run_suspension(self, run_id: str) -> RunSuspension:
+        """The suspended run's checkpoint; `RunSuspensionNotFoundError` otherwise."""
+
+    def list_run_records(self, run_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage:
+        """One page of the run's records, oldest first, after `cursor`."""
+
+    def list_session_run_records(self, session_id: str, cursor: str = "", limit: int = 100) -> RunRecordPage:
+        """One page of the session's records in commit order, after `cursor`."""
+
     def list_run_transcript_records(
-        self, run_id: str, through_record_id: str, after_record_id: str = "", limit: int = 512
-    ) -> RunRecordPage: ...
+        self, run_id: str, through_record_id: str, after_record_id: str = "", limit: int = MAX_TRANSCRIPT_PAGE_RECORDS
+    ) -> RunRecordPage:
+        """One page of the run's transcript records after `after_record_id`, through `through_record_id`."""
 
 
 class EngineRuntimeStore:

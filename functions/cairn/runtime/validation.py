@@ -6,7 +6,9 @@ Messages and their order follow goa-ai (`storage.ValidateRunRecord`,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 from cairn.runtime import codec
 from cairn.runtime.errors import (
@@ -31,6 +33,8 @@ from cairn.runtime.model import (
 STARTED_PREFIX = "started record: "
 CANCELLATION_PREFIX = "cancellation record: "
 PARENT_LINK_PREFIX = "parent link record: "
+
+T = TypeVar("T")
 
 
 def is_millisecond(moment: datetime) -> bool:
@@ -124,13 +128,18 @@ def check_owner(record: RunRecord, run_id: str, agent_id: str, session_id: str, 
         raise wrap(RunRecordOwnerMismatchError(), prefix)
 
 
+def _typed_record(record: RunRecord | None, record_type: str, decoder: Callable[[bytes], T]) -> tuple[RunRecord, T]:
+    """A well-formed record of `record_type`, and its strictly decoded payload."""
+    validate_run_record(record)
+    assert record is not None  # refused above
+    if record.type != record_type:
+        raise fail(f'record has type "{record.type}", want "{record_type}"')
+    return record, decode(decoder, record.payload)
+
+
 def validate_started_record(run: RunStart, record: RunRecord | None) -> None:
     try:
-        validate_run_record(record)
-        assert record is not None
-        if record.type != RUN_STARTED:
-            raise fail(f'record has type "{record.type}", want "{RUN_STARTED}"')
-        started = decode(codec.decode_run_started, record.payload)
+        record, started = _typed_record(record, RUN_STARTED, codec.decode_run_started)
         check_owner(record, run.run_id, run.agent_id, run.session_id)
         if record.timestamp != run.started_at:
             raise fail("timestamp does not match run start")
@@ -162,11 +171,7 @@ def validate_cancellation_record(run: RunStart, record: RunRecord | None) -> Non
 
 def validate_parent_link(run: RunStart, record: RunRecord | None) -> codec.ChildRunLinked:
     try:
-        validate_run_record(record)
-        assert record is not None
-        if record.type != CHILD_RUN_LINKED:
-            raise fail(f'record has type "{record.type}", want "{CHILD_RUN_LINKED}"')
-        link = decode(codec.decode_child_run_linked, record.payload)
+        record, link = _typed_record(record, CHILD_RUN_LINKED, codec.decode_child_run_linked)
         if record.run_id != run.parent_run_id or record.session_id != run.session_id:
             raise fail("parent identity does not match child run")
         if link.child_run_id != run.run_id or link.child_agent_id != run.agent_id:
@@ -178,12 +183,12 @@ def validate_parent_link(run: RunStart, record: RunRecord | None) -> codec.Child
         raise wrap(error, PARENT_LINK_PREFIX) from None
 
 
-def validate_distinct_keys(first: RunRecord, second: RunRecord, message: str) -> None:
-    if first.event_key == second.event_key:
+def validate_distinct_keys(first: RunRecord, second: RunRecord | None, message: str) -> None:
+    if second is not None and first.event_key == second.event_key:
         raise fail(message)
 
 
-def decode(decoder, payload: bytes):
+def decode(decoder: Callable[[bytes], T], payload: bytes) -> T:
     """Run a strict decoder, turning payload errors into contract errors."""
     try:
         return decoder(payload)

@@ -22,6 +22,7 @@ class WireError(ValueError):
 
 
 def encode(value: Any) -> Any:
+    """The JSON form of a command or result (or any part of one)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {field.name: encode(getattr(value, field.name)) for field in dataclasses.fields(value)}
     if isinstance(value, bytes):
@@ -47,6 +48,7 @@ def format_time(moment: datetime) -> str:
 
 
 def decode(kind: Any, value: Any, where: str = "body") -> Any:
+    """The `kind` that the JSON `value` describes; `where` names the value in a `WireError`."""
     origin = typing.get_origin(kind)
     if origin in (typing.Union, types.UnionType):
         options = [option for option in typing.get_args(kind) if option is not type(None)]
@@ -55,7 +57,7 @@ def decode(kind: Any, value: Any, where: str = "body") -> Any:
         if kind is datetime:
             return None  # Go's zero time: the store reports which time is required
         raise WireError(f"{where} is required")
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _decode_dataclass(kind, value, where)
     if origin is list:
         (item_kind,) = typing.get_args(kind)
@@ -64,6 +66,11 @@ def decode(kind: Any, value: Any, where: str = "body") -> Any:
     if origin is dict:
         _expect(value, dict, where)
         return {str(k): decode(typing.get_args(kind)[1], v, f"{where}.{k}") for k, v in value.items()}
+    return _decode_scalar(kind, value, where)
+
+
+def _decode_scalar(kind: Any, value: Any, where: str) -> Any:
+    """Bytes, a time, an enum member, a string, an integer or a boolean."""
     if kind is bytes:
         _expect(value, str, where)
         try:
@@ -112,7 +119,9 @@ def _decode_dataclass(kind: type, value: Any, where: str) -> Any:
 
 @cache
 def _hints(kind: type) -> dict[str, Any]:
-    return typing.get_type_hints(kind)
+    """The type of each field (class-level declarations a base may carry are not fields)."""
+    hints = typing.get_type_hints(kind)
+    return {field.name: hints[field.name] for field in dataclasses.fields(kind)}
 
 
 def _expect(value: Any, kind: type, where: str) -> None:
