@@ -3,8 +3,8 @@
 Both paths run the resolver the API function runs, on DynamoDB Local and the
 local raw message folder. Buffered: `resolve` returns the answer with a
 base64 body, decoded as API Gateway would. Streamed: the download function's
-loop (`cairn.api.streaming.handle_next`) takes the same event from a Runtime
-API endpoint on 127.0.0.1 and posts the answer chunked; the time runs until
+loop (`cairn.entrypoints.streaming.handle_next`) takes the same event from a
+Runtime API endpoint on 127.0.0.1 and posts the answer chunked; the time runs until
 the endpoint has read the last byte. In AWS only the streamed path can carry
 more than about 4.4 MB; here both run at every size, so the ratio shows what
 the loop adds.
@@ -22,9 +22,9 @@ from typing import Any
 
 from bench.report import Table
 from bench.timing import percentile_ms
-from cairn.api.streaming import RuntimeApi, handle_next
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email.ingest import Delivery
+from cairn.entrypoints.streaming import RuntimeApi, handle_next
 from cairn.services import Services
 from cairn.settings import Settings
 from tests.support.lambda_client import LambdaClient, path_of

@@ -21,7 +21,7 @@ from infra.checks import acknowledge
 from infra.config import StageConfig
 
 # Named by string: CDK never imports the application package.
-API_HANDLER = "cairn.api.handler.lambda_handler"
+API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
 
 # Attachment downloads, the one route whose answers outgrow Lambda's 6 MB
 # buffered payload: a GET here goes to the download function, streamed.

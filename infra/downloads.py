@@ -3,8 +3,8 @@
 Lambda's managed Python runtime answers buffered only, and a buffered answer
 stops at 6 MB: about 4.4 MB of attachment once base64-encoded. Attachments go
 up to 10 MB, so this function runs the same resolver as the API function
-under Cairn's streaming loop (`cairn.api.streaming`), which Lambda starts
-through the exec wrapper in place of its own.
+under Cairn's streaming loop (`cairn.entrypoints.streaming`), which Lambda
+starts through the exec wrapper in place of its own.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from infra.config import StageConfig
 from infra.function import ServiceFunction
 
 # What the wrapper runs; named as the handler so the function says what it runs.
-DOWNLOAD_HANDLER = "cairn.api.streaming.main"
+DOWNLOAD_HANDLER = "cairn.entrypoints.streaming.main"
 # Lambda unpacks the code asset at /var/task.
-EXEC_WRAPPER = "/var/task/cairn/api/stream_bootstrap"
+EXEC_WRAPPER = "/var/task/cairn/entrypoints/stream_bootstrap"
 
 
 class DownloadFunction(Construct):

@@ -27,7 +27,7 @@ from infra.config import StageConfig
 from infra.function import ServiceFunction
 
 # Named by string: CDK never imports the application package.
-EMAIL_HANDLER = "cairn.email.handler.lambda_handler"
+EMAIL_HANDLER = "cairn.entrypoints.email_handler.lambda_handler"
 
 # Where SES writes raw messages; the application reads `<prefix><SES message id>`.
 MESSAGE_PREFIX = "inbound/"

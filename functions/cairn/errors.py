@@ -1,44 +1,42 @@
 """Errors a client can cause or must react to, each with a stable code.
 
-The HTTP edge turns every `CairnError` into
-`{"error": {"code": ..., "message": ..., **details}}` with its status; use
-cases raise them and know nothing of HTTP beyond the status number. The
-Python SDK (`cairn.client`) rebuilds the same classes from that body, so
+Use cases raise them and know nothing of HTTP: the API edge
+(`cairn.api.errors`) picks each class's status and headers and turns the
+error into `{"error": {"code": ..., "message": ..., **details}}`. The Python
+SDK (`cairn.client`) rebuilds the same classes from that body, so
 `except RevisionConflict` reads the same on either side of the wire.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 
 class CairnError(Exception):
     """Base of every error with a stable, client-visible code."""
 
-    status = 400
     code = "bad_request"
+    # The HTTP status of the answer the SDK rebuilt this error from; None for
+    # an error raised in this process, whose status only the API edge decides.
+    status: int | None = None
 
-    def __init__(self, message: str, *, headers: dict[str, str] | None = None, **details: Any) -> None:
+    def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
-        self.headers = headers or {}
 
 
 class InvalidRequest(CairnError):
-    status = 400
     code = "invalid_request"
 
 
 class InvalidJson(CairnError):
-    status = 400
     code = "invalid_json"
 
 
 class Unauthorized(CairnError):
     """Wrong token, unknown, expired or deleted address: deliberately one answer."""
 
-    status = 401
     code = "unauthorized"
 
     def __init__(self, message: str = "Missing or invalid credentials for this address.") -> None:
@@ -46,14 +44,12 @@ class Unauthorized(CairnError):
 
 
 class NotFound(CairnError):
-    status = 404
     code = "not_found"
 
 
 class RevisionConflict(CairnError):
     """A compare-and-set lost: `current_revision` (or `conflicts`) says what is there now."""
 
-    status = 409
     code = "revision_conflict"
 
     @property
@@ -63,61 +59,53 @@ class RevisionConflict(CairnError):
 
 
 class StateLimitExceeded(CairnError):
-    """Too many keys (409) or too many bytes (413) in an address's state."""
+    """Too many keys or too many bytes in an address's state; `limit` says which."""
 
     code = "state_limit_exceeded"
 
-    def __init__(self, message: str, *, status: int, **details: Any) -> None:
+    def __init__(self, message: str, *, limit: Literal["keys", "bytes"], **details: Any) -> None:
         super().__init__(message, **details)
-        self.status = status
+        self.limit = limit
 
 
 class QuotaExceeded(CairnError):
-    status = 409
     code = "quota_exceeded"
 
 
 class PayloadTooLarge(CairnError):
-    status = 413
     code = "payload_too_large"
 
 
 class UnsupportedMediaType(CairnError):
-    status = 415
     code = "unsupported_media_type"
 
 
 class AttachmentUnavailable(CairnError):
     """The stored message an attachment came from has expired or was removed."""
 
-    status = 410
     code = "attachment_unavailable"
 
 
 class IdempotencyKeyReused(CairnError):
-    status = 422
     code = "idempotency_key_reused"
 
 
-class RateLimited(CairnError):
-    status = 429
-    code = "rate_limited"
+class RetryLater(CairnError):
+    """Base of the refusals that pass once `retry_after` seconds have gone by."""
 
     def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(
-            message,
-            headers={"Retry-After": str(retry_after)},
-            retry_after_seconds=retry_after,
-        )
+        super().__init__(message, retry_after_seconds=retry_after)
         self.retry_after = retry_after
 
 
-class Unavailable(CairnError):
+class RateLimited(RetryLater):
+    code = "rate_limited"
+
+
+class Unavailable(RetryLater):
     """The store is throttled or unreachable: safe to retry the same request."""
 
-    status = 503
     code = "temporarily_unavailable"
 
     def __init__(self, message: str = "Storage is busy; retry shortly.", *, retry_after: int = 1) -> None:
-        super().__init__(message, headers={"Retry-After": str(retry_after)}, retry_after_seconds=retry_after)
-        self.retry_after = retry_after
+        super().__init__(message, retry_after=retry_after)

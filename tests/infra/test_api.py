@@ -14,7 +14,7 @@ def api_function_id(synthesis: Synthesis) -> str:
     [found] = [
         logical_id
         for logical_id, resource in synthesis.resources("AWS::Lambda::Function").items()
-        if resource["Properties"]["Handler"] == "cairn.api.handler.lambda_handler"
+        if resource["Properties"]["Handler"] == "cairn.entrypoints.api_handler.lambda_handler"
     ]
     return found
 

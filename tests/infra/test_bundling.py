@@ -59,9 +59,9 @@ def test_bundler_adds_the_cairn_package_without_caches_or_scripts(
     assert code.PipBundler().try_bundle(str(tmp_path), None) is True
 
     assert len(commands) == 1
-    assert (tmp_path / "cairn" / "api" / "handler.py").is_file()
+    assert (tmp_path / "cairn" / "entrypoints" / "api_handler.py").is_file()
     # Lambda runs the download function's exec wrapper directly: it must stay executable.
-    assert os.access(tmp_path / "cairn" / "api" / "stream_bootstrap", os.X_OK)
+    assert os.access(tmp_path / "cairn" / "entrypoints" / "stream_bootstrap", os.X_OK)
     assert not (tmp_path / "bin").exists()
     assert not list(tmp_path.rglob("__pycache__"))
     assert not list(tmp_path.rglob("*.pyc"))

@@ -111,7 +111,7 @@ def test_the_download_function_runs_the_streaming_bootstrap_from_its_code(full: 
     # Lambda unpacks the code asset, functions/, at /var/task.
     in_asset = FUNCTIONS_DIR / PurePosixPath(wrapper).relative_to("/var/task")
     assert in_asset.is_file() and os.access(in_asset, os.X_OK)
-    assert "cairn.api.streaming" in in_asset.read_text()
+    assert "cairn.entrypoints.streaming" in in_asset.read_text()
     # Room to read and parse a 40 MB message and send 10 MB after API Gateway's 29 s.
     assert properties["Timeout"] >= 30 and properties["MemorySize"] >= 1024
 

@@ -13,7 +13,7 @@ def ingest_function_id(synthesis: Synthesis) -> str:
     [found] = [
         logical_id
         for logical_id, resource in synthesis.resources("AWS::Lambda::Function").items()
-        if resource["Properties"]["Handler"] == "cairn.email.handler.lambda_handler"
+        if resource["Properties"]["Handler"] == "cairn.entrypoints.email_handler.lambda_handler"
     ]
     return found
 

@@ -15,9 +15,9 @@ from infra.storage import STORE_ACTIONS
 from tests.infra.synthesis import FULL_CONTEXT, Synthesis
 
 FUNCTION = "AWS::Lambda::Function"
-API_HANDLER = "cairn.api.handler.lambda_handler"
-EMAIL_HANDLER = "cairn.email.handler.lambda_handler"
-DOWNLOAD_HANDLER = "cairn.api.streaming.main"
+API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
+EMAIL_HANDLER = "cairn.entrypoints.email_handler.lambda_handler"
+DOWNLOAD_HANDLER = "cairn.entrypoints.streaming.main"
 
 
 def cairn_functions(synthesis: Synthesis) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,7 @@ import pytest
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn.dynamodb.raw_messages import raw_message_store
-from cairn.email import handler
+from cairn.entrypoints import email_handler
 from cairn.errors import Unavailable
 from tests.support.faults import FAULTS, FaultInjector, assert_success_or_retryable, calls_made, faulty_api
 from tests.support.lambda_client import LambdaClient, Reply, path_of
@@ -39,7 +39,7 @@ def faulty(dynamodb_local, tmp_path_factory) -> tuple[LambdaClient, FaultInjecto
 def mail(faulty, monkeypatch) -> tuple[LambdaClient, FaultInjector]:
     """The email handler wired to the faulty services."""
     api, _ = faulty
-    monkeypatch.setattr(handler, "services", api.services)
+    monkeypatch.setattr(email_handler, "services", api.services)
     return faulty
 
 
@@ -56,7 +56,7 @@ def stored_message(api: LambdaClient, fixture: str, *addresses: dict[str, Any]) 
 
 
 def invoke(event: dict[str, Any]) -> None:
-    handler.lambda_handler(copy.deepcopy(event), LambdaContext())
+    email_handler.lambda_handler(copy.deepcopy(event), LambdaContext())
 
 
 def emails(api: LambdaClient, created: dict[str, Any]) -> list[dict[str, Any]]:

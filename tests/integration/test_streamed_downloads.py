@@ -23,7 +23,7 @@ from tests.support.lambda_client import LambdaClient, make_services, path_of
 from tests.support.runtime_api import FakeRuntimeApi, response_headers
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
-BOOTSTRAP = FUNCTIONS / "cairn" / "api" / "stream_bootstrap"
+BOOTSTRAP = FUNCTIONS / "cairn" / "entrypoints" / "stream_bootstrap"
 # Lambda's buffered answers stop at 6 MB, about 4.4 MB of bytes once base64-encoded.
 BEYOND_THE_BUFFERED_CAP = 8_000_000
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cairn.email import handler
+from cairn.entrypoints import email_handler
 from tests.support.lambda_client import LambdaClient, Reply, path_of
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "email"
@@ -68,7 +68,7 @@ class Mailroom:
         return message_id
 
     def invoke(self, event: dict[str, Any]) -> None:
-        handler.lambda_handler(copy.deepcopy(event), LambdaContext())
+        email_handler.lambda_handler(copy.deepcopy(event), LambdaContext())
 
     def emails(self, created: dict[str, Any]) -> list[dict[str, Any]]:
         reply = self.api.poll(created)

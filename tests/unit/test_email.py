@@ -10,8 +10,8 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import SesModel
 from pydantic import ValidationError
 
-from cairn.email import handler
 from cairn.email.ingest import StoredMessageMissing
+from cairn.entrypoints import email_handler
 from tests.support.lambda_client import LambdaClient, path_of
 from tests.support.mail import BUCKET, PREFIX, Mailroom, fixture_message, new_message_id, ses_event
 
@@ -29,7 +29,7 @@ def make_mailroom(moto_env, clock, monkeypatch) -> Callable[..., Mailroom]:
         api = LambdaClient.on_moto(clock, email_bucket=BUCKET, email_prefix=PREFIX, **overrides)
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
-        monkeypatch.setattr(handler, "services", api.services)
+        monkeypatch.setattr(email_handler, "services", api.services)
         return Mailroom(api, s3)
 
     return make

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cairn.api.streaming import CHUNK_BYTES, STREAMING_CONTENT_TYPE, RuntimeApi, handle_next
+from cairn.entrypoints.streaming import CHUNK_BYTES, STREAMING_CONTENT_TYPE, RuntimeApi, handle_next
 from tests.support.runtime_api import FakeRuntimeApi
 
 EVENT = {"httpMethod": "GET", "path": "/api/v1/addresses/a/events/e/attachments/att_1"}

@@ -38,11 +38,3 @@ def admit(record: AddressRecord | None, read_token: str | None, *, now: float) -
     ):
         raise Unauthorized()
     return record
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of an `Authorization: Bearer <token>` header, if any."""
-    if not authorization:
-        return None
-    scheme, _, token = authorization.strip().partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None

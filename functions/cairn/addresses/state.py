@@ -219,14 +219,14 @@ class AddressState:
         if keys_after > limits.max_keys:
             raise StateLimitExceeded(
                 f"An address holds at most {limits.max_keys} state keys.",
-                status=409,
+                limit="keys",
                 max_keys=limits.max_keys,
                 keys=keys_after,
             )
         if bytes_after > limits.max_bytes:
             raise StateLimitExceeded(
                 f"State would take {bytes_after} bytes; the limit is {limits.max_bytes}.",
-                status=413,
+                limit="bytes",
                 max_bytes=limits.max_bytes,
                 bytes=bytes_after,
             )

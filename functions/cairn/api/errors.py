@@ -2,6 +2,8 @@
 
 Client mistakes get their stable code, storage trouble a 503 with
 `Retry-After`, and anything unforeseen a logged 500 that reveals nothing.
+The use cases raise errors that know nothing of HTTP; the statuses and
+headers they answer with are decided here, and only here.
 """
 
 from __future__ import annotations
@@ -15,11 +17,72 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn import jsontext
-from cairn.errors import CairnError, Unavailable
+from cairn.errors import (
+    AttachmentUnavailable,
+    CairnError,
+    IdempotencyKeyReused,
+    InvalidJson,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+    RateLimited,
+    RetryLater,
+    RevisionConflict,
+    StateLimitExceeded,
+    Unauthorized,
+    Unavailable,
+    UnsupportedMediaType,
+)
+from cairn.runtime import errors as runtime
 from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreUnavailable
 from cairn.runtime.wire import WireError
+from cairn.transcript.errors import InvalidHistoryError
 
 logger = Logger(service="cairn")
+
+# The status each error class answers with; a class not listed answers as its
+# nearest listed base. State limits answer by which limit was hit (below).
+_CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
+    400: (
+        CairnError,
+        InvalidRequest,
+        InvalidJson,
+        RuntimeStoreError,
+        runtime.ParentRunIDRequiredError,
+        runtime.ChildRunIDRequiredError,
+        runtime.ChildAgentIDRequiredError,
+        runtime.ChildSessionIDRequiredError,
+        runtime.InvalidTranscriptPositionError,
+    ),
+    401: (Unauthorized,),
+    404: (NotFound, runtime.SessionNotFoundError, runtime.RunNotFoundError, runtime.RunSuspensionNotFoundError),
+    409: (
+        RevisionConflict,
+        QuotaExceeded,
+        runtime.SessionEndedError,
+        runtime.SessionActiveError,
+        runtime.SessionHasActiveRunsError,
+        runtime.RunConflictError,
+        runtime.RunTerminalConflictError,
+        runtime.RunCancellationConflictError,
+        runtime.RunNotActiveError,
+        runtime.RunSuspensionConflictError,
+        runtime.RunSessionMismatchError,
+        runtime.RunRecordOwnerMismatchError,
+        runtime.EventConflictError,
+    ),
+    410: (AttachmentUnavailable, runtime.SessionPurgedError),
+    413: (PayloadTooLarge,),
+    415: (UnsupportedMediaType,),
+    # A contract error cannot succeed by repeating it, however well-formed.
+    422: (IdempotencyKeyReused, ContractError, InvalidHistoryError),
+    429: (RateLimited,),
+    503: (Unavailable, RuntimeStoreUnavailable),
+}
+_STATUS_OF_CLASS = {kind: status for status, kinds in _CLASSES_BY_STATUS.items() for kind in kinds}
+# Too many keys is a conflict with what is stored; too many bytes, a body too large.
+_STATE_LIMIT_STATUS = {"keys": 409, "bytes": 413}
 
 # DynamoDB answers that mean "busy or unreachable", never "your request is wrong".
 _TRANSIENT_CODES = {
@@ -34,7 +97,14 @@ _TRANSIENT_CODES = {
 }
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None, **details: Any) -> Response:
+def status_for(kind: type[Exception]) -> int:
+    """The HTTP status an error of class `kind` answers with."""
+    return next(_STATUS_OF_CLASS[base] for base in kind.__mro__ if base in _STATUS_OF_CLASS)
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None, **details: Any
+) -> Response:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -43,17 +113,27 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     )
 
 
+def cairn_error_response(error: CairnError) -> Response:
+    """A use case's refusal, with its status and, for a refusal that passes in time, `Retry-After`."""
+    if isinstance(error, StateLimitExceeded):
+        status = _STATE_LIMIT_STATUS[error.limit]
+    else:
+        status = status_for(type(error))
+    headers = {"Retry-After": str(error.retry_after)} if isinstance(error, RetryLater) else None
+    return error_response(status, error.code, error.message, headers, **error.details)
+
+
 def register_error_handlers(app) -> None:
     @app.exception_handler(CairnError)
     def cairn_error(error: CairnError) -> Response:
-        return error_response(error.status, error.code, error.message, error.headers, **error.details)
+        return cairn_error_response(error)
 
     @app.exception_handler(RuntimeStoreError)
     def runtime_error(error: RuntimeStoreError) -> Response:
         """Sentinels keep their code; a ContractError names its cause so clients rebuild both."""
         cause = error.cause if isinstance(error, ContractError) else error
-        code = cause.code if isinstance(cause, RuntimeStoreError) else error.code
-        status = cause.status if isinstance(cause, RuntimeStoreError) else error.status
+        named = cause if isinstance(cause, RuntimeStoreError) else error
+        code, status = named.code, status_for(type(named))
         headers = {"Retry-After": "1"} if isinstance(error, RuntimeStoreUnavailable) else None
         return error_response(status, code, str(error), headers, contract=isinstance(error, ContractError))
 
@@ -90,8 +170,7 @@ def register_error_handlers(app) -> None:
         code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
         if isinstance(error, BotoCoreError) or code in _TRANSIENT_CODES:
             logger.warning("storage unavailable", extra={"error_code": code or type(error).__name__})
-            busy = Unavailable()
-            return error_response(busy.status, busy.code, busy.message, busy.headers, **busy.details)
+            return cairn_error_response(Unavailable())
         logger.exception("storage error")
         return error_response(500, "internal_error", "Internal error.")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cairn import credentials
-from cairn.addresses.access import bearer_token
+from cairn.api.requests import bearer_token
 from cairn.errors import Unauthorized
 from cairn.settings import Settings
 
@@ -22,7 +22,7 @@ def guard(app, settings: Settings) -> Callable[[], None]:
     def authorize() -> None:
         if key_digest is None:
             return
-        token = bearer_token(app.current_event.headers.get("authorization"))
+        token = bearer_token(app.current_event)
         if not token or not credentials.matches(token, key_digest):
             raise Unauthorized("The runtime and memory routes need the runtime key as a bearer token.")
 

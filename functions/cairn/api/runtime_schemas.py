@@ -20,6 +20,7 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import core_schema
 
+from cairn.api.errors import status_for
 from cairn.runtime.errors import SENTINELS
 from cairn.runtime.methods import METHODS, Method
 
@@ -90,7 +91,7 @@ def runtime_error_codes() -> dict[int, list[str]]:
     """The codes a runtime route answers with, by status (422 is described with every route)."""
     codes: dict[int, list[str]] = {400: ["invalid_json", "runtime_error"], 401: ["unauthorized"]}
     for code, kind in SENTINELS.items():
-        codes.setdefault(kind.status, []).append(code)
+        codes.setdefault(status_for(kind), []).append(code)
     return dict(sorted(codes.items()))
 
 

@@ -2,8 +2,9 @@
 
 The classes are the server's own (`cairn.errors`): the code picks the class
 and the rest of the body becomes its details, so `RevisionConflict` carries
-`current_revision` and `RateLimited` its `retry_after`. A code this SDK does
-not know still arrives as a `CairnError` with that code and the HTTP status.
+`current_revision` and `RateLimited` its `retry_after`. Each carries the
+answer's HTTP `status`; a code this SDK does not know still arrives as a
+`CairnError` with that code.
 """
 
 from __future__ import annotations
@@ -58,23 +59,28 @@ class ConnectionFailed(CairnError):
 
 
 def error_from(response: httpx.Response) -> CairnError:
-    """The typed error an unsuccessful answer stands for."""
-    status = response.status_code
+    """The typed error an unsuccessful answer stands for, with the answer's status."""
+    error = _rebuilt(response)
+    error.status = response.status_code
+    return error
+
+
+def _rebuilt(response: httpx.Response) -> CairnError:
     body = _error_body(response)
     if body is None:
-        return _unknown("http_error", f"HTTP {status} without a Cairn error body.", status, {})
+        return _unknown("http_error", f"HTTP {response.status_code} without a Cairn error body.", {})
     code = body.pop("code")
     message = str(body.pop("message", ""))
     if code in (RateLimited.code, Unavailable.code):
         body.pop("retry_after_seconds", None)
-        kind = RateLimited if code == RateLimited.code else Unavailable
-        return kind(message, retry_after=math.ceil(retry_after(response) or 1))
+        later = RateLimited if code == RateLimited.code else Unavailable
+        return later(message, retry_after=math.ceil(retry_after(response) or 1))
     if code == Unauthorized.code:
         return Unauthorized(message)
     if code == StateLimitExceeded.code:
-        return StateLimitExceeded(message, status=status, **body)
+        return StateLimitExceeded(message, limit="bytes" if "max_bytes" in body else "keys", **body)
     kind = _PLAIN.get(code)
-    return kind(message, **body) if kind is not None else _unknown(code, message, status, body)
+    return kind(message, **body) if kind is not None else _unknown(code, message, body)
 
 
 def retry_after(response: httpx.Response) -> float | None:
@@ -98,8 +104,7 @@ def _error_body(response: httpx.Response) -> dict[str, Any] | None:
     return dict(error) if isinstance(error, dict) and isinstance(error.get("code"), str) else None
 
 
-def _unknown(code: str, message: str, status: int, details: dict[str, Any]) -> CairnError:
+def _unknown(code: str, message: str, details: dict[str, Any]) -> CairnError:
     failure = CairnError(message, **details)
     failure.code = code
-    failure.status = status
     return failure

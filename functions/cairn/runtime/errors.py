@@ -10,10 +10,9 @@ from __future__ import annotations
 
 
 class RuntimeStoreError(Exception):
-    """Base of every runtime store error; `code` is the HTTP error code."""
+    """Base of every runtime store error; `code` is its stable, client-visible code."""
 
     code = "runtime_error"
-    status = 400
     message = ""
 
     def __init__(self, message: str | None = None) -> None:
@@ -24,7 +23,6 @@ class ContractError(RuntimeStoreError):
     """A caller mistake or stored-state conflict; `cause` is the sentinel, if any."""
 
     code = "contract_error"
-    status = 422
 
     def __init__(self, cause: BaseException | str, message: str | None = None) -> None:
         self.cause = cause if isinstance(cause, BaseException) else None
@@ -37,59 +35,57 @@ class RuntimeStoreUnavailable(RuntimeStoreError):
     """Transient: the store is busy or unreachable; retrying is safe."""
 
     code = "temporarily_unavailable"
-    status = 503
     message = "runtime store temporarily unavailable"
 
 
-def _sentinel(name: str, code: str, status: int, message: str) -> type[RuntimeStoreError]:
-    return type(name, (RuntimeStoreError,), {"code": code, "status": status, "message": message, "__doc__": message})
+def _sentinel(name: str, code: str, message: str) -> type[RuntimeStoreError]:
+    return type(name, (RuntimeStoreError,), {"code": code, "message": message, "__doc__": message})
 
 
-SessionNotFoundError = _sentinel("SessionNotFoundError", "session_not_found", 404, "session not found")
-SessionEndedError = _sentinel("SessionEndedError", "session_ended", 409, "session ended")
-SessionPurgedError = _sentinel("SessionPurgedError", "session_purged", 410, "session purged")
-SessionActiveError = _sentinel("SessionActiveError", "session_active", 409, "session is active")
+SessionNotFoundError = _sentinel("SessionNotFoundError", "session_not_found", "session not found")
+SessionEndedError = _sentinel("SessionEndedError", "session_ended", "session ended")
+SessionPurgedError = _sentinel("SessionPurgedError", "session_purged", "session purged")
+SessionActiveError = _sentinel("SessionActiveError", "session_active", "session is active")
 SessionHasActiveRunsError = _sentinel(
-    "SessionHasActiveRunsError", "session_has_active_runs", 409, "session has active runs"
+    "SessionHasActiveRunsError", "session_has_active_runs", "session has active runs"
 )
-RunNotFoundError = _sentinel("RunNotFoundError", "run_not_found", 404, "run not found")
-RunConflictError = _sentinel("RunConflictError", "run_conflict", 409, "run metadata conflict")
+RunNotFoundError = _sentinel("RunNotFoundError", "run_not_found", "run not found")
+RunConflictError = _sentinel("RunConflictError", "run_conflict", "run metadata conflict")
 RunTerminalConflictError = _sentinel(
-    "RunTerminalConflictError", "run_terminal_conflict", 409, "run terminal outcome conflict"
+    "RunTerminalConflictError", "run_terminal_conflict", "run terminal outcome conflict"
 )
 RunCancellationConflictError = _sentinel(
-    "RunCancellationConflictError", "run_cancellation_conflict", 409, "run cancellation reason conflict"
+    "RunCancellationConflictError", "run_cancellation_conflict", "run cancellation reason conflict"
 )
-RunNotActiveError = _sentinel("RunNotActiveError", "run_not_active", 409, "run is not active")
+RunNotActiveError = _sentinel("RunNotActiveError", "run_not_active", "run is not active")
 RunSuspensionNotFoundError = _sentinel(
-    "RunSuspensionNotFoundError", "run_suspension_not_found", 404, "run suspension not found"
+    "RunSuspensionNotFoundError", "run_suspension_not_found", "run suspension not found"
 )
 RunSuspensionConflictError = _sentinel(
-    "RunSuspensionConflictError", "run_suspension_conflict", 409, "run suspension conflict"
+    "RunSuspensionConflictError", "run_suspension_conflict", "run suspension conflict"
 )
 ParentRunIDRequiredError = _sentinel(
-    "ParentRunIDRequiredError", "parent_run_id_required", 400, "parent run id is required"
+    "ParentRunIDRequiredError", "parent_run_id_required", "parent run id is required"
 )
-ChildRunIDRequiredError = _sentinel("ChildRunIDRequiredError", "child_run_id_required", 400, "child run id is required")
+ChildRunIDRequiredError = _sentinel("ChildRunIDRequiredError", "child_run_id_required", "child run id is required")
 ChildAgentIDRequiredError = _sentinel(
-    "ChildAgentIDRequiredError", "child_agent_id_required", 400, "child agent id is required"
+    "ChildAgentIDRequiredError", "child_agent_id_required", "child agent id is required"
 )
 ChildSessionIDRequiredError = _sentinel(
-    "ChildSessionIDRequiredError", "child_session_id_required", 400, "child session id is required"
+    "ChildSessionIDRequiredError", "child_session_id_required", "child session id is required"
 )
 RunSessionMismatchError = _sentinel(
     "RunSessionMismatchError",
     "run_session_mismatch",
-    409,
     "parent and child runs must belong to the same session",
 )
 RunRecordOwnerMismatchError = _sentinel(
-    "RunRecordOwnerMismatchError", "run_record_owner_mismatch", 409, "run record owner does not match stored run"
+    "RunRecordOwnerMismatchError", "run_record_owner_mismatch", "run record owner does not match stored run"
 )
 InvalidTranscriptPositionError = _sentinel(
-    "InvalidTranscriptPositionError", "invalid_transcript_position", 400, "invalid transcript position"
+    "InvalidTranscriptPositionError", "invalid_transcript_position", "invalid transcript position"
 )
-EventConflictError = _sentinel("EventConflictError", "event_conflict", 409, "runlog: event conflict")
+EventConflictError = _sentinel("EventConflictError", "event_conflict", "runlog: event conflict")
 
 
 def event_conflict(run_id: str, event_key: str) -> RuntimeStoreError:

@@ -33,7 +33,6 @@ class InvalidHistoryError(RuntimeStoreError):
     """
 
     code = "invalid_history"
-    status = 422
     message = "invalid saved transcript history"
 
 

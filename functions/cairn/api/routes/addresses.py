@@ -5,8 +5,8 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from cairn.addresses.access import bearer_token
 from cairn.api import presenters, urls
+from cairn.api.requests import bearer_token, client_ip
 from cairn.api.schemas import AddressDetailResponse, DeleteResponse, ProvisionRequest, ProvisionResponse
 from cairn.services import Services
 
@@ -48,7 +48,7 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def describe(address_id: str) -> AddressDetailResponse:
-        overview = provisioning.describe(address_id, request_token(app))
+        overview = provisioning.describe(address_id, bearer_token(app.current_event))
         record = overview.record
         base = urls.base_url(app.current_event, settings.public_base_url)
         return {
@@ -71,14 +71,5 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def delete(address_id: str) -> DeleteResponse:
-        provisioning.delete(address_id, request_token(app))
+        provisioning.delete(address_id, bearer_token(app.current_event))
         return {"address": {"id": address_id}, "deleted": True}
-
-
-def request_token(app) -> str | None:
-    return bearer_token(app.current_event.headers.get("authorization"))
-
-
-def client_ip(event) -> str:
-    identity = (event.get("requestContext") or {}).get("identity") or {}
-    return identity.get("sourceIp") or "unknown"

@@ -7,7 +7,8 @@ from urllib.parse import quote
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from cairn.api.routes.addresses import BEARER, request_token
+from cairn.api.requests import bearer_token
+from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import DeliveryResponse, EmailReplayRequest
 from cairn.services import Services
 
@@ -35,7 +36,7 @@ def register(app, services: Services) -> None:
         enable_validation=False,
     )
     def download(address_id: str, event_id: str, attachment_id: str) -> Response[str]:
-        found = attachments.download(address_id, request_token(app), event_id, attachment_id)
+        found = attachments.download(address_id, bearer_token(app.current_event), event_id, attachment_id)
         response = Response(
             status_code=200,
             content_type=found.content_type,
@@ -70,7 +71,7 @@ def register(app, services: Services) -> None:
         },
     )
     def replay(address_id: str, body: Annotated[EmailReplayRequest, Body()]) -> Response[DeliveryResponse]:
-        result = email.replay(address_id, request_token(app), body.message_id)
+        result = email.replay(address_id, bearer_token(app.current_event), body.message_id)
         first = result.events[0]
         return Response(
             status_code=200 if result.duplicate else 201,

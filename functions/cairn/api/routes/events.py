@@ -6,7 +6,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from cairn.addresses.models import FeedPage
 from cairn.api import presenters
-from cairn.api.routes.addresses import BEARER, request_token
+from cairn.api.requests import bearer_token
+from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import AckResponse, FeedResponse
 from cairn.services import Services
 
@@ -31,7 +32,7 @@ def register(app, services: Services) -> None:
         wait: Annotated[float, Query(ge=0, le=settings.max_wait_seconds, description="Seconds to wait.")] = 0,
         limit: Annotated[int, Query(ge=1, le=settings.max_page_limit)] = settings.default_page_limit,
     ) -> FeedResponse:
-        page = feed.poll(address_id, request_token(app), after=after, wait=wait, limit=limit)
+        page = feed.poll(address_id, bearer_token(app.current_event), after=after, wait=wait, limit=limit)
         return feed_json(page, after)
 
     @app.post(
@@ -43,7 +44,7 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def acknowledge(address_id: str, event_id: str) -> AckResponse:
-        return presenters.ack_json(feed.acknowledge(address_id, request_token(app), event_id))
+        return presenters.ack_json(feed.acknowledge(address_id, bearer_token(app.current_event), event_id))
 
 
 def feed_json(page: FeedPage, after: int) -> dict:

@@ -1,9 +1,8 @@
 """The inbox URL: anyone holding it may post one JSON event."""
 
-import base64
-
 from aws_lambda_powertools.event_handler import Response, content_types
 
+from cairn.api.requests import raw_body
 from cairn.api.schemas import DeliveryResponse
 from cairn.services import Services
 
@@ -45,9 +44,3 @@ def register(app, services: Services) -> None:
             content_type=content_types.APPLICATION_JSON,
             body={"duplicate": result.duplicate, "event": {"id": first.id, "sequence": first.sequence}},
         )
-
-
-def raw_body(event) -> bytes:
-    """The request body as sent, whether API Gateway passed it as text or base64."""
-    body = event.body or ""
-    return base64.b64decode(body) if event.is_base64_encoded else body.encode("utf-8", "surrogateescape")

@@ -17,9 +17,8 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from cairn.addresses.state import StateOperation
 from cairn.api import presenters, urls
 from cairn.api.errors import error_response
-from cairn.api.routes.addresses import client_ip
+from cairn.api.requests import client_ip, raw_body
 from cairn.api.routes.events import feed_json
-from cairn.api.routes.inbox import raw_body
 from cairn.services import Services
 
 if TYPE_CHECKING:

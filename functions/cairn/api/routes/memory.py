@@ -12,8 +12,8 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from cairn.api import runtime_key
+from cairn.api.requests import raw_body
 from cairn.api.routes.events import MAX_CURSOR
-from cairn.api.routes.inbox import raw_body
 from cairn.api.runtime_schemas import BASE64, TIME, error_responses
 from cairn.api.schemas import MemoryAppendResponse, MemorySnapshotResponse
 from cairn.dynamodb.memory_table import MAX_TRANSACTION_ITEMS

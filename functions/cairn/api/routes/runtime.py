@@ -9,7 +9,7 @@ routes sit behind IAM authorization; locally a bearer key guards them when
 
 from cairn import jsontext
 from cairn.api import runtime_key, runtime_schemas
-from cairn.api.routes.inbox import raw_body
+from cairn.api.requests import raw_body
 from cairn.runtime import wire
 from cairn.runtime.methods import METHODS, Method
 from cairn.services import Services

@@ -7,7 +7,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from cairn.addresses.state import StateOperation, StateWrite
 from cairn.api import presenters
-from cairn.api.routes.addresses import BEARER, request_token
+from cairn.api.requests import bearer_token
+from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import (
     DeletedStateOut,
     PutStateRequest,
@@ -37,12 +38,12 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def list_keys(address_id: str) -> StateListResponse:
-        entries, usage = state.list_keys(address_id, request_token(app))
+        entries, usage = state.list_keys(address_id, bearer_token(app.current_event))
         return presenters.state_listing_json(entries, usage, services.settings)
 
     @app.get(KEY_PATH, summary="Read one state key", tags=["state"], security=BEARER)
     def get_key(address_id: str, key: str) -> Response[StateValueOut]:
-        entry = state.get(address_id, request_token(app), key)
+        entry = state.get(address_id, bearer_token(app.current_event), key)
         return json_response(200, presenters.state_value_json(entry), headers={"ETag": f'"{entry.revision}"'})
 
     @app.put(
@@ -60,7 +61,7 @@ def register(app, services: Services) -> None:
     )
     def put_key(address_id: str, key: str, body: Annotated[PutStateRequest, Body()]) -> Response[StateValueOut]:
         operation = StateOperation(key=key, op="set", value=body.value, if_revision=body.if_revision)
-        (write,) = state.apply(address_id, request_token(app), [operation])
+        (write,) = state.apply(address_id, bearer_token(app.current_event), [operation])
         status = 201 if write.created else 200
         return json_response(status, presenters.state_value_json(write), headers={"ETag": f'"{write.revision}"'})
 
@@ -73,7 +74,7 @@ def register(app, services: Services) -> None:
     def delete_key(address_id: str, key: str) -> DeletedStateOut:
         expected = parse_if_match(app.current_event.headers.get("if-match"))
         operation = StateOperation(key=key, op="delete", if_revision=expected)
-        (write,) = state.apply(address_id, request_token(app), [operation])
+        (write,) = state.apply(address_id, bearer_token(app.current_event), [operation])
         return presenters.state_deletion_json(write)
 
     @app.post(
@@ -88,7 +89,7 @@ def register(app, services: Services) -> None:
         operations = [
             StateOperation(key=op.key, op=op.op, value=op.value, if_revision=op.if_revision) for op in body.operations
         ]
-        writes = state.apply(address_id, request_token(app), operations)
+        writes = state.apply(address_id, bearer_token(app.current_event), operations)
         return {"results": [result_json(write) for write in writes], "usage": usage_json(state.usage(address_id))}
 
 
