@@ -14,9 +14,9 @@ from cairn.addresses.feed import Feed
 from cairn.addresses.models import sequence_of
 from cairn.addresses.ports import AddressStore
 from cairn.clock import Clock
-from cairn.dynamodb.raw_messages import RawMessageStore
 from cairn.email import mime
 from cairn.email.ingest import EVENT_TYPE, email_claim
+from cairn.email.ports import RawMessageStore
 from cairn.errors import AttachmentUnavailable, NotFound, PayloadTooLarge
 from cairn.settings import Settings
 

@@ -20,8 +20,8 @@ from cairn.addresses.access import authenticate
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
 from cairn.addresses.ports import AddressStore, AppendRequest, Waiter
 from cairn.clock import Clock
-from cairn.dynamodb.raw_messages import RawMessageStore
 from cairn.email import mime
+from cairn.email.ports import RawMessageStore
 from cairn.errors import NotFound, QuotaExceeded, Unauthorized
 from cairn.settings import Settings
 
