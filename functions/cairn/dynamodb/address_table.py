@@ -32,10 +32,9 @@ from cairn.addresses.models import (
     event_id,
 )
 from cairn.addresses.ports import AppendRequest, StateMoved
-from cairn.dynamodb import address_items, blobs, keys, table_ops
+from cairn.dynamodb import address_items, blobs, keys, state_items, table_ops
 from cairn.dynamodb.address_items import CREDENTIAL_ATTRIBUTES, DELETED, LAST_SEQUENCE, READ_TOKEN
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
-from cairn.dynamodb.state_table import change_actions
 from cairn.errors import IdempotencyKeyReused, QuotaExceeded, Unauthorized, Unavailable
 
 _APPEND_BUDGET_SECONDS = 10.0
@@ -228,7 +227,7 @@ class AddressTable:
             )
         layout.state = len(actions)
         if request.state is not None:
-            actions.extend(change_actions(self._table, request.address_id, request.state, now=now))
+            actions.extend(state_items.change_actions(self._table, request.address_id, request.state, now=now))
         return actions, refs, layout
 
     def _put(self, item: dict[str, Any], condition: str | None = None) -> dict[str, Any]:
