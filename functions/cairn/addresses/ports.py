@@ -104,7 +104,7 @@ class AddressStore(Protocol):
     def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> EventRef | None:
         """The event a live idempotency claim points to, or None."""
 
-    def acknowledge(self, address_id: str, sequence: int, event_id: str, *, now: float) -> Event | None:
+    def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
         """Mark a live event handled (the first time is kept); None if there is no such event."""
 
 

@@ -333,7 +333,7 @@ class AddressTable:
             return None
         return address_items.claimed_ref(item)
 
-    def acknowledge(self, address_id: str, sequence: int, event_id: str, *, now: float) -> Event | None:
+    def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
         """Mark an event handled; the first acknowledgement's time is kept."""
         pk = keys.address_pk(address_id)
         try:
@@ -344,7 +344,7 @@ class AddressTable:
                 ConditionExpression="event_id = :id AND expires_at > :now_s",
                 ExpressionAttributeValues={
                     ":now": n(round(now, 3)),
-                    ":id": s(event_id),
+                    ":id": s(event_id_text),
                     ":now_s": n(int(now)),
                 },
                 ReturnValues="ALL_NEW",
