@@ -20,24 +20,20 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cairn.dynamodb import blobs, keys, table_ops
-from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_s, key, n, s
+from cairn.dynamodb import blobs, keys, memory_items, table_ops
+from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n
 from cairn.errors import PayloadTooLarge, Unavailable
-from cairn.transcript import exactjson
-from cairn.transcript.memory import MemoryEvent, MemoryPage, to_millisecond
+from cairn.transcript.memory import MemoryEvent, MemoryPage
 
 _APPEND_BUDGET_SECONDS = 10.0
 _HINT_CAPACITY = 50_000
 # DynamoDB's limits for one transaction; the byte count is a safe estimate.
 MAX_TRANSACTION_ITEMS = 100
 MAX_TRANSACTION_BYTES = 4_000_000
-_ITEM_OVERHEAD_BYTES = 200
 
 
 class MemoryTable:
@@ -57,7 +53,7 @@ class MemoryTable:
         `_APPEND_BUDGET_SECONDS` have passed.
         """
         pk = keys.memory_pk(agent_id, run_id)
-        encoded = [_Encoded.of(event) for event in events]
+        encoded = [memory_items.EncodedEvent.of(event) for event in events]
         _check_fits_one_transaction(encoded)
         last = self._hints.get(pk, 0)
         deadline = time.monotonic() + _APPEND_BUDGET_SECONDS
@@ -80,7 +76,7 @@ class MemoryTable:
             self._remember(pk, last + len(events))
             return list(range(last + 1, last + len(events) + 1))
 
-    def _actions(self, pk: str, encoded: list[_Encoded], last: int) -> list[dict[str, Any]]:
+    def _actions(self, pk: str, encoded: list[memory_items.EncodedEvent], last: int) -> list[dict[str, Any]]:
         head: dict[str, Any] = {
             "TableName": self._table,
             "Key": key(pk, keys.META),
@@ -121,7 +117,7 @@ class MemoryTable:
             size += len(data)
             if events and max_bytes is not None and size > max_bytes:
                 return MemoryPage(events=events, has_more=True)
-            events.append(_event_from_item(item, data))
+            events.append(memory_items.event_from_item(item, data))
         return MemoryPage(events=events)
 
     def _remember(self, pk: str, last: int) -> None:
@@ -131,44 +127,7 @@ class MemoryTable:
             self._hints[pk] = max(last, self._hints.get(pk, 0))
 
 
-@dataclass(frozen=True)
-class _Encoded:
-    """An event as stored, encoded once however often its append is tried."""
-
-    event: MemoryEvent
-    labels: str
-    data: bytes
-
-    @classmethod
-    def of(cls, event: MemoryEvent) -> _Encoded:
-        data = exactjson.dumps(event.data, sort_keys=False).encode("utf-8")
-        return cls(event=event, labels=exactjson.dumps(event.labels), data=data)
-
-    def items(self, pk: str, sequence: int) -> list[dict[str, Any]]:
-        sk = keys.event_sk(sequence)
-        payload, chunks = blobs.split(pk, sk, self.data, text=True)
-        item = {
-            **key(pk, sk),
-            "seq": n(sequence),
-            "type": s(self.event.type),
-            "ts": n(round(to_millisecond(self.event.timestamp).timestamp() * 1000)),
-            "labels": s(self.labels),
-            **payload,
-        }
-        return [item, *chunks]
-
-    @property
-    def item_count(self) -> int:
-        pieces = len(blobs.pieces(self.data))
-        return 1 if pieces == 1 else 1 + pieces
-
-    @property
-    def size(self) -> int:
-        stored = len(self.data) + len(self.labels.encode("utf-8")) + len(self.event.type)
-        return stored + self.item_count * _ITEM_OVERHEAD_BYTES
-
-
-def _check_fits_one_transaction(encoded: list[_Encoded]) -> None:
+def _check_fits_one_transaction(encoded: list[memory_items.EncodedEvent]) -> None:
     count = 1 + sum(event.item_count for event in encoded)
     size = sum(event.size for event in encoded)
     if count > MAX_TRANSACTION_ITEMS or size > MAX_TRANSACTION_BYTES:
@@ -180,13 +139,3 @@ def _check_fits_one_transaction(encoded: list[_Encoded]) -> None:
             items=count,
             bytes=size,
         )
-
-
-def _event_from_item(item: dict[str, Any], data: bytes) -> MemoryEvent:
-    return MemoryEvent(
-        type=get_s(item, "type") or "",
-        timestamp=datetime.fromtimestamp(get_int(item, "ts") / 1000, UTC),
-        data=exactjson.loads(data),
-        labels=exactjson.loads(get_s(item, "labels") or "{}"),
-        sequence=get_int(item, "seq"),
-    )
