@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
+from cairn.addresses.ports import Waiter
 from cairn.addresses.provisioning import Provisioning
 from cairn.addresses.state import AddressState
 from cairn.clock import Clock, system_clock
@@ -19,7 +20,7 @@ from cairn.dynamodb.memory_table import MemoryTable
 from cairn.dynamodb.ratelimit import RateLimiter
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.state_table import StateTable
-from cairn.dynamodb.waiters import PollingWaiter, Waiter
+from cairn.dynamodb.waiters import PollingWaiter
 from cairn.email.attachments import EmailAttachments
 from cairn.email.ingest import EmailIngest
 from cairn.runtime.dynamo import DynamoRuntimeStore

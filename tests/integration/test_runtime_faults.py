@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from cairn.dynamodb.client import make_client
-from cairn.dynamodb.runtime_backend import run_pk, session_pk
+from cairn.dynamodb.keys import run_pk, session_pk
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.errors import (
     ContractError,

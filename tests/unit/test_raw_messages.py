@@ -7,7 +7,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from cairn.dynamodb.raw_messages import FileRawMessages, RawMessageStore, S3RawMessages, raw_message_store
+from cairn.dynamodb.raw_messages import FileRawMessages, S3RawMessages, raw_message_store
+from cairn.email.ports import RawMessageStore
 from cairn.settings import Settings
 
 MESSAGE = b"From: a@example.com\r\nSubject: \xe9t\xe9\r\n\r\n\x00binary\xff\r\n"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from cairn import credentials
 from cairn.addresses.models import AddressRecord
-from cairn.dynamodb.address_table import AddressTable
+from cairn.addresses.ports import AddressStore
 from cairn.errors import Unauthorized
 
 
-def authenticate(table: AddressTable, address_id: str, read_token: str | None, *, now: float) -> AddressRecord:
+def authenticate(table: AddressStore, address_id: str, read_token: str | None, *, now: float) -> AddressRecord:
     """The live address this token opens; one identical refusal otherwise.
 
     Unknown, expired, deleted and wrong-token cases are indistinguishable,

@@ -6,17 +6,15 @@ import time
 
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import Event, FeedPage, sequence_of
+from cairn.addresses.ports import AddressStore, RateLimiter, Waiter
 from cairn.clock import Clock
-from cairn.dynamodb.address_table import AddressTable
-from cairn.dynamodb.ratelimit import RateLimiter
-from cairn.dynamodb.waiters import Waiter
 from cairn.errors import NotFound, RateLimited
 from cairn.settings import Settings
 
 
 class Feed:
     def __init__(
-        self, table: AddressTable, limiter: RateLimiter, waiter: Waiter, settings: Settings, clock: Clock
+        self, table: AddressStore, limiter: RateLimiter, waiter: Waiter, settings: Settings, clock: Clock
     ) -> None:
         self._table = table
         self._limiter = limiter

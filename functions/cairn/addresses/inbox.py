@@ -11,9 +11,8 @@ from typing import Any
 from cairn import credentials, jsontext
 from cairn.addresses.access import require_well_formed
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
+from cairn.addresses.ports import AddressStore, AppendRequest, Credential, CredentialKind, Waiter
 from cairn.clock import Clock
-from cairn.dynamodb.address_table import INBOX_SECRET, AddressTable, AppendRequest, Credential
-from cairn.dynamodb.waiters import Waiter
 from cairn.errors import InvalidRequest, PayloadTooLarge
 from cairn.settings import Settings
 
@@ -23,7 +22,7 @@ MAX_LABEL_LENGTH = 256
 
 
 class Inbox:
-    def __init__(self, table: AddressTable, waiter: Waiter, settings: Settings, clock: Clock) -> None:
+    def __init__(self, table: AddressStore, waiter: Waiter, settings: Settings, clock: Clock) -> None:
         self._table = table
         self._waiter = waiter
         self._settings = settings
@@ -34,14 +33,16 @@ class Inbox:
         if len(body) > limit:
             raise PayloadTooLarge(f"The body exceeds {limit} bytes.", max_bytes=limit)
         payload = jsontext.parse(body)
-        claim = None if idempotency_key is None else self._claim(idempotency_key, payload)
+        if idempotency_key is not None:
+            self._check_key(idempotency_key)
         event = event_from_body(payload)
+        claim = None if idempotency_key is None else _claim(idempotency_key, payload, event)
         require_well_formed(address_id)
         result = self._table.append(
             AppendRequest(
                 address_id=address_id,
                 events=[event],
-                credential=Credential(INBOX_SECRET, credentials.digest(secret)),
+                credential=Credential(CredentialKind.INBOX_SECRET, credentials.digest(secret)),
                 now=self._clock(),
                 idempotency=claim,
             )
@@ -50,14 +51,23 @@ class Inbox:
             self._waiter.notify(address_id)
         return result
 
-    def _claim(self, idempotency_key: str, payload: Any) -> IdempotencyClaim:
+    def _check_key(self, idempotency_key: str) -> None:
         limit = self._settings.max_idempotency_key_length
         if not idempotency_key or len(idempotency_key) > limit or not idempotency_key.isprintable():
-            raise InvalidRequest(
-                f"Idempotency-Key must be 1 to {limit} printable characters.", field="Idempotency-Key"
-            )
-        request_digest = credentials.digest(jsontext.canonical(payload))
-        return IdempotencyClaim(key_digest=credentials.digest(idempotency_key), request_digest=request_digest)
+            raise InvalidRequest(f"Idempotency-Key must be 1 to {limit} printable characters.", field="Idempotency-Key")
+
+
+def _claim(idempotency_key: str, body: Any, event: NewEvent) -> IdempotencyClaim:
+    """The claim of a request: the digest of its whole body as canonical text.
+
+    When the body is the event's data, its canonical text is the event's:
+    the body is written out once.
+    """
+    has_data = isinstance(body, dict) and "data" in body
+    body_json = jsontext.canonical(body) if has_data else event.data_json
+    return IdempotencyClaim(
+        key_digest=credentials.digest(idempotency_key), request_digest=credentials.digest(body_json)
+    )
 
 
 def event_from_body(body: Any) -> NewEvent:

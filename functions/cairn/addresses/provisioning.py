@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from cairn import credentials
 from cairn.addresses.access import authenticate, require_well_formed
 from cairn.addresses.models import AddressRecord, FeedCounts
+from cairn.addresses.ports import AddressStore, RateLimiter, StateStore
+from cairn.addresses.state_model import StateUsage
 from cairn.clock import Clock
-from cairn.dynamodb.address_table import AddressTable
-from cairn.dynamodb.ratelimit import RateLimiter
-from cairn.dynamodb.state_table import StateTable, StateUsage
 from cairn.errors import InvalidRequest, RateLimited, Unauthorized
 from cairn.settings import Settings
 
@@ -33,7 +32,7 @@ class AddressOverview:
 
 class Provisioning:
     def __init__(
-        self, table: AddressTable, state: StateTable, limiter: RateLimiter, settings: Settings, clock: Clock
+        self, table: AddressStore, state: StateStore, limiter: RateLimiter, settings: Settings, clock: Clock
     ) -> None:
         self._table = table
         self._state = state

@@ -9,7 +9,6 @@ most `state_max_keys` keys and `state_max_bytes` bytes by that measure.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass
@@ -18,18 +17,25 @@ from typing import Any, Literal
 from cairn import credentials, jsontext
 from cairn.addresses.access import admit, authenticate, require_well_formed
 from cairn.addresses.models import NewEvent
-from cairn.clock import Clock
-from cairn.dynamodb.address_table import READ_TOKEN, AddressTable, AppendRequest, Credential, ExtraConditionFailed
-from cairn.dynamodb.state_table import (
+from cairn.addresses.ports import (
+    AddressStore,
+    AppendRequest,
+    Credential,
+    CredentialKind,
+    StateMoved,
+    StateStore,
+    Waiter,
+)
+from cairn.addresses.state_model import (
     KeyChange,
+    StateChanges,
     StateEntry,
     StateLimits,
     StateSnapshot,
-    StateTable,
     StateUsage,
     usage_delta,
 )
-from cairn.dynamodb.waiters import Waiter
+from cairn.clock import Clock
 from cairn.errors import InvalidRequest, NotFound, RevisionConflict, StateLimitExceeded, Unavailable
 from cairn.settings import Settings
 
@@ -47,6 +53,8 @@ def entry_size(key: str, value_json: str) -> int:
 
 @dataclass(frozen=True)
 class StateOperation:
+    """One change asked for; `if_revision` (0 or more) is checked at the edge that built it."""
+
     key: str
     op: Literal["set", "delete"]
     value: Any = None
@@ -55,23 +63,19 @@ class StateOperation:
 
 @dataclass(frozen=True)
 class StateWrite:
-    """The outcome of one operation."""
+    """The outcome of one operation; `value` is the value written, as the caller gave it."""
 
     key: str
     op: Literal["set", "delete"]
     revision: int
-    value_json: str | None
+    value: Any
     created: bool
     updated_at: float
-
-    @property
-    def value(self) -> Any:
-        return json.loads(self.value_json) if self.value_json is not None else None
 
 
 class AddressState:
     def __init__(
-        self, addresses: AddressTable, state: StateTable, waiter: Waiter, settings: Settings, clock: Clock
+        self, addresses: AddressStore, state: StateStore, waiter: Waiter, settings: Settings, clock: Clock
     ) -> None:
         self._addresses = addresses
         self._state = state
@@ -127,21 +131,18 @@ class AddressState:
                 )
                 for change in changes
             ]
-            actions = self._state.change_actions(
-                address_id, changes, limits=self.limits, now=now, expires_at=head.expires_at
-            )
             try:
                 self._addresses.append(
                     AppendRequest(
                         address_id=address_id,
                         events=events,
-                        credential=Credential(READ_TOKEN, credentials.digest(read_token or "")),
+                        credential=Credential(CredentialKind.READ_TOKEN, credentials.digest(read_token or "")),
                         now=now,
-                        extra_actions=actions,
+                        state=StateChanges(changes=changes, limits=self.limits, expires_at=head.expires_at),
                         last_sequence=head.last_sequence,
                     )
                 )
-            except ExtraConditionFailed as error:
+            except StateMoved as error:
                 # A key or the totals moved since the read: read again and re-decide.
                 if time.monotonic() >= deadline:
                     raise Unavailable("State is too busy right now; retry shortly.") from error
@@ -150,13 +151,13 @@ class AddressState:
             return [
                 StateWrite(
                     key=change.key,
-                    op="set" if change.value_json is not None else "delete",
+                    op=operation.op,
                     revision=change.revision,
-                    value_json=change.value_json,
+                    value=operation.value if operation.op == "set" else None,
                     created=change.previous is None or not change.previous.exists,
                     updated_at=round(now, 3),
                 )
-                for change in changes
+                for change, (_, operation, _) in zip(changes, prepared, strict=True)
             ]
 
     def _prepare(self, operations: list[StateOperation]) -> list[tuple[str, StateOperation, str | None]]:
@@ -171,8 +172,6 @@ class AddressState:
             if operation.key in seen:
                 raise InvalidRequest(f"Key {operation.key!r} appears twice.", field="operations", key=operation.key)
             seen.add(operation.key)
-            if operation.if_revision is not None and operation.if_revision < 0:
-                raise InvalidRequest("if_revision must be 0 or more.", field="if_revision")
             value_json = jsontext.canonical(operation.value) if operation.op == "set" else None
             prepared.append((operation.key, operation, value_json))
         return prepared

@@ -7,9 +7,9 @@ from typing import Any
 from cairn.addresses.models import AddressRecord, Event
 from cairn.addresses.provisioning import Provisioned
 from cairn.addresses.state import StateWrite
+from cairn.addresses.state_model import StateEntry, StateUsage
 from cairn.api import urls
 from cairn.clock import iso
-from cairn.dynamodb.state_table import StateEntry, StateUsage
 from cairn.settings import Settings
 
 

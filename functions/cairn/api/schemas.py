@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from cairn.api.runtime_schemas import TIME_IN_ANSWER_PATTERN
-from cairn.dynamodb.raw_messages import MESSAGE_ID_PATTERN
+from cairn.email.ports import MESSAGE_ID_PATTERN
 
 
 class ProvisionRequest(BaseModel):

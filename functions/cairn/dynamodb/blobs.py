@@ -1,9 +1,27 @@
-"""Payloads larger than one DynamoDB item (400 KB) travel as chunk items
-written in the same transaction as the item that references them."""
+"""Payloads larger than one DynamoDB item (400 KB), written and read one way.
+
+A payload that fits stays inline in its item's `data`; a larger one is cut
+into pieces written, in the same transaction, as items at
+`keys.payload_chunk_sk(<item sk>, n)`, and the item keeps their count in
+`pieces`. Every table writes this layout.
+
+Items written before it keep their pieces elsewhere, counted in `chunks` or
+`data_chunks`: `read` finds those under the caller's legacy prefix, so
+stored data stays readable.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from cairn.dynamodb import keys, table_ops
+from cairn.dynamodb.items import b, key, n, s
+
 INLINE_BYTES = 350_000
+PIECES = "pieces"
+_LEGACY_COUNTS = ("chunks", "data_chunks")
+
+Item = dict[str, Any]
 
 
 def pieces(data: bytes) -> list[bytes]:
@@ -11,3 +29,44 @@ def pieces(data: bytes) -> list[bytes]:
     if len(data) <= INLINE_BYTES:
         return [data]
     return [data[start : start + INLINE_BYTES] for start in range(0, len(data), INLINE_BYTES)]
+
+
+def split(pk: str, sk: str, data: bytes, *, text: bool = False, **chunk_attributes: Any) -> tuple[Item, list[Item]]:
+    """The payload attributes of item (`pk`, `sk`) and the piece items to write beside it.
+
+    `text` keeps an inline payload as a string (UTF-8 `data`), else as
+    binary; pieces are always binary and carry `chunk_attributes` (such as
+    `expires_at`) so they share their item's fate.
+    """
+    parts = pieces(data)
+    if len(parts) == 1:
+        return {"data": s(data.decode("utf-8")) if text else b(data)}, []
+    chunks = [
+        {**key(pk, keys.payload_chunk_sk(sk, index)), "data": b(part), **chunk_attributes}
+        for index, part in enumerate(parts)
+    ]
+    return {PIECES: n(len(parts))}, chunks
+
+
+def is_split(item: Item) -> bool:
+    """Whether the item's payload lives in piece items (in any layout)."""
+    return "data" not in item and any(name in item for name in (PIECES, *_LEGACY_COUNTS))
+
+
+def read(client: Any, table: str, item: Item, *, legacy_prefix: str) -> bytes | None:
+    """The payload of `item`, inline or joined from its pieces; None when it has none.
+
+    `legacy_prefix` is where this kind of item kept its pieces before the
+    common layout.
+    """
+    inline = item.get("data")
+    if inline is not None:
+        return inline["S"].encode("utf-8") if "S" in inline else bytes(inline["B"])
+    if PIECES in item:
+        prefix = keys.payload_chunk_prefix(item["sk"]["S"])
+    elif is_split(item):
+        prefix = legacy_prefix
+    else:
+        return None
+    parts = table_ops.query_prefix(client, table, item["pk"]["S"], prefix)
+    return b"".join(bytes(part["data"]["B"]) for part in parts)

@@ -1,14 +1,44 @@
 """Key schema of the single table. Nothing else formats `pk`/`sk` values.
 
 Sequences are zero-padded so that string order equals numeric order.
+
+  A#<address>        META | STATE (usage) | S#<key> | I#<sha256(idempotency key)> | E#<seq> event
+  S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
+  R#<run>            META | E#<seq> record | K#<sha256(event key)> guard | CKPT checkpoint
+  M#<agent>#<run>    META | E#<seq> memory event
+  RL#<scope>#<who>   W#<window> rate counter
+
+A payload too large for one item is split into pieces at
+`C#<sk of the item>#<n>` beside it (`payload_chunk_sk`). Items written
+before that layout keep their pieces where they were (`legacy_*`): they are
+read, never written.
 """
 
 from __future__ import annotations
+
+from cairn import credentials
 
 SEQ_WIDTH = 12
 
 META = "META"
 STATE = "STATE"
+CHECKPOINT = "CKPT"
+STATE_PREFIX = "S"
+EVENT_PREFIX = "E#"
+POINTER_PREFIX = "P#"
+MEMBER_PREFIX = "R#"
+
+
+def _seq(sequence: int) -> str:
+    return f"{sequence:0{SEQ_WIDTH}d}"
+
+
+def upper_bound(prefix: str) -> str:
+    """An `sk` above every key that starts with `prefix` (for range queries)."""
+    return f"{prefix}~"
+
+
+# -- addresses -------------------------------------------------------------------
 
 
 def address_pk(address_id: str) -> str:
@@ -16,17 +46,13 @@ def address_pk(address_id: str) -> str:
 
 
 def event_sk(sequence: int) -> str:
-    return f"E#{sequence:0{SEQ_WIDTH}d}"
+    """An address event, a run record and a memory event alike."""
+    return f"{EVENT_PREFIX}{_seq(sequence)}"
 
 
 def events_upper_bound() -> str:
     """An `sk` above every event of an address (for range queries)."""
-    return "E#~"
-
-
-def chunk_sk(sequence: int, index: int) -> str:
-    """Pieces of an event payload too large for one item."""
-    return f"C#{sequence:0{SEQ_WIDTH}d}#{index:03d}"
+    return upper_bound(EVENT_PREFIX)
 
 
 def state_key_sk(state_key: str) -> str:
@@ -34,21 +60,51 @@ def state_key_sk(state_key: str) -> str:
     return f"S#{state_key}"
 
 
-STATE_PREFIX = "S"
+def state_key_of(sk: str) -> str:
+    return sk.removeprefix("S#")
 
 
 def idempotency_sk(key_digest: str) -> str:
     return f"I#{key_digest}"
 
 
+# -- runtime ---------------------------------------------------------------------
+
+
+def session_pk(session_id: str) -> str:
+    return f"S#{session_id}"
+
+
+def run_pk(run_id: str) -> str:
+    return f"R#{run_id}"
+
+
+def guard_sk(event_key: str) -> str:
+    return f"K#{credentials.digest(event_key)}"
+
+
+def pointer_sk(position: int) -> str:
+    return f"{POINTER_PREFIX}{_seq(position)}"
+
+
+def position_of(sk: str) -> int:
+    return int(sk.removeprefix(POINTER_PREFIX))
+
+
+def member_sk(run_id: str) -> str:
+    return f"{MEMBER_PREFIX}{run_id}"
+
+
+def member_of(sk: str) -> str:
+    return sk.removeprefix(MEMBER_PREFIX)
+
+
+# -- memory, rate limits -----------------------------------------------------------
+
+
 def memory_pk(agent_id: str, run_id: str) -> str:
     """Product memory of one agent run (ids never contain `#`); events use `event_sk`."""
     return f"M#{agent_id}#{run_id}"
-
-
-def memory_chunk_sk(sequence: int, index: int) -> str:
-    """A piece of a large memory event, sorted right after the event itself."""
-    return f"{event_sk(sequence)}#{index:03d}"
 
 
 def rate_pk(scope: str, subject: str) -> str:
@@ -58,3 +114,28 @@ def rate_pk(scope: str, subject: str) -> str:
 
 def rate_sk(window: int) -> str:
     return f"W#{window}"
+
+
+# -- pieces of large payloads ----------------------------------------------------
+
+
+def payload_chunk_prefix(parent_sk: str) -> str:
+    """Where the pieces of the payload of item `parent_sk` sit, outside every other range."""
+    return f"C#{parent_sk}#"
+
+
+def payload_chunk_sk(parent_sk: str, index: int) -> str:
+    return f"{payload_chunk_prefix(parent_sk)}{index:03d}"
+
+
+def legacy_event_chunk_prefix(sequence: int) -> str:
+    """Pieces of address events and run records written before `payload_chunk_sk`."""
+    return f"C#{_seq(sequence)}#"
+
+
+def legacy_memory_chunk_prefix(sequence: int) -> str:
+    """Pieces of memory events written before `payload_chunk_sk`: right after the event."""
+    return f"{event_sk(sequence)}#"
+
+
+LEGACY_CHECKPOINT_CHUNK_PREFIX = "CK#"

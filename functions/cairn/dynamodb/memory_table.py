@@ -2,7 +2,10 @@
 
   M#<agent>#<run>  META          the last sequence
                    E#<seq>       one event: type, time, labels, data (or its piece count)
-                   E#<seq>#<n>   a piece of a large event's data, right after it
+
+A large event's data is split into pieces the way `blobs` splits every
+payload; events written before that kept theirs right after the event
+(`E#<seq>#<n>`), where they are still read.
 
 An append is one `TransactWriteItems`: the head moves from N to N+k only if
 it still is N, and the k events are created beside it, all or nothing. The
@@ -16,25 +19,21 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cairn.dynamodb import blobs, keys
-from cairn.dynamodb.items import b, cancellation_reasons, error_code, get_int, get_s, key, n, s
+from cairn.dynamodb import blobs, keys, memory_items, table_ops
+from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n
 from cairn.errors import PayloadTooLarge, Unavailable
-from cairn.transcript import exactjson
-from cairn.transcript.memory import MemoryEvent, MemoryPage, to_millisecond
+from cairn.transcript.memory import MemoryEvent, MemoryPage
 
 _APPEND_BUDGET_SECONDS = 10.0
 _HINT_CAPACITY = 50_000
 # DynamoDB's limits for one transaction; the byte count is a safe estimate.
 MAX_TRANSACTION_ITEMS = 100
 MAX_TRANSACTION_BYTES = 4_000_000
-_ITEM_OVERHEAD_BYTES = 200
 
 
 class MemoryTable:
@@ -54,7 +53,7 @@ class MemoryTable:
         `_APPEND_BUDGET_SECONDS` have passed.
         """
         pk = keys.memory_pk(agent_id, run_id)
-        encoded = [_Encoded.of(event) for event in events]
+        encoded = [memory_items.EncodedEvent.of(event) for event in events]
         _check_fits_one_transaction(encoded)
         last = self._hints.get(pk, 0)
         deadline = time.monotonic() + _APPEND_BUDGET_SECONDS
@@ -77,7 +76,7 @@ class MemoryTable:
             self._remember(pk, last + len(events))
             return list(range(last + 1, last + len(events) + 1))
 
-    def _actions(self, pk: str, encoded: list[_Encoded], last: int) -> list[dict[str, Any]]:
+    def _actions(self, pk: str, encoded: list[memory_items.EncodedEvent], last: int) -> list[dict[str, Any]]:
         head: dict[str, Any] = {
             "TableName": self._table,
             "Key": key(pk, keys.META),
@@ -104,41 +103,22 @@ class MemoryTable:
         for the first) `max_bytes` of data; `has_more` when more remain."""
         events: list[MemoryEvent] = []
         size = 0
-        for event, data_bytes in self._events(keys.memory_pk(agent_id, run_id), after):
-            size += data_bytes
-            full = (limit is not None and len(events) == limit) or (max_bytes is not None and size > max_bytes)
-            if events and full:
-                return MemoryPage(events=events, has_more=True)
-            events.append(event)
-        return MemoryPage(events=events)
-
-    def _events(self, pk: str, after: int) -> Iterator[tuple[MemoryEvent, int]]:
-        """Events with the size of their data; pieces follow their event in key order."""
-        event_item: dict[str, Any] | None = None
-        pieces: list[bytes] = []
-        for item in self._query(pk, keys.event_sk(after + 1), keys.events_upper_bound()):
+        pk = keys.memory_pk(agent_id, run_id)
+        items = table_ops.query_range(
+            self._client, self._table, pk, keys.event_sk(after + 1), keys.events_upper_bound()
+        )
+        for item in items:
             if "seq" not in item:
-                pieces.append(bytes(item["data"]["B"]))
-                continue
-            if event_item is not None:
-                yield _event_from_item(event_item, pieces)
-            event_item, pieces = item, []
-        if event_item is not None:
-            yield _event_from_item(event_item, pieces)
-
-    def _query(self, pk: str, lower: str, upper: str) -> Iterator[dict[str, Any]]:
-        params: dict[str, Any] = {
-            "TableName": self._table,
-            "ConsistentRead": True,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": {":pk": s(pk), ":lo": s(lower), ":hi": s(upper)},
-        }
-        while True:
-            response = self._client.query(**params)
-            yield from response.get("Items", [])
-            if "LastEvaluatedKey" not in response:
-                return
-            params["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+                continue  # a piece of an event written in the former layout, read with its event
+            if events and limit is not None and len(events) == limit:
+                return MemoryPage(events=events, has_more=True)
+            legacy = keys.legacy_memory_chunk_prefix(get_int(item, "seq"))
+            data = blobs.read(self._client, self._table, item, legacy_prefix=legacy) or b""
+            size += len(data)
+            if events and max_bytes is not None and size > max_bytes:
+                return MemoryPage(events=events, has_more=True)
+            events.append(memory_items.event_from_item(item, data))
+        return MemoryPage(events=events)
 
     def _remember(self, pk: str, last: int) -> None:
         with self._hints_lock:
@@ -147,46 +127,7 @@ class MemoryTable:
             self._hints[pk] = max(last, self._hints.get(pk, 0))
 
 
-@dataclass(frozen=True)
-class _Encoded:
-    """An event as stored, encoded once however often its append is tried."""
-
-    event: MemoryEvent
-    labels: str
-    pieces: list[bytes]
-
-    @classmethod
-    def of(cls, event: MemoryEvent) -> _Encoded:
-        data = exactjson.dumps(event.data, sort_keys=False).encode("utf-8")
-        return cls(event=event, labels=exactjson.dumps(event.labels), pieces=blobs.pieces(data))
-
-    def items(self, pk: str, sequence: int) -> list[dict[str, Any]]:
-        item = {
-            **key(pk, keys.event_sk(sequence)),
-            "seq": n(sequence),
-            "type": s(self.event.type),
-            "ts": n(round(to_millisecond(self.event.timestamp).timestamp() * 1000)),
-            "labels": s(self.labels),
-        }
-        if len(self.pieces) == 1:
-            return [{**item, "data": s(self.pieces[0].decode("utf-8"))}]
-        chunks = [
-            {**key(pk, keys.memory_chunk_sk(sequence, index)), "data": b(piece)}
-            for index, piece in enumerate(self.pieces)
-        ]
-        return [{**item, "chunks": n(len(self.pieces))}, *chunks]
-
-    @property
-    def item_count(self) -> int:
-        return 1 if len(self.pieces) == 1 else 1 + len(self.pieces)
-
-    @property
-    def size(self) -> int:
-        stored = sum(map(len, self.pieces)) + len(self.labels.encode("utf-8")) + len(self.event.type)
-        return stored + self.item_count * _ITEM_OVERHEAD_BYTES
-
-
-def _check_fits_one_transaction(encoded: list[_Encoded]) -> None:
+def _check_fits_one_transaction(encoded: list[memory_items.EncodedEvent]) -> None:
     count = 1 + sum(event.item_count for event in encoded)
     size = sum(event.size for event in encoded)
     if count > MAX_TRANSACTION_ITEMS or size > MAX_TRANSACTION_BYTES:
@@ -198,15 +139,3 @@ def _check_fits_one_transaction(encoded: list[_Encoded]) -> None:
             items=count,
             bytes=size,
         )
-
-
-def _event_from_item(item: dict[str, Any], pieces: list[bytes]) -> tuple[MemoryEvent, int]:
-    data = (get_s(item, "data") or "").encode("utf-8") if "data" in item else b"".join(pieces)
-    event = MemoryEvent(
-        type=get_s(item, "type") or "",
-        timestamp=datetime.fromtimestamp(get_int(item, "ts") / 1000, UTC),
-        data=exactjson.loads(data),
-        labels=exactjson.loads(get_s(item, "labels") or "{}"),
-        sequence=get_int(item, "seq"),
-    )
-    return event, len(data)

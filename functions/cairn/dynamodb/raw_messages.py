@@ -2,39 +2,27 @@
 
 In AWS, SES's S3 action writes each message to `<bucket>/<prefix><message id>`
 before it invokes the ingest function; `cairn serve` keeps them as files. The
-ingest, replay and attachment code read through this one interface and never
-know which it is. Attachments are never copied out: a download re-reads the
-message.
+ingest, replay and attachment code read through one interface
+(`cairn.email.ports.RawMessageStore`) and never know which it is.
+Attachments are never copied out: a download re-reads the message.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from cairn.dynamodb.items import error_code
+from cairn.email.ports import MESSAGE_ID_PATTERN, RawMessageStore
 from cairn.settings import Settings
-
-# SES message ids are letters, digits and hyphens; ids outside this alphabet
-# could escape a folder or an S3 prefix, so no store accepts them.
-MESSAGE_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,200}")
-
-
-class RawMessageStore(Protocol):
-    def load(self, message_id: str) -> bytes | None:
-        """The message as received, or None once it is gone (expired or never stored)."""
-
-    def save(self, message_id: str, raw: bytes) -> None:
-        """Keep a received message under `message_id`."""
 
 
 class S3RawMessages:

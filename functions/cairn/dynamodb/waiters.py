@@ -1,7 +1,8 @@
 """How a long-poll learns that its feed may have grown.
 
 A poll subscribes before it reads, so an append that commits between the
-read and the wait still wakes it. Two implementations share the interface:
+read and the wait still wakes it. Two implementations of
+`cairn.addresses.ports.Waiter`:
 
 * `PollingWaiter` (Lambda): no shared memory between instances, so the
   poll simply re-reads DynamoDB after a short, growing pause.
@@ -13,21 +14,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import Protocol
+from contextlib import contextmanager
 
-
-class Subscription(Protocol):
-    def wait(self, timeout: float) -> None:
-        """Return after a possible change or after `timeout` seconds."""
-
-
-class Waiter(Protocol):
-    def subscribe(self, address_id: str) -> AbstractContextManager[Subscription]:
-        """Watch an address for appends while the context is open."""
-
-    def notify(self, address_id: str) -> None:
-        """Tell watchers of an address that an append committed."""
+from cairn.addresses.ports import Subscription
 
 
 class _Backoff:

@@ -12,18 +12,18 @@ from typing import Any
 from cairn.addresses.access import authenticate
 from cairn.addresses.feed import Feed
 from cairn.addresses.models import sequence_of
+from cairn.addresses.ports import AddressStore
 from cairn.clock import Clock
-from cairn.dynamodb.address_table import AddressTable
-from cairn.dynamodb.raw_messages import RawMessageStore
 from cairn.email import mime
 from cairn.email.ingest import EVENT_TYPE, email_claim
+from cairn.email.ports import RawMessageStore
 from cairn.errors import AttachmentUnavailable, NotFound, PayloadTooLarge
 from cairn.settings import Settings
 
 
 class EmailAttachments:
     def __init__(
-        self, table: AddressTable, raw_messages: RawMessageStore, feed: Feed, settings: Settings, clock: Clock
+        self, table: AddressStore, raw_messages: RawMessageStore, feed: Feed, settings: Settings, clock: Clock
     ) -> None:
         self._table = table
         self._raw_messages = raw_messages

@@ -18,11 +18,10 @@ from aws_lambda_powertools import Logger
 from cairn import credentials, jsontext
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
+from cairn.addresses.ports import AddressStore, AppendRequest, Waiter
 from cairn.clock import Clock
-from cairn.dynamodb.address_table import AddressTable, AppendRequest
-from cairn.dynamodb.raw_messages import RawMessageStore
-from cairn.dynamodb.waiters import Waiter
 from cairn.email import mime
+from cairn.email.ports import RawMessageStore
 from cairn.errors import NotFound, QuotaExceeded, Unauthorized
 from cairn.settings import Settings
 
@@ -83,7 +82,7 @@ class StoredMessageMissing(Exception):
 
 class EmailIngest:
     def __init__(
-        self, table: AddressTable, raw_messages: RawMessageStore, waiter: Waiter, settings: Settings, clock: Clock
+        self, table: AddressStore, raw_messages: RawMessageStore, waiter: Waiter, settings: Settings, clock: Clock
     ) -> None:
         self._table = table
         self._raw_messages = raw_messages

@@ -16,8 +16,8 @@ from email.utils import format_datetime
 from aiosmtpd.controller import Controller
 from aws_lambda_powertools import Logger
 
-from cairn.dynamodb.raw_messages import RawMessageStore
 from cairn.email.ingest import Delivery, EmailIngest
+from cairn.email.ports import RawMessageStore
 
 logger = Logger(service="cairn")
 

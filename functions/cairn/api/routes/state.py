@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from cairn.addresses.state import StateOperation, StateWrite
+from cairn.addresses.state_model import StateUsage
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
 from cairn.api.routes.addresses import BEARER
@@ -18,7 +19,6 @@ from cairn.api.schemas import (
     StateValueOut,
 )
 from cairn.decimal_text import is_decimal
-from cairn.dynamodb.state_table import StateUsage
 from cairn.errors import InvalidRequest
 from cairn.services import Services
 

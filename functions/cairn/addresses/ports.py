@@ -1,0 +1,141 @@
+"""What the address use cases need from storage, in their own terms.
+
+`cairn.dynamodb` implements these protocols; the use cases name neither
+tables nor attributes nor keys. One contract suite
+(`tests/contract/test_address_store_contract.py`) runs against every
+implementation.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from cairn.addresses.models import (
+    AddressRecord,
+    AppendResult,
+    Event,
+    EventRef,
+    FeedCounts,
+    FeedPage,
+    IdempotencyClaim,
+    NewEvent,
+)
+from cairn.addresses.state_model import StateChanges, StateEntry, StateSnapshot, StateUsage
+
+
+class CredentialKind(enum.Enum):
+    """Which of an address's two secrets a writer presents."""
+
+    READ_TOKEN = "read_token"
+    INBOX_SECRET = "inbox_secret"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """The digest of the secret a caller presented, and which secret it claims to be."""
+
+    kind: CredentialKind
+    digest: str
+
+
+@dataclass
+class AppendRequest:
+    """Events to append atomically, under a credential.
+
+    `credential` None is for trusted internal writers (inbound email) that
+    need only a live address, never for a client request.
+
+    `state` joins the same commit: the keys change and the events are
+    appended together or not at all; `StateMoved` when a key or the usage
+    is no longer what the changes were planned from.
+    """
+
+    address_id: str
+    events: Sequence[NewEvent]
+    credential: Credential | None
+    now: float
+    idempotency: IdempotencyClaim | None = None
+    state: StateChanges | None = None
+    # The head's sequence when the caller has just read it; else a guess.
+    last_sequence: int | None = None
+
+
+class StateMoved(Exception):
+    """A state key or the usage changed since the changes were planned: read again and re-plan."""
+
+    def __init__(self) -> None:
+        super().__init__("state changed since it was read")
+
+
+class AddressStore(Protocol):
+    """Address heads, their event feeds and idempotency claims."""
+
+    def create(self, record: AddressRecord) -> None:
+        """Store a new address head."""
+
+    def load(self, address_id: str) -> AddressRecord | None:
+        """The head of a live or expired address; None once deleted or unknown."""
+
+    def delete(self, address_id: str, read_token_digest: str, *, now: float) -> bool:
+        """Remove the address and all it holds if the digest opens it; False when refused."""
+
+    def append(self, request: AppendRequest) -> AppendResult:
+        """Append atomically with consecutive sequences.
+
+        Raises `Unauthorized` (dead address or wrong credential),
+        `IdempotencyKeyReused`, `QuotaExceeded`, `StateMoved`, `Unavailable`.
+        A retained idempotency claim with the same request returns the first
+        result with `duplicate`.
+        """
+
+    def list_events(self, address_id: str, *, after: int, limit: int, now: float, max_bytes: int) -> FeedPage:
+        """Up to `limit` live events after sequence `after`, oldest first, about `max_bytes` of data."""
+
+    def count_events(self, address_id: str, *, now: float) -> FeedCounts:
+        """Live events, and how many of them are not acknowledged."""
+
+    def load_event(self, address_id: str, sequence: int, *, now: float) -> Event | None:
+        """One live event by its sequence, or None."""
+
+    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> EventRef | None:
+        """The event a live idempotency claim points to, or None."""
+
+    def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
+        """Mark a live event handled (the first time is kept); None if there is no such event."""
+
+
+class StateStore(Protocol):
+    """Consistent reads of an address's state; writes go through `AddressStore.append`."""
+
+    def read(self, address_id: str, state_keys: Iterable[str]) -> StateSnapshot:
+        """Head, usage and the given keys (tombstones included) in one consistent read."""
+
+    def read_all(self, address_id: str) -> tuple[dict[str, StateEntry], StateUsage]:
+        """Every key (tombstones included) and the usage."""
+
+    def usage(self, address_id: str) -> StateUsage:
+        """The address's key and byte totals."""
+
+
+class RateLimiter(Protocol):
+    def hit(self, scope: str, subject: str, *, limit: int, now: float) -> int | None:
+        """Count one use; the seconds to wait when over `limit`, else None."""
+
+
+class Subscription(Protocol):
+    def wait(self, timeout: float) -> None:
+        """Return after a possible change or after `timeout` seconds."""
+
+
+class Waiter(Protocol):
+    """How a long-poll learns that its feed may have grown."""
+
+    def subscribe(self, address_id: str) -> AbstractContextManager[Subscription]:
+        """Watch an address for appends while the context is open."""
+
+    def notify(self, address_id: str) -> None:
+        """Tell watchers of an address that an append committed."""

@@ -1,0 +1,111 @@
+"""Address heads, events and idempotency claims as items, and back.
+
+The only place that knows the attribute names of these items; the
+credential kinds of `cairn.addresses.ports` map to head attributes here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cairn.addresses.models import AddressRecord, Event, EventRef, IdempotencyClaim, NewEvent
+from cairn.addresses.ports import CredentialKind
+from cairn.dynamodb import blobs, keys
+from cairn.dynamodb.items import get_int, get_n, get_s, key, n, s
+
+Item = dict[str, Any]
+
+CREDENTIAL_ATTRIBUTES = {
+    CredentialKind.READ_TOKEN: "read_token_digest",
+    CredentialKind.INBOX_SECRET: "inbox_secret_digest",
+}
+READ_TOKEN = CREDENTIAL_ATTRIBUTES[CredentialKind.READ_TOKEN]
+LAST_SEQUENCE = "last_seq"
+DELETED = "deleted"
+
+
+def head_item(record: AddressRecord) -> Item:
+    item = {
+        **key(keys.address_pk(record.id), keys.META),
+        "address_id": s(record.id),
+        "email": s(record.email),
+        "created_at": n(record.created_at),
+        READ_TOKEN: s(record.read_token_digest),
+        CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]: s(record.inbox_secret_digest),
+        LAST_SEQUENCE: n(0),
+    }
+    if record.task_id is not None:
+        item["task_id"] = s(record.task_id)
+    if record.name is not None:
+        item["name"] = s(record.name)
+    if record.expires_at is not None:
+        item["expires_at"] = n(int(record.expires_at))
+    return item
+
+
+def record_from_item(item: Item) -> AddressRecord | None:
+    """The address a head item describes; None for a deleted one."""
+    if DELETED in item:
+        return None
+    return AddressRecord(
+        id=get_s(item, "address_id") or "",
+        task_id=get_s(item, "task_id"),
+        name=get_s(item, "name"),
+        email=get_s(item, "email") or "",
+        created_at=get_n(item, "created_at") or 0.0,
+        expires_at=get_n(item, "expires_at"),
+        read_token_digest=get_s(item, READ_TOKEN) or "",
+        inbox_secret_digest=get_s(item, CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]) or "",
+        last_sequence=get_int(item, LAST_SEQUENCE),
+    )
+
+
+def event_items(address_id: str, ref: EventRef, event: NewEvent, *, now: float, expires_at: int) -> list[Item]:
+    """The event item, then the pieces of data too large to sit inside it."""
+    pk = keys.address_pk(address_id)
+    sk = keys.event_sk(ref.sequence)
+    payload, chunks = blobs.split(pk, sk, event.data_json.encode(), text=True, expires_at=n(expires_at))
+    item = {
+        **key(pk, sk),
+        "event_id": s(ref.id),
+        "seq": n(ref.sequence),
+        "type": s(event.type),
+        "source": s(event.source),
+        "created_at": n(round(now, 3)),
+        "expires_at": n(expires_at),
+        **payload,
+    }
+    return [item, *chunks]
+
+
+def event_from_item(item: Item, data_json: str | None) -> Event:
+    """An event item with its data (read by the caller: it may live in pieces)."""
+    return Event(
+        id=get_s(item, "event_id") or "",
+        sequence=get_int(item, "seq"),
+        type=get_s(item, "type") or "",
+        source=get_s(item, "source") or "",
+        data_json=data_json or "null",
+        created_at=get_n(item, "created_at") or 0.0,
+        expires_at=get_n(item, "expires_at") or 0.0,
+        acknowledged_at=get_n(item, "acknowledged_at"),
+    )
+
+
+def claim_item(address_id: str, claim: IdempotencyClaim, first: EventRef, *, expires_at: int) -> Item:
+    return {
+        **key(keys.address_pk(address_id), keys.idempotency_sk(claim.key_digest)),
+        "request_digest": s(claim.request_digest),
+        "event_id": s(first.id),
+        "seq": n(first.sequence),
+        "expires_at": n(expires_at),
+    }
+
+
+def claimed_ref(item: Item) -> EventRef:
+    """The event an idempotency claim item points to."""
+    return EventRef(id=get_s(item, "event_id") or "", sequence=get_int(item, "seq"))
+
+
+def claimed_request(item: Item) -> str:
+    return get_s(item, "request_digest") or ""

@@ -1,0 +1,113 @@
+"""The paged and batched calls every table module makes, written once.
+
+DynamoDB answers a query a page (1 MB) at a time and may leave part of a
+batch unprocessed under load; these helpers follow the pages and retry the
+leftovers. When the retries run out, each caller raises its own error
+(`exhausted`), so its users keep seeing the error they know.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from cairn.dynamodb.items import s
+
+Item = dict[str, Any]
+
+_BATCH_WRITE_SIZE = 25
+_BATCH_GET_SIZE = 100
+_ATTEMPTS = 10
+
+
+def query(client: Any, table: str, *, page_size: int | None = None, **params: Any) -> Iterator[Item]:
+    """Every item a consistent query returns, page after page, lazily."""
+    request: dict[str, Any] = {"TableName": table, "ConsistentRead": True, **params}
+    if page_size is not None:
+        request["Limit"] = page_size
+    while True:
+        response = client.query(**request)
+        yield from response.get("Items", [])
+        if "LastEvaluatedKey" not in response:
+            return
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def query_range(
+    client: Any, table: str, pk: str, lower: str | None = None, upper: str | None = None, **params: Any
+) -> Iterator[Item]:
+    """Items of one partition, with `lower <= sk <= upper` when both are given."""
+    condition = "pk = :pk"
+    values = {":pk": s(pk)}
+    if lower is not None and upper is not None:
+        condition += " AND sk BETWEEN :lo AND :hi"
+        values.update({":lo": s(lower), ":hi": s(upper)})
+    return query(client, table, KeyConditionExpression=condition, ExpressionAttributeValues=values, **params)
+
+
+def query_prefix(client: Any, table: str, pk: str, prefix: str, **params: Any) -> Iterator[Item]:
+    """Items of one partition whose `sk` starts with `prefix`."""
+    return query(
+        client,
+        table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+        ExpressionAttributeValues={":pk": s(pk), ":prefix": s(prefix)},
+        **params,
+    )
+
+
+def batch_get(client: Any, table: str, item_keys: Sequence[Item], *, exhausted: Callable[[], Exception]) -> list[Item]:
+    """The items that exist among `item_keys` (consistent reads), in no particular order."""
+    found: list[Item] = []
+    for start in range(0, len(item_keys), _BATCH_GET_SIZE):
+        pending: dict[str, Any] = {
+            table: {"Keys": list(item_keys[start : start + _BATCH_GET_SIZE]), "ConsistentRead": True}
+        }
+        for attempt in range(_ATTEMPTS):
+            response = client.batch_get_item(RequestItems=pending)
+            found.extend(response.get("Responses", {}).get(table, []))
+            pending = response.get("UnprocessedKeys") or {}
+            if not pending:
+                break
+            _pause(attempt)
+        else:
+            raise exhausted()
+    return found
+
+
+def batch_delete(client: Any, table: str, item_keys: Sequence[Item], *, exhausted: Callable[[], Exception]) -> None:
+    """Delete the items in `item_keys`, in order, 25 to a call."""
+    for start in range(0, len(item_keys), _BATCH_WRITE_SIZE):
+        pending: dict[str, Any] = {
+            table: [{"DeleteRequest": {"Key": k}} for k in item_keys[start : start + _BATCH_WRITE_SIZE]]
+        }
+        for attempt in range(_ATTEMPTS):
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+            if not pending:
+                break
+            _pause(attempt)
+        else:
+            raise exhausted()
+
+
+def delete_partition(
+    client: Any,
+    table: str,
+    pk: str,
+    lower: str | None = None,
+    upper: str | None = None,
+    *,
+    exhausted: Callable[[], Exception],
+) -> None:
+    """Delete every item of a partition (between two sort keys when given)."""
+    item_keys = [
+        {"pk": item["pk"], "sk": item["sk"]}
+        for item in query_range(client, table, pk, lower, upper, ProjectionExpression="pk, sk")
+    ]
+    batch_delete(client, table, item_keys, exhausted=exhausted)
+
+
+def _pause(attempt: int) -> None:
+    """A growing pause before the leftovers of a throttled batch are sent again."""
+    time.sleep(0.05 * (attempt + 1))
