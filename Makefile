@@ -26,7 +26,10 @@ java:
 serve: setup
 	$(BIN)/cairn serve $(ARGS)
 
+# Lint and types first: a finding fails the run before the slower suites start.
 test: setup
+	$(BIN)/ruff check functions infra bench app.py tests
+	$(BIN)/mypy
 	$(BIN)/pytest -q $(ARGS)
 
 bench: setup

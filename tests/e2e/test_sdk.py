@@ -119,7 +119,7 @@ def test_follow_acknowledges_an_event_only_after_its_block_succeeds(address: Add
 def test_breaking_out_of_follow_leaves_the_event_for_next_time(address: Address, tmp_path: Path):
     post_all(address, "only")
     cursor = tmp_path / "feed.cursor"
-    for event in address.events.follow(cursor_file=cursor, wait=0):
+    for event in address.events.follow(cursor_file=cursor, wait=0):  # noqa: B007 (read after the loop)
         break
     assert CursorFile(cursor).read() == 0
     assert address.events.poll()["events"][0]["acknowledged_at"] is None

@@ -21,7 +21,7 @@ PREFIX = "inbound/"
 def fixture_message(name: str, *addresses: str) -> bytes:
     """A recorded message addressed to `addresses`, with CRLF line ends as on the wire."""
     text = (FIXTURES / name).read_text()
-    for placeholder, address in zip(("{{ADDRESS}}", "{{ADDRESS_2}}"), addresses):
+    for placeholder, address in zip(("{{ADDRESS}}", "{{ADDRESS_2}}"), addresses, strict=False):
         text = text.replace(placeholder, address)
     return text.replace("\n", "\r\n").encode()
 

@@ -1,74 +1,127 @@
-"""Domain objects as the JSON the API returns."""
+"""Domain objects as the answer models of `schemas`.
+
+Routes return these models, so the body an answer carries and the schema
+OpenAPI publishes for it are one definition and cannot drift.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from cairn.addresses.models import AddressRecord, Event
-from cairn.addresses.provisioning import Provisioned
+from cairn.addresses.models import AddressRecord, AppendResult, Event, FeedPage
+from cairn.addresses.provisioning import AddressOverview, Provisioned
 from cairn.addresses.state import StateWrite
 from cairn.addresses.state_model import StateEntry, StateUsage
-from cairn.api import urls
+from cairn.api import schemas, urls
 from cairn.clock import iso
 from cairn.settings import Settings
 
 
-def address_json(record: AddressRecord) -> dict[str, Any]:
+def address(record: AddressRecord) -> schemas.AddressOut:
     expires = None if record.expires_at is None else iso(record.expires_at)
-    return {
-        "id": record.id,
-        "task_id": record.task_id,
-        "name": record.name,
-        "email": record.email,
-        "created_at": iso(record.created_at),
-        "expires_at": expires,
-        "expiresAt": expires,
-    }
+    return schemas.AddressOut(
+        id=record.id,
+        task_id=record.task_id,
+        name=record.name,
+        email=record.email,
+        created_at=iso(record.created_at),
+        expires_at=expires,
+        expiresAt=expires,
+    )
 
 
-def provisioned_json(created: Provisioned, base: str) -> dict[str, Any]:
+def provisioned(created: Provisioned, base: str) -> schemas.ProvisionResponse:
     """The answer to provisioning: the one time the read token and the inbox URL are shown."""
-    return {
-        "address": address_json(created.record),
-        "credentials": {"read_token": created.read_token},
-        "endpoints": urls.endpoints(base, created.record.id, created.inbox_secret),
-    }
+    return schemas.ProvisionResponse(
+        address=address(created.record),
+        credentials=schemas.CredentialsOut(read_token=created.read_token),
+        endpoints=schemas.EndpointsOut(**urls.endpoints(base, created.record.id, created.inbox_secret)),
+    )
 
 
-def event_json(event: Event) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "sequence": event.sequence,
-        "type": event.type,
-        "source": event.source,
-        "data": event.data,
-        "created_at": iso(event.created_at),
-        "acknowledged_at": None if event.acknowledged_at is None else iso(event.acknowledged_at),
-    }
+def overview(described: AddressOverview, base: str, settings: Settings) -> schemas.AddressDetailResponse:
+    record = described.record
+    return schemas.AddressDetailResponse(
+        address=address(record),
+        feed=schemas.FeedCountsOut(
+            events=described.counts.retained,
+            unacknowledged=described.counts.unacknowledged,
+            last_sequence=record.last_sequence,
+            max_events=settings.max_events,
+        ),
+        state=state_usage(described.state, settings),
+        endpoints=schemas.AddressEndpointsOut(**urls.endpoints(base, record.id)),
+    )
 
 
-def ack_json(event: Event) -> dict[str, Any]:
-    return {"event": {"id": event.id, "sequence": event.sequence, "acknowledged_at": iso(event.acknowledged_at or 0.0)}}
+def deleted_address(address_id: str) -> schemas.DeleteResponse:
+    return schemas.DeleteResponse(address=schemas.DeletedAddressOut(id=address_id), deleted=True)
 
 
-def state_value_json(entry: StateEntry | StateWrite) -> dict[str, Any]:
+def delivery(result: AppendResult) -> schemas.DeliveryResponse:
+    """An inbox post or an email replay: the (first) event it made or found."""
+    first = result.events[0]
+    return schemas.DeliveryResponse(
+        duplicate=result.duplicate, event=schemas.EventRefOut(id=first.id, sequence=first.sequence)
+    )
+
+
+def event(item: Event) -> schemas.EventOut:
+    return schemas.EventOut(
+        id=item.id,
+        sequence=item.sequence,
+        type=item.type,
+        source=item.source,
+        data=item.data,
+        created_at=iso(item.created_at),
+        acknowledged_at=None if item.acknowledged_at is None else iso(item.acknowledged_at),
+    )
+
+
+def feed(page: FeedPage, after: int) -> schemas.FeedResponse:
+    """A page of the feed; an empty page leaves the cursor where the caller had it."""
+    next_cursor = page.events[-1].sequence if page.events else after
+    return schemas.FeedResponse(
+        events=[event(item) for item in page.events], next_cursor=next_cursor, has_more=page.has_more
+    )
+
+
+def acknowledged(item: Event) -> schemas.AckResponse:
+    return schemas.AckResponse(
+        event=schemas.AckedEventOut(
+            id=item.id, sequence=item.sequence, acknowledged_at=iso(item.acknowledged_at or 0.0)
+        )
+    )
+
+
+def state_value(entry: StateEntry | StateWrite) -> schemas.StateValueOut:
     """A key as read, or as a write left it."""
-    return {"key": entry.key, "value": entry.value, "revision": entry.revision, "updated_at": iso(entry.updated_at)}
+    return schemas.StateValueOut(
+        key=entry.key, value=entry.value, revision=entry.revision, updated_at=iso(entry.updated_at)
+    )
 
 
-def state_deletion_json(write: StateWrite) -> dict[str, Any]:
-    return {"key": write.key, "deleted": True, "revision": write.revision}
+def state_deletion(write: StateWrite) -> schemas.DeletedStateOut:
+    return schemas.DeletedStateOut(key=write.key, deleted=True, revision=write.revision)
 
 
-def state_listing_json(entries: list[StateEntry], usage: StateUsage, settings: Settings) -> dict[str, Any]:
-    keys = [{"key": e.key, "revision": e.revision, "size": e.size, "updated_at": iso(e.updated_at)} for e in entries]
-    return {"keys": keys, "usage": state_usage_json(usage, settings)}
+def state_listing(entries: list[StateEntry], usage: StateUsage, settings: Settings) -> schemas.StateListResponse:
+    keys = [
+        schemas.StateKeyOut(key=entry.key, revision=entry.revision, size=entry.size, updated_at=iso(entry.updated_at))
+        for entry in entries
+    ]
+    return schemas.StateListResponse(keys=keys, usage=state_usage(usage, settings))
 
 
-def state_usage_json(usage: StateUsage, settings: Settings) -> dict[str, int]:
-    return {
-        "keys": usage.keys,
-        "bytes": usage.bytes,
-        "max_keys": settings.state_max_keys,
-        "max_bytes": settings.state_max_bytes,
-    }
+def state_batch(writes: list[StateWrite], usage: StateUsage, settings: Settings) -> schemas.StateBatchResponse:
+    results: list[schemas.StateSetResult | schemas.StateDeleteResult] = [
+        schemas.StateSetResult(key=write.key, op="set", revision=write.revision, value=write.value)
+        if write.op == "set"
+        else schemas.StateDeleteResult(key=write.key, op="delete", revision=write.revision)
+        for write in writes
+    ]
+    return schemas.StateBatchResponse(results=results, usage=state_usage(usage, settings))
+
+
+def state_usage(usage: StateUsage, settings: Settings) -> schemas.StateUsageOut:
+    return schemas.StateUsageOut(
+        keys=usage.keys, bytes=usage.bytes, max_keys=settings.state_max_keys, max_bytes=settings.state_max_bytes
+    )

@@ -16,7 +16,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -37,6 +37,9 @@ from cairn.dynamodb.address_items import CREDENTIAL_ATTRIBUTES, DELETED, LAST_SE
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
 from cairn.errors import IdempotencyKeyReused, QuotaExceeded, Unauthorized, Unavailable
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
 _APPEND_BUDGET_SECONDS = 10.0
 _HINT_CAPACITY = 50_000
 
@@ -55,7 +58,7 @@ class _Layout:
 class AddressTable:
     """Storage of address heads, events and idempotency records."""
 
-    def __init__(self, client, table_name: str, *, retention_seconds: int, max_events: int) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str, *, retention_seconds: int, max_events: int) -> None:
         self._client = client
         self._table = table_name
         self._retention = retention_seconds
@@ -147,7 +150,7 @@ class AddressTable:
         while True:
             actions, refs, layout = self._append_actions(request, last)
             try:
-                self._client.transact_write_items(TransactItems=actions)
+                table_ops.transact_write(self._client, actions)
             except ClientError as error:
                 if error_code(error) != "TransactionCanceledException":
                     raise

@@ -12,10 +12,13 @@ stored data stays readable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cairn.dynamodb import keys, table_ops
 from cairn.dynamodb.items import b, key, n, s
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
 
 INLINE_BYTES = 350_000
 PIECES = "pieces"
@@ -53,7 +56,7 @@ def is_split(item: Item) -> bool:
     return "data" not in item and any(name in item for name in (PIECES, *_LEGACY_COUNTS))
 
 
-def read(client: Any, table: str, item: Item, *, legacy_prefix: str) -> bytes | None:
+def read(client: DynamoDBClient, table: str, item: Item, *, legacy_prefix: str) -> bytes | None:
     """The payload of `item`, inline or joined from its pieces; None when it has none.
 
     `legacy_prefix` is where this kind of item kept its pieces before the

@@ -5,16 +5,21 @@ The same code talks to AWS and to DynamoDB Local; only the endpoint differs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import boto3
 from botocore.config import Config
 
 from cairn.settings import Settings
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
 # Enough pooled connections for the local server's concurrent requests.
 _MAX_POOL = 256
 
 
-def make_client(settings: Settings):
+def make_client(settings: Settings) -> DynamoDBClient:
     """A thread-safe DynamoDB client with timeouts and standard retries."""
     config = Config(
         retries={"mode": "standard", "max_attempts": 4},
@@ -22,11 +27,14 @@ def make_client(settings: Settings):
         read_timeout=10,
         max_pool_connections=_MAX_POOL,
     )
-    kwargs = {"region_name": settings.region, "config": config}
-    if settings.dynamodb_endpoint:
-        kwargs["endpoint_url"] = settings.dynamodb_endpoint
     session = boto3.session.Session()
-    if settings.dynamodb_endpoint and session.get_credentials() is None:
-        # DynamoDB Local accepts any alphanumeric key pair but still wants one.
-        kwargs.update(aws_access_key_id="local", aws_secret_access_key="local")
-    return session.client("dynamodb", **kwargs)
+    # DynamoDB Local accepts any alphanumeric key pair but still wants one.
+    stand_in = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
+    return session.client(
+        "dynamodb",
+        region_name=settings.region,
+        config=config,
+        endpoint_url=settings.dynamodb_endpoint or None,
+        aws_access_key_id=stand_in,
+        aws_secret_access_key=stand_in,
+    )

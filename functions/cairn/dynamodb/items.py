@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 
@@ -30,6 +31,28 @@ def get_n(item: dict[str, Any], name: str) -> float | None:
 def get_int(item: dict[str, Any], name: str, default: int = 0) -> int:
     value = item.get(name)
     return int(value["N"]) if value else default
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+
+
+def to_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch; exact for any year the contract can carry."""
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def from_ms(value: int) -> datetime:
+    return _EPOCH + value * _MILLISECOND
+
+
+def optional_to_ms(moment: datetime | None) -> int:
+    """An optional time: 0 stands for none (`ended_at` of a session still open)."""
+    return 0 if moment is None else to_ms(moment)
+
+
+def optional_from_ms(value: int) -> datetime | None:
+    return None if not value else from_ms(value)
 
 
 def key(pk: str, sk: str) -> dict[str, dict[str, str]]:

@@ -8,11 +8,10 @@ only place that knows these attribute names.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from cairn.dynamodb import blobs, keys
-from cairn.dynamodb.items import get_int, get_s, key, n, s
+from cairn.dynamodb.items import from_ms, get_int, get_s, key, n, s, to_ms
 from cairn.transcript import exactjson
 from cairn.transcript.memory import MemoryEvent, to_millisecond
 
@@ -40,7 +39,7 @@ class EncodedEvent:
             **key(pk, sk),
             "seq": n(sequence),
             "type": s(self.event.type),
-            "ts": n(round(to_millisecond(self.event.timestamp).timestamp() * 1000)),
+            "ts": n(to_ms(to_millisecond(self.event.stored_at))),
             "labels": s(self.labels),
             **payload,
         }
@@ -60,7 +59,7 @@ class EncodedEvent:
 def event_from_item(item: dict[str, Any], data: bytes) -> MemoryEvent:
     return MemoryEvent(
         type=get_s(item, "type") or "",
-        timestamp=datetime.fromtimestamp(get_int(item, "ts") / 1000, UTC),
+        timestamp=from_ms(get_int(item, "ts")),
         data=exactjson.loads(data),
         labels=exactjson.loads(get_s(item, "labels") or "{}"),
         sequence=get_int(item, "seq"),

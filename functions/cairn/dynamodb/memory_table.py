@@ -20,26 +20,29 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from cairn.dynamodb import blobs, keys, memory_items, table_ops
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n
 from cairn.errors import PayloadTooLarge, Unavailable
-from cairn.transcript.memory import MemoryEvent, MemoryPage
+from cairn.transcript.memory import MAX_EVENTS_PER_APPEND, MemoryEvent, MemoryPage
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
 
 _APPEND_BUDGET_SECONDS = 10.0
 _HINT_CAPACITY = 50_000
 # DynamoDB's limits for one transaction; the byte count is a safe estimate.
-MAX_TRANSACTION_ITEMS = 100
+MAX_TRANSACTION_ITEMS = MAX_EVENTS_PER_APPEND + 1
 MAX_TRANSACTION_BYTES = 4_000_000
 
 
 class MemoryTable:
     """Storage of memory events; see the module docstring for the protocol."""
 
-    def __init__(self, client, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = client
         self._table = table_name
         self._hints: dict[str, int] = {}
@@ -60,7 +63,7 @@ class MemoryTable:
         attempt = 0
         while True:
             try:
-                self._client.transact_write_items(TransactItems=self._actions(pk, encoded, last))
+                table_ops.transact_write(self._client, self._actions(pk, encoded, last))
             except ClientError as error:
                 if error_code(error) != "TransactionCanceledException":
                     raise

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from botocore.exceptions import ClientError
 
 from cairn.dynamodb import keys
 from cairn.dynamodb.items import error_code, key, n
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
 WINDOW_SECONDS = 60
 
 
 class RateLimiter:
-    def __init__(self, client, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = client
         self._table = table_name
 

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config
@@ -23,6 +23,9 @@ from botocore.exceptions import ClientError
 from cairn.dynamodb.items import error_code
 from cairn.email.ports import MESSAGE_ID_PATTERN, RawMessageStore
 from cairn.settings import Settings
+
+if TYPE_CHECKING:
+    from types_boto3_s3 import S3Client
 
 
 class S3RawMessages:
@@ -33,13 +36,13 @@ class S3RawMessages:
     requests that never touch mail.
     """
 
-    def __init__(self, bucket: str, prefix: str, make_client: Callable[[], Any]) -> None:
+    def __init__(self, bucket: str, prefix: str, make_client: Callable[[], S3Client]) -> None:
         self._bucket = bucket
         self._prefix = prefix
         self._make_client = make_client
 
     @cached_property
-    def _client(self) -> Any:
+    def _client(self) -> S3Client:
         return self._make_client()
 
     def load(self, message_id: str) -> bytes | None:

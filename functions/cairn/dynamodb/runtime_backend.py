@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -31,6 +31,9 @@ from cairn.dynamodb.items import error_code, get_int, key, n, s
 from cairn.runtime.errors import RuntimeStoreUnavailable
 from cairn.runtime.model import RunRecord, RunSuspension
 from cairn.runtime.state import PURGED, PURGING, BufferedUnitOfWork, Pointer, RunState, SessionState, UnitOfWork
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
 
 T = TypeVar("T")
 
@@ -44,7 +47,7 @@ class _Conflict(Exception):
 
 
 class DynamoRuntimeBackend:
-    def __init__(self, client, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = client
         self._table = table_name
         # Units of work in this process that lost a race on a head take turns
@@ -222,7 +225,7 @@ class DynamoRuntimeBackend:
         if not actions:
             return
         try:
-            self._client.transact_write_items(TransactItems=actions)
+            table_ops.transact_write(self._client, actions)
         except ClientError as error:
             if error_code(error) in _RETRYABLE:
                 raise _Conflict() from error

@@ -9,23 +9,14 @@ hands the bytes in.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from cairn.dynamodb import blobs, keys
-from cairn.dynamodb.items import b, get_int, get_s, key, n, s
+from cairn.dynamodb.items import b, from_ms, get_int, get_s, key, n, optional_from_ms, optional_to_ms, s, to_ms
 from cairn.runtime.model import RunMeta, RunRecord, RunStartOutcome, RunStatus, RunSuspension
 from cairn.runtime.state import Pointer, RunState, SessionState
 
 Item = dict[str, Any]
-
-
-def to_ms(moment: datetime | None) -> int:
-    return 0 if moment is None else round(moment.timestamp() * 1000)
-
-
-def from_ms(value: int) -> datetime | None:
-    return None if not value else datetime.fromtimestamp(value / 1000, UTC)
 
 
 def session_item(session: SessionState) -> Item:
@@ -33,7 +24,7 @@ def session_item(session: SessionState) -> Item:
         **key(keys.session_pk(session.id), keys.META),
         "status": s(session.status),
         "created_at": n(to_ms(session.created_at)),
-        "ended_at": n(to_ms(session.ended_at)),
+        "ended_at": n(optional_to_ms(session.ended_at)),
         "list_seq": n(session.list_seq),
         "running_runs": n(session.running_runs),
     }
@@ -44,7 +35,7 @@ def session_from_item(session_id: str, item: Item) -> SessionState:
         id=session_id,
         status=get_s(item, "status") or "",
         created_at=from_ms(get_int(item, "created_at")),
-        ended_at=from_ms(get_int(item, "ended_at")),
+        ended_at=optional_from_ms(get_int(item, "ended_at")),
         list_seq=get_int(item, "list_seq"),
         running_runs=get_int(item, "running_runs"),
         version=get_int(item, "version"),
@@ -91,8 +82,8 @@ def run_from_item(item: Item) -> RunState:
         meta=RunMeta(
             agent_id=get_s(item, "agent_id") or "",
             run_id=get_s(item, "run_id") or "",
-            status=RunStatus(get_s(item, "status")),
-            start_outcome=RunStartOutcome(get_s(item, "start_outcome")),
+            status=RunStatus(get_s(item, "status") or ""),
+            start_outcome=RunStartOutcome(get_s(item, "start_outcome") or ""),
             started_at=from_ms(get_int(item, "started_at")),
             updated_at=from_ms(get_int(item, "updated_at")),
             seed_end_id=get_s(item, "seed_end_id") or "",

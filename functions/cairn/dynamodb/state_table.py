@@ -15,6 +15,7 @@ Writes are actions of the address's append transaction
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from cairn.addresses.state_model import StateEntry, StateSnapshot, StateUsage
 from cairn.dynamodb import keys, state_items, table_ops
@@ -22,11 +23,14 @@ from cairn.dynamodb.address_items import record_from_item
 from cairn.dynamodb.items import key
 from cairn.errors import Unavailable
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
 
 class StateTable:
     """Consistent reads of address state (`cairn.addresses.ports.StateStore`)."""
 
-    def __init__(self, client, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = client
         self._table = table_name
 

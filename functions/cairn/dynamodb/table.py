@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from botocore.exceptions import ClientError
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+    from types_boto3_dynamodb.type_defs import WaiterConfigTypeDef
 
-def ensure_table(client, table_name: str) -> None:
+
+def ensure_table(client: DynamoDBClient, table_name: str) -> None:
     """Create the table with its TTL attribute unless it already exists."""
     try:
         client.create_table(
@@ -24,7 +30,9 @@ def ensure_table(client, table_name: str) -> None:
         if error.response["Error"]["Code"] != "ResourceInUseException":
             raise
         return
-    client.get_waiter("table_exists").wait(TableName=table_name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    # botocore sleeps `Delay` seconds, a fraction included (the stubs say int): DynamoDB Local is ready in moments.
+    waiting = cast("WaiterConfigTypeDef", {"Delay": 0.2, "MaxAttempts": 100})
+    client.get_waiter("table_exists").wait(TableName=table_name, WaiterConfig=waiting)
     client.update_time_to_live(
         TableName=table_name,
         TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},

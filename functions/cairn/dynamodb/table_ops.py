@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cairn.dynamodb.items import s
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+    from types_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 Item = dict[str, Any]
 
@@ -21,7 +25,12 @@ _BATCH_GET_SIZE = 100
 _ATTEMPTS = 10
 
 
-def query(client: Any, table: str, *, page_size: int | None = None, **params: Any) -> Iterator[Item]:
+def transact_write(client: DynamoDBClient, actions: Sequence[Item]) -> None:
+    """One `TransactWriteItems` of actions built as plain dictionaries."""
+    client.transact_write_items(TransactItems=cast("Sequence[TransactWriteItemTypeDef]", actions))
+
+
+def query(client: DynamoDBClient, table: str, *, page_size: int | None = None, **params: Any) -> Iterator[Item]:
     """Every item a consistent query returns, page after page, lazily."""
     request: dict[str, Any] = {"TableName": table, "ConsistentRead": True, **params}
     if page_size is not None:
@@ -35,7 +44,7 @@ def query(client: Any, table: str, *, page_size: int | None = None, **params: An
 
 
 def query_range(
-    client: Any, table: str, pk: str, lower: str | None = None, upper: str | None = None, **params: Any
+    client: DynamoDBClient, table: str, pk: str, lower: str | None = None, upper: str | None = None, **params: Any
 ) -> Iterator[Item]:
     """Items of one partition, with `lower <= sk <= upper` when both are given."""
     condition = "pk = :pk"
@@ -46,7 +55,7 @@ def query_range(
     return query(client, table, KeyConditionExpression=condition, ExpressionAttributeValues=values, **params)
 
 
-def query_prefix(client: Any, table: str, pk: str, prefix: str, **params: Any) -> Iterator[Item]:
+def query_prefix(client: DynamoDBClient, table: str, pk: str, prefix: str, **params: Any) -> Iterator[Item]:
     """Items of one partition whose `sk` starts with `prefix`."""
     return query(
         client,
@@ -57,7 +66,9 @@ def query_prefix(client: Any, table: str, pk: str, prefix: str, **params: Any) -
     )
 
 
-def batch_get(client: Any, table: str, item_keys: Sequence[Item], *, exhausted: Callable[[], Exception]) -> list[Item]:
+def batch_get(
+    client: DynamoDBClient, table: str, item_keys: Sequence[Item], *, exhausted: Callable[[], Exception]
+) -> list[Item]:
     """The items that exist among `item_keys` (consistent reads), in no particular order."""
     found: list[Item] = []
     for start in range(0, len(item_keys), _BATCH_GET_SIZE):
@@ -76,7 +87,9 @@ def batch_get(client: Any, table: str, item_keys: Sequence[Item], *, exhausted: 
     return found
 
 
-def batch_delete(client: Any, table: str, item_keys: Sequence[Item], *, exhausted: Callable[[], Exception]) -> None:
+def batch_delete(
+    client: DynamoDBClient, table: str, item_keys: Sequence[Item], *, exhausted: Callable[[], Exception]
+) -> None:
     """Delete the items in `item_keys`, in order, 25 to a call."""
     for start in range(0, len(item_keys), _BATCH_WRITE_SIZE):
         pending: dict[str, Any] = {
@@ -92,7 +105,7 @@ def batch_delete(client: Any, table: str, item_keys: Sequence[Item], *, exhauste
 
 
 def delete_partition(
-    client: Any,
+    client: DynamoDBClient,
     table: str,
     pk: str,
     lower: str | None = None,

@@ -63,7 +63,9 @@ class EmailAttachments:
         sequence = sequence_of(event_id)
         event = None if sequence is None else self._table.load_event(address_id, sequence, now=now)
         data = event.data if event is not None and event.id == event_id and event.type == EVENT_TYPE else None
-        message_id = data.get("message_id") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            raise NotFound("No retained email event with this id.", event_id=event_id)
+        message_id = data.get("message_id")
         if not isinstance(message_id, str) or not self._claimed_by(address_id, message_id, event_id, now):
             raise NotFound("No retained email event with this id.", event_id=event_id)
         return data

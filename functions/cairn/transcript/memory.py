@@ -27,6 +27,9 @@ TOOL_RESULT = "tool_result"
 PLANNER_NOTE = "planner_note"
 THINKING = "thinking"
 
+# An append is one atomic write: the run's head and one item per event (more for large data).
+MAX_EVENTS_PER_APPEND = 99
+
 # Ids become part of a DynamoDB key where `#` separates them.
 ID_PATTERN = re.compile(r"[A-Za-z0-9._:@-]{1,256}")
 
@@ -42,6 +45,13 @@ class MemoryEvent:
     data: dict[str, Any] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     sequence: int = 0
+
+    @property
+    def stored_at(self) -> datetime:
+        """The time of an event the store has taken, which always has one."""
+        if self.timestamp is None:
+            raise ValueError("a memory event the store has taken carries its time")
+        return self.timestamp
 
 
 @dataclass(frozen=True)

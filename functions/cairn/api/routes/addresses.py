@@ -10,7 +10,8 @@ from cairn.api.requests import bearer_token, client_ip
 from cairn.api.schemas import AddressDetailResponse, DeleteResponse, ProvisionRequest, ProvisionResponse
 from cairn.services import Services
 
-BEARER = [{"bearerAuth": []}]
+# OpenAPI's security requirement of every route that takes the read token.
+BEARER: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 
 
 def register(app, services: Services) -> None:
@@ -38,7 +39,7 @@ def register(app, services: Services) -> None:
         return Response(
             status_code=201,
             content_type=content_types.APPLICATION_JSON,
-            body=presenters.provisioned_json(created, base),
+            body=presenters.provisioned(created, base),
         )
 
     @app.get(
@@ -48,20 +49,9 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def describe(address_id: str) -> AddressDetailResponse:
-        overview = provisioning.describe(address_id, bearer_token(app.current_event))
-        record = overview.record
+        described = provisioning.describe(address_id, bearer_token(app.current_event))
         base = urls.base_url(app.current_event, settings.public_base_url)
-        return {
-            "address": presenters.address_json(record),
-            "feed": {
-                "events": overview.counts.retained,
-                "unacknowledged": overview.counts.unacknowledged,
-                "last_sequence": record.last_sequence,
-                "max_events": settings.max_events,
-            },
-            "state": presenters.state_usage_json(overview.state, settings),
-            "endpoints": urls.endpoints(base, record.id),
-        }
+        return presenters.overview(described, base, settings)
 
     @app.delete(
         "/api/v1/addresses/<address_id>",
@@ -72,4 +62,4 @@ def register(app, services: Services) -> None:
     )
     def delete(address_id: str) -> DeleteResponse:
         provisioning.delete(address_id, bearer_token(app.current_event))
-        return {"address": {"id": address_id}, "deleted": True}
+        return presenters.deleted_address(address_id)

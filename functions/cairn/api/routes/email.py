@@ -7,6 +7,7 @@ from urllib.parse import quote
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
+from cairn.api import presenters
 from cairn.api.requests import bearer_token
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import DeliveryResponse, EmailReplayRequest
@@ -72,11 +73,10 @@ def register(app, services: Services) -> None:
     )
     def replay(address_id: str, body: Annotated[EmailReplayRequest, Body()]) -> Response[DeliveryResponse]:
         result = email.replay(address_id, bearer_token(app.current_event), body.message_id)
-        first = result.events[0]
         return Response(
             status_code=200 if result.duplicate else 201,
             content_type=content_types.APPLICATION_JSON,
-            body={"duplicate": result.duplicate, "event": {"id": first.id, "sequence": first.sequence}},
+            body=presenters.delivery(result),
         )
 
 

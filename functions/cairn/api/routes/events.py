@@ -4,7 +4,6 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from cairn.addresses.models import FeedPage
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
 from cairn.api.routes.addresses import BEARER
@@ -33,7 +32,7 @@ def register(app, services: Services) -> None:
         limit: Annotated[int, Query(ge=1, le=settings.max_page_limit)] = settings.default_page_limit,
     ) -> FeedResponse:
         page = feed.poll(address_id, bearer_token(app.current_event), after=after, wait=wait, limit=limit)
-        return feed_json(page, after)
+        return presenters.feed(page, after)
 
     @app.post(
         "/api/v1/addresses/<address_id>/events/<event_id>/ack",
@@ -44,10 +43,4 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def acknowledge(address_id: str, event_id: str) -> AckResponse:
-        return presenters.ack_json(feed.acknowledge(address_id, bearer_token(app.current_event), event_id))
-
-
-def feed_json(page: FeedPage, after: int) -> dict:
-    events = [presenters.event_json(event) for event in page.events]
-    next_cursor = page.events[-1].sequence if page.events else after
-    return {"events": events, "next_cursor": next_cursor, "has_more": page.has_more}
+        return presenters.acknowledged(feed.acknowledge(address_id, bearer_token(app.current_event), event_id))

@@ -2,6 +2,7 @@
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
+from cairn.api import presenters
 from cairn.api.requests import raw_body
 from cairn.api.schemas import DeliveryResponse
 from cairn.services import Services
@@ -38,9 +39,8 @@ def register(app, services: Services) -> None:
             raw_body(event),
             event.headers.get("idempotency-key"),
         )
-        first = result.events[0]
         return Response(
             status_code=200 if result.duplicate else 202,
             content_type=content_types.APPLICATION_JSON,
-            body={"duplicate": result.duplicate, "event": {"id": first.id, "sequence": first.sequence}},
+            body=presenters.delivery(result),
         )

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
+from pydantic import BaseModel
 
 from cairn.addresses.state import StateOperation
 from cairn.api import presenters, urls
 from cairn.api.errors import error_response
 from cairn.api.requests import client_ip, raw_body
-from cairn.api.routes.events import feed_json
 from cairn.services import Services
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class ServiceOperations:
             name=arguments.name,
             expires_in_seconds=arguments.expires_in_seconds,
         )
-        return presenters.provisioned_json(created, self._base_url)
+        return _json(presenters.provisioned(created, self._base_url))
 
     def poll_events(self, arguments: tools.PollEvents) -> Mapping[str, Any]:
         settings = self._services.settings
@@ -50,29 +50,34 @@ class ServiceOperations:
         page = self._services.feed.poll(
             arguments.address_id, arguments.read_token, after=arguments.after, wait=arguments.wait, limit=limit
         )
-        return feed_json(page, arguments.after)
+        return _json(presenters.feed(page, arguments.after))
 
     def acknowledge_event(self, arguments: tools.AcknowledgeEvent) -> Mapping[str, Any]:
         event = self._services.feed.acknowledge(arguments.address_id, arguments.read_token, arguments.event_id)
-        return presenters.ack_json(event)
+        return _json(presenters.acknowledged(event))
 
     def get_state(self, arguments: tools.StateKeyArguments) -> Mapping[str, Any]:
         entry = self._services.state.get(arguments.address_id, arguments.read_token, arguments.key)
-        return presenters.state_value_json(entry)
+        return _json(presenters.state_value(entry))
 
     def set_state(self, arguments: tools.SetState) -> Mapping[str, Any]:
         operation = StateOperation(arguments.key, "set", value=arguments.value, if_revision=arguments.if_revision)
         (write,) = self._services.state.apply(arguments.address_id, arguments.read_token, [operation])
-        return presenters.state_value_json(write)
+        return _json(presenters.state_value(write))
 
     def delete_state(self, arguments: tools.DeleteState) -> Mapping[str, Any]:
         operation = StateOperation(arguments.key, "delete", if_revision=arguments.if_revision)
         (write,) = self._services.state.apply(arguments.address_id, arguments.read_token, [operation])
-        return presenters.state_deletion_json(write)
+        return _json(presenters.state_deletion(write))
 
     def list_state(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
         entries, usage = self._services.state.list_keys(arguments.address_id, arguments.read_token)
-        return presenters.state_listing_json(entries, usage, self._services.settings)
+        return _json(presenters.state_listing(entries, usage, self._services.settings))
+
+
+def _json(answer: BaseModel) -> Mapping[str, Any]:
+    """A tool's result is the JSON body the REST route answers with."""
+    return answer.model_dump(mode="json")
 
 
 def register(app, services: Services) -> None:
@@ -88,7 +93,7 @@ def register(app, services: Services) -> None:
         # JSON-RPC bodies are checked by the MCP wire types, not by the OpenAPI layer.
         enable_validation=False,
     )
-    def mcp() -> Response[dict]:
+    def mcp() -> Response[str]:
         # The MCP wire types take about 0.4 s to import: only containers that serve MCP pay for them.
         from cairn.mcp import stateless
 

@@ -16,13 +16,12 @@ from cairn.api.requests import raw_body
 from cairn.api.routes.events import MAX_CURSOR
 from cairn.api.runtime_schemas import BASE64, TIME, error_responses
 from cairn.api.schemas import MemoryAppendResponse, MemorySnapshotResponse
-from cairn.dynamodb.memory_table import MAX_TRANSACTION_ITEMS
 from cairn.errors import InvalidJson, InvalidRequest
 from cairn.runtime.wire import WireError, decode, format_time
 from cairn.services import Services
 from cairn.transcript import exactjson
 from cairn.transcript.errors import MemoryRequestError
-from cairn.transcript.memory import EVENT_FIELDS, REQUIRED_FIELDS, MemoryEvent, MemorySnapshot
+from cairn.transcript.memory import EVENT_FIELDS, MAX_EVENTS_PER_APPEND, REQUIRED_FIELDS, MemoryEvent, MemorySnapshot
 
 EVENTS_PATH = "/api/v1/memory/<agent_id>/runs/<run_id>/events"
 EVENT_KEYS = ("type", "timestamp", "data", "labels")
@@ -75,7 +74,7 @@ APPEND_BODY = {
                         "type": "array",
                         "items": {"oneOf": [event_schema(event_type) for event_type in EVENT_FIELDS]},
                         "minItems": 1,
-                        "maxItems": MAX_TRANSACTION_ITEMS - 1,
+                        "maxItems": MAX_EVENTS_PER_APPEND,
                         "description": "At most this many when every event's data is small; "
                         "large data takes more of one transaction.",
                     }
@@ -187,7 +186,7 @@ def snapshot_json(snapshot: MemorySnapshot) -> dict[str, Any]:
         {
             "sequence": event.sequence,
             "type": event.type,
-            "timestamp": format_time(event.timestamp),
+            "timestamp": format_time(event.stored_at),
             "data": event.data,
             "labels": event.labels,
         }

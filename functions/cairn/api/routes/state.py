@@ -5,8 +5,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from cairn.addresses.state import StateOperation, StateWrite
-from cairn.addresses.state_model import StateUsage
+from cairn.addresses.state import StateOperation
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
 from cairn.api.routes.addresses import BEARER
@@ -28,9 +27,6 @@ KEY_PATH = "/api/v1/addresses/<address_id>/state/<key>"
 def register(app, services: Services) -> None:
     state = services.state
 
-    def usage_json(usage: StateUsage) -> dict:
-        return presenters.state_usage_json(usage, services.settings)
-
     @app.get(
         "/api/v1/addresses/<address_id>/state",
         summary="List state keys with their revisions and the address's usage",
@@ -39,12 +35,12 @@ def register(app, services: Services) -> None:
     )
     def list_keys(address_id: str) -> StateListResponse:
         entries, usage = state.list_keys(address_id, bearer_token(app.current_event))
-        return presenters.state_listing_json(entries, usage, services.settings)
+        return presenters.state_listing(entries, usage, services.settings)
 
     @app.get(KEY_PATH, summary="Read one state key", tags=["state"], security=BEARER)
     def get_key(address_id: str, key: str) -> Response[StateValueOut]:
         entry = state.get(address_id, bearer_token(app.current_event), key)
-        return json_response(200, presenters.state_value_json(entry), headers={"ETag": f'"{entry.revision}"'})
+        return json_response(200, presenters.state_value(entry), revision=entry.revision)
 
     @app.put(
         KEY_PATH,
@@ -63,7 +59,7 @@ def register(app, services: Services) -> None:
         operation = StateOperation(key=key, op="set", value=body.value, if_revision=body.if_revision)
         (write,) = state.apply(address_id, bearer_token(app.current_event), [operation])
         status = 201 if write.created else 200
-        return json_response(status, presenters.state_value_json(write), headers={"ETag": f'"{write.revision}"'})
+        return json_response(status, presenters.state_value(write), revision=write.revision)
 
     @app.delete(
         KEY_PATH,
@@ -75,7 +71,7 @@ def register(app, services: Services) -> None:
         expected = parse_if_match(app.current_event.headers.get("if-match"))
         operation = StateOperation(key=key, op="delete", if_revision=expected)
         (write,) = state.apply(address_id, bearer_token(app.current_event), [operation])
-        return presenters.state_deletion_json(write)
+        return presenters.state_deletion(write)
 
     @app.post(
         "/api/v1/addresses/<address_id>/state",
@@ -90,18 +86,14 @@ def register(app, services: Services) -> None:
             StateOperation(key=op.key, op=op.op, value=op.value, if_revision=op.if_revision) for op in body.operations
         ]
         writes = state.apply(address_id, bearer_token(app.current_event), operations)
-        return {"results": [result_json(write) for write in writes], "usage": usage_json(state.usage(address_id))}
+        return presenters.state_batch(writes, state.usage(address_id), services.settings)
 
 
-def result_json(write: StateWrite) -> dict:
-    result = {"key": write.key, "op": write.op, "revision": write.revision}
-    if write.op == "set":
-        result["value"] = write.value
-    return result
-
-
-def json_response(status: int, body: dict, headers: dict[str, str]) -> Response:
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
+def json_response(status: int, body: StateValueOut, *, revision: int) -> Response[StateValueOut]:
+    """A key's answer, with its revision as the ETag a later `If-Match` names."""
+    return Response(
+        status_code=status, content_type=content_types.APPLICATION_JSON, body=body, headers={"ETag": f'"{revision}"'}
+    )
 
 
 def parse_if_match(header: str | None) -> int | None:
