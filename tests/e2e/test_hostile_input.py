@@ -146,6 +146,40 @@ def test_bodies_that_are_not_utf8_are_invalid_json(target: Target, body: bytes):
     assert target.snapshot() == before
 
 
+@pytest.mark.parametrize(
+    "escape", [b"\\udc00", b"\\ud800", b"x\\ud83dy"], ids=["low alone", "high alone", "high then text"]
+)
+def test_an_unpaired_surrogate_escape_is_invalid_json_on_every_route(target: Target, escape: bytes):
+    """Such a string decodes to no character: refused where it enters, never a 500, never stored as U+FFFD."""
+    before = target.snapshot()
+    headers = {**JSON, **target.auth}
+    text = b'"' + escape + b'"'
+    inbox = target.client.post(target.inbox, content=text, headers={**JSON, "Idempotency-Key": "k"})
+    assert_refused(inbox, 400, "invalid_json")
+    assert inbox.json()["error"]["path"] == "$"
+    nested_value = b'{"value": {"notes": ["ok", ' + text + b"]}}"
+    put = target.client.put(f"{target.state}/k", content=nested_value, headers=headers)
+    assert_refused(put, 400, "invalid_json")
+    assert put.json()["error"]["path"] == "$.value.notes[1]"
+    batch = b'{"operations": [{"key": "k", "op": "set", "value": ' + text + b"}]}"
+    assert_refused(target.client.post(target.state, content=batch, headers=headers), 400, "invalid_json")
+    assert_refused(target.client.post("/api/v1/addresses", content=b'{"name": ' + text + b"}", headers=JSON), 400, "invalid_json")
+    memory = b'{"events": [{"type": "planner_note", "data": {"note": ' + text + b"}}]}"
+    memory_events = "/api/v1/memory/agent/runs/run/events"
+    assert_refused(target.client.post(memory_events, content=memory, headers=JSON), 400, "invalid_json")
+    assert target.client.get(memory_events).json()["events"] == []
+    rpc = target.client.post("/mcp", content=b'{"jsonrpc": "2.0", "id": ' + text + b', "method": "ping"}', headers=JSON)
+    assert rpc.status_code == 400 and rpc.json()["error"]["code"] == -32700
+    assert target.snapshot() == before
+
+
+def test_paired_surrogate_escapes_are_ordinary_characters(target: Target):
+    posted = target.client.post(target.inbox, content=b'{"data": "\\ud83d\\ude00"}', headers=JSON)
+    assert posted.status_code == 202
+    feed = target.client.get(f"/api/v1/addresses/{target.id}/events", params={"after": 1}, headers=target.auth)
+    assert feed.json()["events"][-1]["data"] == "\U0001f600"
+
+
 def test_nul_bytes_in_keys_and_ids_are_refused(target: Target):
     before = target.snapshot()
     headers = {**JSON, **target.auth}

@@ -10,7 +10,6 @@ per-version wire types and results shaped by them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +37,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 
 import cairn
+from cairn import jsontext
+from cairn.errors import InvalidJson
 from cairn.mcp import tools
 
 # What streamable HTTP says to assume when a request carries no MCP-Protocol-Version header.
@@ -55,9 +56,9 @@ class Reply:
 def answer(raw: bytes, protocol_version: str | None, operations: tools.Operations) -> Reply:
     """Answer one POSTed message; `protocol_version` is the request's MCP-Protocol-Version header."""
     try:
-        payload = json.loads(raw or b"null")
-    except ValueError:
-        return _error(400, None, PARSE_ERROR, "The body is not JSON.")
+        payload = jsontext.parse(raw or b"null")
+    except InvalidJson as error:
+        return _error(400, None, PARSE_ERROR, error.message)
     if isinstance(payload, list):
         return _error(400, None, INVALID_REQUEST, "Send one JSON-RPC message per POST; batches are not supported.")
     try:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
+from cairn import jsontext
 from cairn.api import runtime_key
 from cairn.api.requests import raw_body
 from cairn.api.routes.events import MAX_CURSOR
@@ -156,6 +157,9 @@ def register(app, services: Services) -> None:
 
 
 def events_from_body(raw: bytes) -> list[MemoryEvent]:
+    # Exact numbers need the transcript's reader, which would turn a lone surrogate into U+FFFD:
+    # refused first, as on every route.
+    jsontext.require_whole_characters(raw)
     try:
         body = exactjson.loads(raw)
     except exactjson.JsonError as error:
