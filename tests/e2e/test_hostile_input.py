@@ -8,6 +8,7 @@ address's state and feed are exactly as they were.
 from __future__ import annotations
 
 import socket
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -356,3 +357,20 @@ def test_digits_that_are_not_ascii_are_refused_never_read_as_numbers(target: Tar
         )
         assert_refused(page, 422, "contract_error")
         assert "invalid cursor" in page.json()["error"]["message"]
+
+
+def test_a_body_cut_short_by_a_dropped_connection_is_discarded(target: Target):
+    """`Content-Length: 10`, five bytes, then the connection drops: no event, and the full retry is the first."""
+    before = target.snapshot()
+    path = target.inbox.encode()
+    head = b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    cut = head + b"Idempotency-Key: cut-short\r\nContent-Length: 10\r\n\r\n12345"
+    with socket.create_connection(("127.0.0.1", target.server.port), timeout=10) as connection:
+        connection.sendall(cut)
+        time.sleep(0.3)  # the server has the partial body before the connection goes
+    time.sleep(0.5)
+    assert target.snapshot() == before
+    retry = target.client.post(target.inbox, content=b"1234567890", headers={**JSON, "Idempotency-Key": "cut-short"})
+    assert retry.status_code == 202, retry.text
+    events = target.snapshot()[1]["events"]
+    assert [event["data"] for event in events[len(before[1]["events"]) :]] == [1234567890]

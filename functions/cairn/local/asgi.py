@@ -50,7 +50,10 @@ class ResolverBridge:
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             return
-        body = await _read_body(receive)
+        try:
+            body = await _read_body(receive)
+        except _ClientGone:
+            return  # a body cut short is not a request: nothing is resolved, so nothing is committed
         if body is None:
             await _send(send, _too_large())
             return
@@ -95,11 +98,18 @@ def rest_event(scope: dict[str, Any], body: bytes) -> dict[str, Any]:
     }
 
 
+class _ClientGone(Exception):
+    """The client disconnected before its body was complete."""
+
+
 async def _read_body(receive: Callable) -> bytes | None:
+    """The whole body; None when it is too large for Lambda."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone()
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_REQUEST_BYTES:
