@@ -120,7 +120,10 @@ class CairnApi(Construct):
                 throttling_burst_limit=config.api_throttle_burst,
                 access_log_destination=apigateway.LogGroupLogDestination(access_logs),
                 access_log_format=apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
-                tracing_enabled=True,
+                # Stage tracing records each request's full URL, and an inbox URL's path is its
+                # capability secret: the functions are traced instead (active tracing), which never
+                # sees a URL.
+                tracing_enabled=False,
             ),
             domain_name=_custom_domain(self, config),
             # The CloudWatch role is one per account and region; a stack that

@@ -81,9 +81,15 @@ def test_stage_throttles_with_the_context_values(default: Synthesis, full: Synth
         )
 
 
-def test_stage_is_named_after_the_stage_and_traced(default: Synthesis) -> None:
-    default.template.has_resource_properties(
-        "AWS::ApiGateway::Stage", {"StageName": "test", "TracingEnabled": True}
+def test_stage_is_named_after_the_stage_and_never_traces_urls(default: Synthesis) -> None:
+    """X-Ray would keep each request's URL, and an inbox URL's path is its secret; the functions are traced."""
+    _, stage = default.only("AWS::ApiGateway::Stage")
+    assert stage["Properties"]["StageName"] == "test"
+    assert stage["Properties"].get("TracingEnabled", False) is False
+    functions = default.template.find_resources("AWS::Lambda::Function")
+    traced = [name for name, function in functions.items() if function["Properties"].get("TracingConfig")]
+    assert traced and all(
+        functions[name]["Properties"]["TracingConfig"] == {"Mode": "Active"} for name in traced
     )
 
 
