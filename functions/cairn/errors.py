@@ -76,6 +76,12 @@ class PayloadTooLarge(CairnError):
     code = "payload_too_large"
 
 
+class CrossOriginRefused(CairnError):
+    """A browser's preflight for a route that no page of another origin may call."""
+
+    code = "cross_origin_refused"
+
+
 class UnsupportedMediaType(CairnError):
     code = "unsupported_media_type"
 

@@ -20,7 +20,8 @@ def api(moto_env, clock: FakeClock) -> LambdaClient:
 
 def post(api: LambdaClient, body, path: str = EVENTS, token: str | None = KEY):
     raw = body if isinstance(body, str) else None
-    return api.request("POST", path, json_body=None if raw else body, body=raw, token=token)
+    json_type = {"Content-Type": "application/json"}
+    return api.request("POST", path, json_body=None if raw else body, body=raw, headers=json_type, token=token)
 
 
 def test_events_round_trip_with_exact_numbers(api: LambdaClient):

@@ -11,15 +11,21 @@ from cairn.services import Services
 
 CORS = CORSConfig(
     allow_origin="*",
-    allow_headers=["Idempotency-Key", "If-Match", "MCP-Protocol-Version"],
+    allow_headers=["Idempotency-Key", "If-Match"],
     expose_headers=["Retry-After"],
     max_age=600,
 )
 
 
+# Routes for trusted workers and tools, never for a web page of another origin: they carry no
+# CORS headers and their preflights are refused. (Address routes keep CORS: their credentials
+# travel in headers, so a page can only use a token it already holds.)
+SAME_ORIGIN_PREFIXES = ("/api/v1/runtime/", "/api/v1/memory/", "/mcp", "/api/mcp")
+
+
 def create_app(services: Services) -> ConcurrentRestResolver:
     """The one resolver that Lambda and `cairn serve` both run."""
-    app = ConcurrentRestResolver(enable_validation=True, cors=CORS)
+    app = ConcurrentRestResolver(enable_validation=True, cors=CORS, same_origin_prefixes=SAME_ORIGIN_PREFIXES)
     register_error_handlers(app)
     for group in (addresses, inbox, events, state, email, runtime, memory, mcp, discovery):
         group.register(app, services)

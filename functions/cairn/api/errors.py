@@ -20,6 +20,7 @@ from cairn import jsontext
 from cairn.errors import (
     AttachmentUnavailable,
     CairnError,
+    CrossOriginRefused,
     IdempotencyKeyReused,
     InvalidJson,
     InvalidRequest,
@@ -56,6 +57,7 @@ _CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
         runtime.InvalidTranscriptPositionError,
     ),
     401: (Unauthorized,),
+    403: (CrossOriginRefused,),
     404: (NotFound, runtime.SessionNotFoundError, runtime.RunNotFoundError, runtime.RunSuspensionNotFoundError),
     409: (
         RevisionConflict,

@@ -8,14 +8,47 @@ a header or body quirk is handled in one place.
 from __future__ import annotations
 
 import base64
+from urllib.parse import urlsplit
 
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+
+from cairn.errors import UnsupportedMediaType
 
 
 def raw_body(event: BaseProxyEvent) -> bytes:
     """The request body as sent, whether API Gateway passed it as text or base64."""
     body = event.body or ""
     return base64.b64decode(body) if event.is_base64_encoded else body.encode("utf-8", "surrogateescape")
+
+
+def media_type(event: BaseProxyEvent) -> str:
+    """The declared `Content-Type` without its parameters, lower-cased; "" when none."""
+    return event.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def is_json(media: str) -> bool:
+    return media == "application/json" or media.endswith("+json")
+
+
+def json_body(event: BaseProxyEvent) -> bytes:
+    """The raw body of a route that takes JSON only, declared as such.
+
+    A browser may send a form or text cross-origin without asking first; a
+    JSON type it may not, so a route that insists on it is out of a foreign
+    page's reach.
+    """
+    media = media_type(event)
+    if not is_json(media):
+        raise UnsupportedMediaType(f"Send the body as application/json, not {media[:100] or 'untyped'}.")
+    return raw_body(event)
+
+
+def foreign_origin(event: BaseProxyEvent) -> bool:
+    """Whether a browser sent this request from a page of another origin than the one it reached."""
+    origin = event.headers.get("origin")
+    if not origin:
+        return False  # not a browser, or a same-origin GET
+    return urlsplit(origin).netloc.lower() != event.headers.get("host", "").lower()
 
 
 def bearer_token(event: BaseProxyEvent) -> str | None:

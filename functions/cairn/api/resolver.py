@@ -15,13 +15,16 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cairn import jsontext
-from cairn.errors import UnsupportedMediaType
+from cairn.api import requests
+from cairn.errors import CrossOriginRefused, UnsupportedMediaType
 
 
 @dataclass
@@ -41,18 +44,24 @@ class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
     """
 
     def _get_body(self, app) -> Any:
-        media_type = app.current_event.headers.get("content-type", "").partition(";")[0].strip().lower()
+        media = requests.media_type(app.current_event)
         # An empty body has no type to get wrong (`curl -d ''` labels it as a form).
         empty = not app.current_event.body
-        if not empty and media_type and media_type != "application/json" and not media_type.endswith("+json"):
-            raise UnsupportedMediaType(f"Send the body as application/json, not {media_type[:100]}.")
+        if not empty and media and not requests.is_json(media):
+            raise UnsupportedMediaType(f"Send the body as application/json, not {media[:100]}.")
         return self._parse_json_data(app)
+
+
+def _refuse_cross_origin() -> None:
+    raise CrossOriginRefused("This route serves workers and tools, not web pages of other origins.")
 
 
 class ConcurrentRestResolver(APIGatewayRestResolver):
     """`APIGatewayRestResolver` that is safe to call from many threads at once."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, same_origin_prefixes: tuple[str, ...] = (), **kwargs: Any) -> None:
+        """`same_origin_prefixes`: paths no web page of another origin may use (see `route`)."""
+        self._same_origin_prefixes = same_origin_prefixes
         self._request_state: ContextVar[_RequestState] = ContextVar("cairn_request_state")
         self._idle_state = _RequestState()
         # Validated bodies go through the same strict parser as raw ones, so nesting too deep for
@@ -61,6 +70,39 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         super().__init__(**kwargs)
         if kwargs.get("enable_validation"):
             self._request_validation_middleware = JsonBodyValidation()
+        self.use([self._same_origin_guard])
+
+    def _same_origin_guard(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response:
+        """A same-origin route refuses any request a page of another origin sent, even one needing no preflight."""
+        event = app.current_event
+        if event.path.startswith(self._same_origin_prefixes) and requests.foreign_origin(event):
+            raise CrossOriginRefused("This route serves workers and tools, not web pages of other origins.")
+        return next_middleware(app)
+
+    def route(self, rule: str, method: Any, cors: bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """Routes under a same-origin prefix never carry CORS headers, whatever the app's CORS setting."""
+        if rule.startswith(self._same_origin_prefixes):
+            cors = False
+        return super().route(rule, method, cors, *args, **kwargs)
+
+    def _handle_not_found(self, method: str, path: str) -> ResponseBuilder:
+        """A preflight for a same-origin path is refused, so a page elsewhere never sends its request.
+
+        Powertools answers every preflight with the app's CORS headers; a browser
+        that got them would go on to send the cross-origin JSON request.
+        """
+        if method != "OPTIONS" or not path.startswith(self._same_origin_prefixes):
+            return super()._handle_not_found(method, path)
+        route = Route(
+            rule=self._compile_regex(r".*"),
+            method=method,
+            path=path,
+            func=_refuse_cross_origin,
+            cors=False,
+            compress=False,
+        )
+        self.append_context(_route=route, _path=path)
+        return self._call_route(route=route, route_arguments={})
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         proxy_event = cast(APIGatewayProxyEvent, self._to_proxy_event(dict(event)))

@@ -8,11 +8,12 @@ sized for hundreds of concurrent polls rather than for CPU count.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import uuid
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import anyio.to_thread
@@ -41,14 +42,25 @@ class LocalContext:
 
 
 class ResolverBridge:
-    """ASGI application around a Lambda-style `resolve(event, context)`."""
+    """ASGI application around a Lambda-style `resolve(event, context)`.
 
-    def __init__(self, resolve: Resolve, *, max_concurrency: int = 1024) -> None:
+    `host_names`: the names (besides IP literals and `localhost`) a request's
+    `Host` may carry. A page whose own name an attacker points at 127.0.0.1
+    (DNS rebinding) is same-origin to the browser; only its `Host` tells.
+    """
+
+    def __init__(
+        self, resolve: Resolve, *, host_names: frozenset[str] = frozenset(), max_concurrency: int = 1024
+    ) -> None:
         self._resolve = resolve
+        self._host_names = frozenset(name.lower() for name in host_names) | {"localhost"}
         self._limiter = anyio.CapacityLimiter(max_concurrency)
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
+            return
+        if not self._known_host(scope):
+            await _send(send, _error(421, "host_not_allowed", "This server does not answer to that Host name."))
             return
         try:
             body = await _read_body(receive)
@@ -60,6 +72,19 @@ class ResolverBridge:
         event = rest_event(scope, body)
         response = await anyio.to_thread.run_sync(self._resolve, event, LocalContext(), limiter=self._limiter)
         await _send(send, response)
+
+    def _known_host(self, scope: dict[str, Any]) -> bool:
+        host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
+        name = urlsplit(f"//{host}").hostname or ""
+        return name in self._host_names or _is_ip_literal(name)
+
+
+def _is_ip_literal(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def rest_event(scope: dict[str, Any], body: bytes) -> dict[str, Any]:
@@ -120,8 +145,13 @@ async def _read_body(receive: Callable) -> bytes | None:
 
 
 def _too_large() -> dict[str, Any]:
-    error = {"code": "payload_too_large", "message": f"The request exceeds {MAX_REQUEST_BYTES} bytes."}
-    return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": json.dumps({"error": error})}
+    return _error(413, "payload_too_large", f"The request exceeds {MAX_REQUEST_BYTES} bytes.")
+
+
+def _error(status: int, code: str, message: str) -> dict[str, Any]:
+    """An answer given before the resolver sees the request, in the resolver's error shape."""
+    body = json.dumps({"error": {"code": code, "message": message}})
+    return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": body}
 
 
 async def _send(send: Callable, response: dict[str, Any]) -> None:

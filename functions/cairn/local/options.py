@@ -9,6 +9,13 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name to answer besides IP addresses and localhost (repeatable; for a proxy in front)",
+    )
     parser.add_argument("--port", type=int, default=8787, help="HTTP port (default 8787)")
     parser.add_argument("--smtp-port", type=int, default=2525, help="SMTP port for inbound mail (default 2525)")
     parser.add_argument("--data-dir", type=Path, default=Path(".cairn/data"), help="DynamoDB Local data folder")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from urllib.parse import urlsplit
 
 import uvicorn
 
@@ -31,6 +32,14 @@ class _AnnouncingServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             print(f"Cairn is serving on {self._base_url}", flush=True)
+
+
+def host_names(args: argparse.Namespace, settings: Settings) -> frozenset[str]:
+    """The names a request's Host may carry: the listening name, `--allow-host`, the public base URL's."""
+    names = {args.host, *args.allow_host}
+    if settings.public_base_url:
+        names.add(urlsplit(settings.public_base_url).hostname or "")
+    return frozenset(name for name in names if name)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         stack.callback(listener.stop)
         print(f"SMTP on {args.host}:{args.smtp_port}, mail for @{settings.email_domain}", flush=True)
         config = uvicorn.Config(
-            ResolverBridge(app.resolve),
+            ResolverBridge(app.resolve, host_names=host_names(args, settings)),
             host=args.host,
             port=args.port,
             lifespan="off",

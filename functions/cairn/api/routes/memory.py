@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from cairn import jsontext
 from cairn.api import runtime_key
-from cairn.api.requests import raw_body
+from cairn.api.requests import json_body
 from cairn.api.routes.events import MAX_CURSOR
 from cairn.api.runtime_schemas import BASE64, TIME, error_responses
 from cairn.api.schemas import MemoryAppendResponse, MemorySnapshotResponse
@@ -120,7 +120,7 @@ def register(app, services: Services) -> None:
     )
     def append(agent_id: str, run_id: str):
         authorize()
-        events = events_from_body(raw_body(app.current_event))
+        events = events_from_body(json_body(app.current_event))
         try:
             sequences = memory.append_events(agent_id, run_id, events)
         except MemoryRequestError as error:

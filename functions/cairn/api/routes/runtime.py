@@ -9,7 +9,7 @@ routes sit behind IAM authorization; locally a bearer key guards them when
 
 from cairn import jsontext
 from cairn.api import runtime_key, runtime_schemas
-from cairn.api.requests import raw_body
+from cairn.api.requests import json_body
 from cairn.runtime import wire
 from cairn.runtime.methods import METHODS, Method
 from cairn.services import Services
@@ -33,7 +33,7 @@ def register(app, services: Services) -> None:
         )
         def call() -> dict:
             authorize()
-            request = wire.decode(method.request, jsontext.parse(raw_body(app.current_event) or b"{}"))
+            request = wire.decode(method.request, jsontext.parse(json_body(app.current_event) or b"{}"))
             return wire.encode(method.call(store, request))
 
     for method in METHODS.values():
