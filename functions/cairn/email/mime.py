@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import mimetypes
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
-from email import policy
+from email import errors, policy
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
 from email.utils import getaddresses
@@ -27,6 +27,14 @@ from cairn.clock import iso
 T = TypeVar("T")
 
 ATTACHMENT_PREFIX = "att_"
+# Bounds on what one message may cost to read. Mail is written by strangers: past a bound the
+# event says what was cut (`truncated_fields`) and the whole message stays stored.
+MAX_DEPTH = 32  # multipart levels followed
+MAX_PARTS = 500  # leaf parts looked at
+MAX_HEADER_CHARS = 16_384  # of one header's value parsed (address lists parse slowly)
+MAX_HEADER_TEXT = 2_000  # characters kept of a subject or an id
+MAX_ADDRESSES = 100  # per address field
+MAX_REFERENCES = 100
 MAX_FILENAME_LENGTH = 255
 FALLBACK_CONTENT_TYPE = "application/octet-stream"
 
@@ -46,33 +54,58 @@ class AttachmentFile:
     data: bytes
 
 
+class StructureTooDeep(errors.MessageDefect):
+    """The parts nest too deeply for the parser: only the headers were read."""
+
+
 def parse(raw: bytes) -> EmailMessage:
-    """The message tree; malformations are recorded as defects, never raised."""
-    return BytesParser(policy=policy.default).parsebytes(raw)
+    """The message tree; malformations are recorded as defects, never raised.
+
+    Parts nested deeper than the parser can follow (it recurses per level)
+    leave a message of headers only, marked with `StructureTooDeep`.
+    """
+    try:
+        return BytesParser(policy=policy.default).parsebytes(raw)
+    except RecursionError:
+        message = BytesParser(policy=policy.default).parsebytes(raw, headersonly=True)
+        message.defects.append(StructureTooDeep())
+        return message
 
 
 def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
     """The `email.received` event data that the message itself supplies.
 
-    `text` and `html` are cut at `text_max_bytes` UTF-8 bytes each, and
-    `truncated` says whether either was; the full message stays stored.
+    `text` and `html` are cut at `text_max_bytes` UTF-8 bytes each, headers
+    and the part walk at the bounds above; `truncated_fields` names every
+    field that was cut (`truncated` says whether any was). The full message
+    stays stored.
     """
-    text_part, html_part = _body_parts(message)
-    text, text_cut = _capped(_tolerant(lambda: _decoded_text(text_part), None), text_max_bytes)
-    html, html_cut = _capped(_tolerant(lambda: _decoded_text(html_part), None), text_max_bytes)
-    senders = _tolerant(lambda: _addresses(message, "From"), _raw_values(message, "From"))
+    cut: list[str] = []
+    readable = not any(isinstance(defect, StructureTooDeep) for defect in message.defects)
+    text_part, html_part = _body_parts(message) if readable else (None, None)
+    text = _capped("text", _tolerant(lambda: _decoded_text(text_part), None), text_max_bytes, cut)
+    html = _capped("html", _tolerant(lambda: _decoded_text(html_part), None), text_max_bytes, cut)
+    senders = _address_field(message, "From", "from", cut)
+    references = (_text_field(message, "References", "references", cut, limit=MAX_HEADER_CHARS) or "").split()
+    if len(references) > MAX_REFERENCES:
+        references = references[:MAX_REFERENCES]
+        cut.append("references")
+    parts, all_parts = _attachment_parts(message, (text_part, html_part)) if readable else ([], False)
+    if not all_parts:
+        cut.append("parts")  # bodies and attachments past a bound were not read
     return {
         "from": ", ".join(senders) or None,
-        "to": _tolerant(lambda: _addresses(message, "To"), _raw_values(message, "To")),
-        "cc": _tolerant(lambda: _addresses(message, "Cc"), _raw_values(message, "Cc")),
-        "subject": _tolerant(lambda: _header(message, "Subject"), None),
+        "to": _address_field(message, "To", "to", cut),
+        "cc": _address_field(message, "Cc", "cc", cut),
+        "subject": _text_field(message, "Subject", "subject", cut),
         "date": _tolerant(lambda: _date(message), None),
-        "internet_message_id": _tolerant(lambda: _header(message, "Message-ID"), None),
-        "in_reply_to": _tolerant(lambda: _header(message, "In-Reply-To"), None),
-        "references": _tolerant(lambda: (_header(message, "References") or "").split(), list[str]()),
+        "internet_message_id": _text_field(message, "Message-ID", "internet_message_id", cut),
+        "in_reply_to": _text_field(message, "In-Reply-To", "in_reply_to", cut),
+        "references": references,
         "text": text,
         "html": html,
-        "truncated": text_cut or html_cut,
+        "truncated": bool(cut),
+        "truncated_fields": sorted(set(cut)),
         "attachments": [
             {
                 "id": attachment_id,
@@ -80,14 +113,14 @@ def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
                 "size": len(_payload(part)),
                 "content_type": _content_type(part),
             }
-            for attachment_id, part in _attachment_parts(message, (text_part, html_part))
+            for attachment_id, part in parts
         ],
     }
 
 
 def attachment(message: EmailMessage, attachment_id: str) -> AttachmentFile | None:
     """The attachment `content` listed under `attachment_id`, or None."""
-    for candidate_id, part in _attachment_parts(message, _body_parts(message)):
+    for candidate_id, part in _attachment_parts(message, _body_parts(message))[0]:
         if candidate_id == attachment_id:
             media_type = _content_type(part)
             charset = _tolerant(part.get_content_charset, None)
@@ -141,13 +174,15 @@ def _decoded_text(part: MIMEPart | None) -> str | None:
     return text.replace("\r\n", "\n")
 
 
-def _capped(text: str | None, limit: int) -> tuple[str | None, bool]:
-    if text is None:
-        return None, False
+def _capped(field: str, text: str | None, limit: int, cut: list[str]) -> str | None:
+    """`text` within `limit` UTF-8 bytes; `field` joins `cut` when it had to be shortened."""
+    if text is None or len(text) <= limit // 4:
+        return text
     encoded = text.encode()
     if len(encoded) <= limit:
-        return text, False
-    return encoded[:limit].decode("utf-8", "ignore"), True
+        return text
+    cut.append(field)
+    return encoded[:limit].decode("utf-8", "ignore")
 
 
 # -- attachments ----------------------------------------------------------------
@@ -155,22 +190,39 @@ def _capped(text: str | None, limit: int) -> tuple[str | None, bool]:
 
 def _attachment_parts(
     message: EmailMessage, bodies: tuple[MIMEPart | None, MIMEPart | None]
-) -> list[tuple[str, MIMEPart]]:
-    """Every part that is not a shown body, numbered in walk order."""
+) -> tuple[list[tuple[str, MIMEPart]], bool]:
+    """Every part that is not a shown body, numbered in walk order; and whether the walk saw every part."""
     shown = {id(part) for part in bodies if part is not None}
-    found = [
-        part for part in _leaves(message) if id(part) not in shown and _tolerant(partial(_is_attachment, part), False)
-    ]
-    return [(f"{ATTACHMENT_PREFIX}{index}", part) for index, part in enumerate(found, start=1)]
+    leaves, complete = _leaves(message)
+    found = [part for part in leaves if id(part) not in shown and _tolerant(partial(_is_attachment, part), False)]
+    return [(f"{ATTACHMENT_PREFIX}{index}", part) for index, part in enumerate(found, start=1)], complete
 
 
-def _leaves(part: MIMEPart) -> Iterator[MIMEPart]:
-    """Parts that hold content; an attached message is one leaf, not opened."""
-    if part.get_content_maintype() == "multipart":
-        for child in part.iter_parts():
-            yield from _leaves(child)
-    else:
-        yield part
+def _leaves(message: MIMEPart) -> tuple[list[MIMEPart], bool]:
+    """Parts that hold content, depth first, within `MAX_DEPTH` and `MAX_PARTS`; and whether none was left out.
+
+    An attached message is one leaf, not opened. The walk keeps its own
+    stack, so no nesting can exhaust Python's.
+    """
+    leaves: list[MIMEPart] = []
+    pending: list[tuple[MIMEPart, int]] = [(message, 0)]
+    complete = True
+    while pending:
+        part, depth = pending.pop()
+        if _tolerant(part.get_content_maintype, "application") != "multipart":
+            if len(leaves) == MAX_PARTS:
+                return leaves, False
+            leaves.append(part)
+        elif depth == MAX_DEPTH:
+            complete = False
+        else:
+            children = _tolerant(partial(_children, part), list[MIMEPart]())
+            pending.extend((child, depth + 1) for child in reversed(children))
+    return leaves, complete
+
+
+def _children(part: MIMEPart) -> list[MIMEPart]:
+    return list(part.iter_parts())
 
 
 def _is_attachment(part: MIMEPart) -> bool:
@@ -221,17 +273,56 @@ def _content_type(part: MIMEPart) -> str:
 # -- headers --------------------------------------------------------------------
 
 
-def _header(message: EmailMessage, name: str) -> str | None:
-    value = message.get(name)
-    return None if value is None else _clean(str(value)).strip() or None
+def _text_field(
+    message: EmailMessage, name: str, field: str, cut: list[str], *, limit: int = MAX_HEADER_TEXT
+) -> str | None:
+    """The first `name` header's text, decoded, within `limit` characters."""
+    headers = _parsed_headers(message, name, field, cut)
+    if not headers:
+        return None
+    text = _tolerant(lambda: _clean(str(headers[0])).strip(), "")
+    if not text:
+        return None
+    if len(text) > limit:
+        cut.append(field)
+        return text[:limit]
+    return text
 
 
-def _addresses(message: EmailMessage, name: str) -> list[str]:
-    """Each address as `Name <user@host>` (or `user@host`), names decoded."""
+def _address_field(message: EmailMessage, name: str, field: str, cut: list[str]) -> list[str]:
+    """Each address of every `name` header as `Name <user@host>` (or `user@host`), names decoded.
+
+    The values as sent when the parser gives up on them; at most `MAX_ADDRESSES`.
+    """
     found: list[str] = []
-    for header in message.get_all(name) or []:
-        found.extend(_clean(str(address)) for address in header.addresses if address.addr_spec not in ("", "<>"))
+    for header in _parsed_headers(message, name, field, cut):
+        found.extend(_tolerant(partial(_header_addresses, header), [_unfold(_clean(str(header)))]))
+    if len(found) > MAX_ADDRESSES:
+        cut.append(field)
+        return found[:MAX_ADDRESSES]
     return found
+
+
+def _header_addresses(header: Any) -> list[str]:
+    return [_clean(str(address)) for address in header.addresses if address.addr_spec not in ("", "<>")]
+
+
+def _parsed_headers(message: EmailMessage, name: str, field: str, cut: list[str]) -> list[Any]:
+    """Every `name` header as the default policy reads it, each from at most `MAX_HEADER_CHARS` of its value.
+
+    Parsing costs time in proportion to the value (a 0.8 MB Cc took 17 s), so
+    a longer value is cut first and `field` joins `cut`.
+    """
+    wanted = name.lower()
+    headers = []
+    for key, value in message.raw_items():
+        if key.lower() != wanted:
+            continue
+        if len(value) > MAX_HEADER_CHARS:
+            value = value[:MAX_HEADER_CHARS]
+            cut.append(field)
+        headers.append(_tolerant(partial(policy.default.header_fetch_parse, key, value), value))
+    return headers
 
 
 def _raw_values(message: EmailMessage, name: str) -> list[str]:
