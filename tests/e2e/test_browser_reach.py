@@ -10,9 +10,12 @@ credentials travel in headers, so a page can only use a token it holds.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
+from cairn.local.dynamodb_local import DynamoDBLocal
 from tests.support.serve import ServeProcess
 
 EVIL = "http://evil.example"
@@ -81,3 +84,21 @@ def test_a_rebound_host_name_is_refused_and_local_names_are_served(served: Serve
         assert posted.status_code == 421 and nothing_was_written(client)
         for host in (f"localhost:{served.port}", f"127.0.0.1:{served.port}", "[::1]"):
             assert client.get("/healthz", headers={"Host": host}).status_code == 200, host
+
+
+def test_forwarded_headers_are_ignored_unless_a_proxy_is_trusted(
+    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path
+):
+    """Any local client could claim another IP (escaping the create limit) or a `javascript:` scheme for URLs."""
+    env = {"CAIRN_CREATE_RATE_PER_MINUTE": "2"}
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+        with server.client() as client:
+            spoofed = {"X-Forwarded-For": "203.0.113.1", "X-Forwarded-Proto": "javascript"}
+            created = client.post("/api/v1/addresses", json={}, headers=spoofed)
+            assert created.status_code == 201
+            assert all(url.startswith(server.base_url) for url in created.json()["endpoints"].values())
+            assert client.post("/api/v1/addresses", json={}, headers={"X-Forwarded-For": "203.0.113.2"}).status_code == 201
+            third = client.post("/api/v1/addresses", json={}, headers={"X-Forwarded-For": "203.0.113.3"})
+            assert third.status_code == 429, "one client, whatever it claims"
+            for document in ("/skill.md", "/openapi.json", "/llms.txt"):
+                assert "javascript:" not in client.get(document, headers=spoofed).text

@@ -17,7 +17,10 @@ def base_url(event: BaseProxyEvent, configured: str | None) -> str:
     headers = {name.lower(): value for name, value in (event.headers or {}).items()}
     context = event.get("requestContext") or {}
     host = context.get("domainName") or headers.get("host") or "localhost"
-    scheme = headers.get("x-forwarded-proto", "https" if context.get("domainName") else "http")
+    scheme = headers.get("x-forwarded-proto", "").lower()
+    if scheme not in ("http", "https"):
+        # Only a proxy's word for the scheme is taken, and only these two: the URL goes into answers and documents.
+        scheme = "https" if context.get("domainName") else "http"
     stage = context.get("stage")
     # API Gateway's default domain includes the stage; a custom domain maps it away.
     prefix = f"/{stage}" if stage and stage != "$default" and ".execute-api." in host else ""

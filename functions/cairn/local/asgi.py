@@ -50,9 +50,16 @@ class ResolverBridge:
     """
 
     def __init__(
-        self, resolve: Resolve, *, host_names: frozenset[str] = frozenset(), max_concurrency: int = 1024
+        self,
+        resolve: Resolve,
+        *,
+        host_names: frozenset[str] = frozenset(),
+        trust_forwarded: bool = False,
+        max_concurrency: int = 1024,
     ) -> None:
+        """`trust_forwarded`: a proxy in front sets `X-Forwarded-*`; otherwise they are dropped unread."""
         self._resolve = resolve
+        self._trust_forwarded = trust_forwarded
         self._host_names = frozenset(name.lower() for name in host_names) | {"localhost"}
         self._limiter = anyio.CapacityLimiter(max_concurrency)
 
@@ -69,7 +76,7 @@ class ResolverBridge:
         if body is None:
             await _send(send, _too_large())
             return
-        event = rest_event(scope, body)
+        event = rest_event(scope, body, trust_forwarded=self._trust_forwarded)
         response = await anyio.to_thread.run_sync(self._resolve, event, LocalContext(), limiter=self._limiter)
         await _send(send, response)
 
@@ -87,10 +94,12 @@ def _is_ip_literal(name: str) -> bool:
     return True
 
 
-def rest_event(scope: dict[str, Any], body: bytes) -> dict[str, Any]:
+def rest_event(scope: dict[str, Any], body: bytes, *, trust_forwarded: bool = False) -> dict[str, Any]:
     """The API Gateway REST (payload v1) event for an ASGI request."""
     multi_headers: dict[str, list[str]] = {}
     for name, value in scope.get("headers", []):
+        if name.lower().startswith(b"x-forwarded-") and not trust_forwarded:
+            continue
         multi_headers.setdefault(name.decode("latin-1"), []).append(value.decode("latin-1"))
     multi_query: dict[str, list[str]] = {}
     for name, value in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True):

@@ -16,6 +16,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a Host name to answer besides IP addresses and localhost (repeatable; for a proxy in front)",
     )
+    parser.add_argument(
+        "--trust-forwarded-headers",
+        action="store_true",
+        help="take X-Forwarded-For/-Proto from a proxy on this machine (off: they are ignored)",
+    )
     parser.add_argument("--port", type=int, default=8787, help="HTTP port (default 8787)")
     parser.add_argument("--smtp-port", type=int, default=2525, help="SMTP port for inbound mail (default 2525)")
     parser.add_argument("--data-dir", type=Path, default=Path(".cairn/data"), help="DynamoDB Local data folder")

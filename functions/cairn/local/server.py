@@ -75,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
         stack.callback(listener.stop)
         print(f"SMTP on {args.host}:{args.smtp_port}, mail for @{settings.email_domain}", flush=True)
         config = uvicorn.Config(
-            ResolverBridge(app.resolve, host_names=host_names(args, settings)),
+            ResolverBridge(
+                app.resolve, host_names=host_names(args, settings), trust_forwarded=args.trust_forwarded_headers
+            ),
             host=args.host,
             port=args.port,
             lifespan="off",
@@ -84,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
             # Waiting long-polls must not hold Ctrl-C up for their full 25 s.
             timeout_graceful_shutdown=2,
             backlog=2048,
+            # Without a proxy in front, X-Forwarded-For from 127.0.0.1 is any local client's claim.
+            proxy_headers=args.trust_forwarded_headers,
         )
         try:
             _AnnouncingServer(config, f"http://{args.host}:{args.port}").run()
