@@ -28,13 +28,18 @@ def require_well_formed(address_id: str) -> None:
         raise Unauthorized()
 
 
+# Compared against when there is no address, so an unknown id costs what a wrong token does.
+_NO_ADDRESS_DIGEST = credentials.digest("no address has this token")
+
+
 def admit(record: AddressRecord | None, read_token: str | None, *, now: float) -> AddressRecord:
-    """`record` if it is live and the token opens it; the one refusal otherwise."""
-    if (
-        record is None
-        or not read_token
-        or not record.is_live(now)
-        or not credentials.matches(read_token, record.read_token_digest)
-    ):
+    """`record` if it is live and the token opens it; the one refusal otherwise.
+
+    The token is hashed and compared whatever else fails, so the refusal
+    takes the same work for an unknown, expired or deleted address as for
+    a wrong token.
+    """
+    opens = credentials.matches(read_token or "", record.read_token_digest if record else _NO_ADDRESS_DIGEST)
+    if record is None or not read_token or not record.is_live(now) or not opens:
         raise Unauthorized()
     return record
