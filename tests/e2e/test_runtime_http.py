@@ -16,10 +16,27 @@ from tests.support.serve import ServeProcess
 
 @pytest.fixture
 def keyed_server(dynamodb_local, local_table, tmp_path: Path):
+    """The key comes from a file: on the command line every local user could read it in the process list."""
+    key_file = tmp_path / "runtime-key"
+    key_file.write_text("s3cret\n")
+    key_file.chmod(0o600)
     with ServeProcess(
-        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=["--runtime-key", "s3cret"]
+        tmp_path,
+        dynamodb_endpoint=dynamodb_local.endpoint,
+        table=local_table,
+        extra_args=["--runtime-key-file", str(key_file)],
     ) as server:
         yield server
+
+
+def test_a_key_on_the_command_line_works_with_a_warning(dynamodb_local, local_table, tmp_path: Path):
+    args = ["--runtime-key", "s3cret"]
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=args) as server:
+        assert any("process list" in line for line in server.output), server.output
+        store = HttpRuntimeStore(server.base_url, runtime_key="s3cret")
+        assert store.create_session("warned", T0).id == "warned"
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table) as quiet:
+        assert not any("process list" in line for line in quiet.output)
 
 
 def test_a_run_lifecycle_over_http(keyed_server: ServeProcess):

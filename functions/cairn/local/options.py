@@ -27,6 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dynamodb-endpoint", help="use this DynamoDB instead of starting DynamoDB Local")
     parser.add_argument("--table", help="table name (default: CAIRN_TABLE_NAME or 'cairn')")
     parser.add_argument(
+        "--runtime-key-file",
+        type=Path,
+        help="file holding the bearer secret the runtime and memory routes require (or CAIRN_RUNTIME_KEY)",
+    )
+    parser.add_argument(
         "--runtime-key",
-        help="bearer secret the /api/v1/runtime routes require (default: CAIRN_RUNTIME_KEY; none = open)",
+        help="the secret itself; visible to every local user in the process list, so prefer the file",
     )

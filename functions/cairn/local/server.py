@@ -42,10 +42,24 @@ def host_names(args: argparse.Namespace, settings: Settings) -> frozenset[str]:
     return frozenset(name for name in names if name)
 
 
+def _runtime_key(args: argparse.Namespace) -> str | None:
+    if args.runtime_key_file is not None:
+        return args.runtime_key_file.read_text().strip() or None
+    if args.runtime_key:
+        print(
+            "cairn serve: --runtime-key shows the key to every local user in the process list; "
+            "use --runtime-key-file or CAIRN_RUNTIME_KEY",
+            file=sys.stderr,
+            flush=True,
+        )
+    return args.runtime_key
+
+
 def run(args: argparse.Namespace) -> int:
     overrides = {"table_name": args.table} if args.table else {}
-    if args.runtime_key:
-        overrides["runtime_key"] = args.runtime_key
+    runtime_key = _runtime_key(args)
+    if runtime_key:
+        overrides["runtime_key"] = runtime_key
     with contextlib.ExitStack() as stack:
         endpoint = args.dynamodb_endpoint
         if endpoint is None:
