@@ -126,6 +126,8 @@ class CairnApi(Construct):
                 tracing_enabled=False,
             ),
             domain_name=_custom_domain(self, config),
+            # With a custom domain, the execute-api URL would be a second way in that skips it.
+            disable_execute_api_endpoint=config.api_domain_name is not None,
             # The CloudWatch role is one per account and region; a stack that
             # owns it would fight every other stage over it.
             cloud_watch_role=False,

@@ -83,6 +83,9 @@ class StageConfig:
     alarm_topic_arn: str | None = None
     api_throttle_rate: int = 100
     api_throttle_burst: int = 200
+    # Concurrency set aside for (and capped at) the API function: idle long-polls hold executions,
+    # and without a cap they could take the whole account's concurrency. None: unreserved.
+    api_reserved_concurrency: int | None = None
     log_retention_days: int = 30
     # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".
     limits: Mapping[str, int] = field(default_factory=dict)
@@ -152,6 +155,11 @@ class StageConfig:
             alarm_topic_arn=text("alarm_topic_arn"),
             api_throttle_rate=number("api_throttle_rate", cls.api_throttle_rate),
             api_throttle_burst=number("api_throttle_burst", cls.api_throttle_burst),
+            api_reserved_concurrency=(
+                None
+                if text("api_reserved_concurrency") is None
+                else number("api_reserved_concurrency", 0)
+            ),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
             limits={
                 key: number(key, default, _LIMIT_MINIMUMS.get(key, 1))

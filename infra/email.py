@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import cast
 
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Aws, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
@@ -25,6 +25,11 @@ from constructs import Construct
 from infra.checks import acknowledge
 from infra.config import StageConfig
 from infra.function import ServiceFunction
+
+# The stack's one receipt rule; its ARN pins what SES may do here.
+RECEIPT_RULE_NAME = "inbound"
+# The id CDK's SES Lambda action gives its grant: one made first under it is kept.
+_SES_INVOKE_PERMISSION = "AllowSes"
 
 # Named by string: CDK never imports the application package.
 EMAIL_HANDLER = "cairn.entrypoints.email_handler.lambda_handler"
@@ -170,6 +175,7 @@ class InboundEmail(Construct):
             on_failure=destinations.SqsDestination(self.failures.queue),
         )
         self.messages.grant_read_messages(self.ingest.function)
+        self._admit_only_this_rule(config)
 
         self.rule_set = ses.ReceiptRuleSet(
             self,
@@ -177,6 +183,7 @@ class InboundEmail(Construct):
             receipt_rule_set_name=config.stack_name,
             rules=[
                 ses.ReceiptRuleOptions(
+                    receipt_rule_name=RECEIPT_RULE_NAME,
                     recipients=[domain],
                     # Spam and virus verdicts become part of every email event.
                     scan_enabled=True,
@@ -192,6 +199,38 @@ class InboundEmail(Construct):
         )
         if config.activate_receipt_rule_set:
             ActiveRuleSet(self, "Activate", rule_set=self.rule_set)
+
+    def _admit_only_this_rule(self, config: StageConfig) -> None:
+        """SES may write messages and invoke ingest for this stack's receipt rule only.
+
+        CDK's SES actions grant SES by account alone, so any rule set in the
+        account (another stage's, say) could drop mail into this bucket or
+        call this function. The Lambda grant is made here first (the action
+        then keeps it), and the bucket refuses SES writes from any other rule.
+        """
+        rule_arn = Stack.of(self).format_arn(
+            service="ses",
+            resource="receipt-rule-set",
+            resource_name=f"{config.stack_name}:receipt-rule/{RECEIPT_RULE_NAME}",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+        ses_service = iam.ServicePrincipal("ses.amazonaws.com")
+        self.ingest.function.add_permission(
+            _SES_INVOKE_PERMISSION,
+            principal=ses_service,
+            action="lambda:InvokeFunction",
+            source_account=Aws.ACCOUNT_ID,
+            source_arn=rule_arn,
+        )
+        self.messages.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                principals=[ses_service],
+                actions=["s3:PutObject"],
+                resources=[self.messages.bucket.arn_for_objects("*")],
+                conditions={"StringNotEquals": {"aws:SourceArn": rule_arn}},
+            )
+        )
 
 
 class ActiveRuleSet(Construct):

@@ -47,6 +47,7 @@ class ServiceFunction(Construct):
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
         on_failure: lambda_.IDestination | None = None,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -73,6 +74,7 @@ class ServiceFunction(Construct):
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
             on_failure=on_failure,
+            reserved_concurrent_executions=reserved_concurrency,
         )
         self.log_group.grant_write(role)
         acknowledge(

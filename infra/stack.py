@@ -53,6 +53,7 @@ class CairnStack(Stack):
             environment=environment,
             log_retention=config.log_retention,
             removal_policy=config.removal_policy,
+            reserved_concurrency=config.api_reserved_concurrency,
         ).function
         storage.grant_store_access(api_function)
         functions = {"api": api_function}

@@ -31,6 +31,7 @@ FULL_CONTEXT = {
     "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:cairn-alarms",
     "api_throttle_rate": "250",
     "api_throttle_burst": 500,
+    "api_reserved_concurrency": "50",
     "log_retention_days": "90",
     "event_retention_seconds": 3 * 86_400 + 1,
     "max_events": 5_000,

@@ -134,6 +134,12 @@ def test_api_url_output_is_the_execute_api_stage_url_by_default(default: Synthes
     assert "ApiDomainTarget" not in default.raw["Outputs"]
 
 
+def test_execute_api_endpoint_is_off_exactly_when_a_custom_domain_serves(default: Synthesis, full: Synthesis) -> None:
+    """Otherwise the execute-api URL is a second way in that skips the domain."""
+    assert full.only("AWS::ApiGateway::RestApi")[1]["Properties"]["DisableExecuteApiEndpoint"] is True
+    assert not default.only("AWS::ApiGateway::RestApi")[1]["Properties"].get("DisableExecuteApiEndpoint", False)
+
+
 def test_custom_domain_serves_the_stage_and_is_the_api_url(full: Synthesis) -> None:
     domain_id, domain = full.only("AWS::ApiGateway::DomainName")
     assert domain["Properties"]["DomainName"] == "api.example.com"

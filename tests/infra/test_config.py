@@ -82,6 +82,8 @@ def test_public_base_url_comes_only_from_a_custom_domain() -> None:
         {"stage": "dev", "alarm_topic_arn": "ops-team"},
         {"stage": "dev", "api_throttle_rate": 100, "api_throttle_burst": 50},
         {"stage": "dev", "log_retention_days": 31},
+        {"stage": "dev", "api_reserved_concurrency": 0},
+        {"stage": "dev", "api_reserved_concurrency": "many"},
     ],
 )
 def test_unusable_context_is_refused_before_synthesis(context: dict[str, Any]) -> None:

@@ -45,17 +45,38 @@ def test_rule_set_is_named_after_the_stack(full: Synthesis) -> None:
     full.template.has_resource_properties("AWS::SES::ReceiptRuleSet", {"RuleSetName": "cairn-prod"})
 
 
-def test_only_ses_of_this_account_may_write_messages(full: Synthesis) -> None:
+RULE_ARN = {
+    "Fn::Join": [
+        "",
+        [
+            "arn:",
+            {"Ref": "AWS::Partition"},
+            ":ses:",
+            {"Ref": "AWS::Region"},
+            ":",
+            {"Ref": "AWS::AccountId"},
+            ":receipt-rule-set/cairn-prod:receipt-rule/inbound",
+        ],
+    ]
+}
+
+
+def test_only_this_stacks_receipt_rule_may_write_messages(full: Synthesis) -> None:
+    """Another rule set of the account (another stage's) must not drop mail here."""
     bucket_id, _ = full.only(BUCKET)
     _, policy = full.only("AWS::S3::BucketPolicy")
-    [ses_write] = [
-        s
+    by_effect = {
+        s["Effect"]: s
         for s in policy["Properties"]["PolicyDocument"]["Statement"]
         if s.get("Principal") == {"Service": "ses.amazonaws.com"}
-    ]
-    assert ses_write["Action"] == "s3:PutObject"
-    assert ses_write["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/inbound/*"]]}
-    assert ses_write["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    }
+    allow, deny = by_effect["Allow"], by_effect["Deny"]
+    assert allow["Action"] == deny["Action"] == "s3:PutObject"
+    assert allow["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/inbound/*"]]}
+    assert allow["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    assert deny["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/*"]]}
+    assert deny["Condition"] == {"StringNotEquals": {"aws:SourceArn": RULE_ARN}}
+    full.template.has_resource_properties("AWS::SES::ReceiptRule", {"Rule": {"Name": "inbound"}})
 
 
 def test_ses_may_invoke_only_the_ingest_function(full: Synthesis) -> None:
@@ -66,6 +87,7 @@ def test_ses_may_invoke_only_the_ingest_function(full: Synthesis) -> None:
     ]
     assert permission["FunctionName"] == {"Fn::GetAtt": [ingest_function_id(full), "Arn"]}
     assert permission["SourceAccount"] == {"Ref": "AWS::AccountId"}
+    assert permission["SourceArn"] == RULE_ARN
 
 
 def test_bucket_is_private_encrypted_and_tls_only(full: Synthesis) -> None:

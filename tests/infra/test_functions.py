@@ -102,6 +102,12 @@ def test_every_function_shares_one_code_asset(full: Synthesis) -> None:
     assert len(codes) == 1
 
 
+def test_api_function_concurrency_is_reserved_only_when_asked(default: Synthesis, full: Synthesis) -> None:
+    """Idle long-polls hold executions: a reservation caps them short of the account's whole concurrency."""
+    assert "ReservedConcurrentExecutions" not in function_by_handler(default, API_HANDLER)[1]
+    assert function_by_handler(full, API_HANDLER)[1]["ReservedConcurrentExecutions"] == 50
+
+
 def test_api_function_outlives_the_api_gateway_timeout(default: Synthesis) -> None:
     # API Gateway cuts at 29 s and a long-poll waits up to 25 s; the function
     # must not be the one that stops first.
