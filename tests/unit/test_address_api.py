@@ -332,6 +332,17 @@ def test_expired_address_is_never_served(moto_api: LambdaClient, clock):
     assert moto_api.post_inbox(created, {"a": 2}).status == 401
 
 
+def test_the_owner_may_delete_an_expired_address_before_storage_reclaims_it(moto_api: LambdaClient, clock):
+    created = moto_api.provision(expires_in_seconds=60)
+    address_path = path_of(created["endpoints"]["address_url"])
+    clock.advance(61)
+    assert moto_api.request("DELETE", address_path, token="crt_wrong").status == 401
+    assert moto_api.request("GET", address_path, token=created["credentials"]["read_token"]).status == 401
+    deleted = moto_api.request("DELETE", address_path, token=created["credentials"]["read_token"])
+    assert deleted.status == 200 and deleted.json() == {"address": {"id": created["address"]["id"]}, "deleted": True}
+    assert moto_api.request("DELETE", address_path, token=created["credentials"]["read_token"]).status == 401
+
+
 # -- discovery and errors -----------------------------------------------------
 
 

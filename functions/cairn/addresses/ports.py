@@ -80,8 +80,8 @@ class AddressStore(Protocol):
     def load(self, address_id: str) -> AddressRecord | None:
         """The head of a live or expired address; None once deleted or unknown."""
 
-    def delete(self, address_id: str, read_token_digest: str, *, now: float) -> bool:
-        """Remove the address and all it holds if the digest opens it; False when refused."""
+    def delete(self, address_id: str, read_token_digest: str) -> bool:
+        """Remove the address and all it holds if the digest opens it, expired or not; False when refused."""
 
     def append(self, request: AppendRequest) -> AppendResult:
         """Append atomically with consecutive sequences.

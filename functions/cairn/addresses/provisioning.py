@@ -90,7 +90,8 @@ class Provisioning:
         )
 
     def delete(self, address_id: str, read_token: str | None) -> None:
-        """Refused exactly like `authenticate`, except that an interrupted deletion may be repeated."""
+        """Refused exactly like `authenticate`, except that an interrupted deletion may be repeated and an
+        expired address that storage still holds may be deleted: its owner need not wait for TTL."""
         require_well_formed(address_id)
-        if not read_token or not self._table.delete(address_id, credentials.digest(read_token), now=self._clock()):
+        if not read_token or not self._table.delete(address_id, credentials.digest(read_token)):
             raise Unauthorized()

@@ -90,25 +90,23 @@ class AddressTable:
         item = response.get("Item")
         return address_items.record_from_item(item) if item else None
 
-    def delete(self, address_id: str, read_token_digest: str, *, now: float) -> bool:
+    def delete(self, address_id: str, read_token_digest: str) -> bool:
         """Close the address at once, then remove everything under it.
 
         The head is marked first, so no append can commit after the sweep
-        starts; the head itself goes last. The read token is a condition of
-        the mark, and a head already marked still admits its owner: a sweep
-        that a storage fault cut short is finished by the owner's retry.
+        starts; the head itself goes last. The read token is the one
+        condition of the mark: a head already marked still admits its owner
+        (a sweep that a storage fault cut short is finished by the owner's
+        retry), and so does an expired one that TTL has not reclaimed yet.
         """
         try:
             self._client.update_item(
                 TableName=self._table,
                 Key=key(keys.address_pk(address_id), keys.META),
                 UpdateExpression="SET #deleted = :t",
-                ConditionExpression=(
-                    "#cred = :digest"
-                    " AND (attribute_exists(#deleted) OR attribute_not_exists(expires_at) OR expires_at > :now)"
-                ),
+                ConditionExpression="#cred = :digest",
                 ExpressionAttributeNames={"#cred": READ_TOKEN, "#deleted": DELETED},
-                ExpressionAttributeValues={":t": {"BOOL": True}, ":digest": s(read_token_digest), ":now": n(int(now))},
+                ExpressionAttributeValues={":t": {"BOOL": True}, ":digest": s(read_token_digest)},
             )
         except ClientError as error:
             if error_code(error) == "ConditionalCheckFailedException":
