@@ -42,7 +42,7 @@ def test_mail_wakes_a_long_poll_and_its_attachment_downloads(served: ServeProces
         assert result["elapsed"] < 10, "the poll waited for its timeout instead of waking"
         [event] = result["reply"].json()["events"]
         data = event["data"]
-        assert (event["type"], event["source"]) == ("email.received", "email")
+        assert (event["type"], event["source"], event["ingress_surface"]) == ("email.received", "email", "email")
         assert (data["from"], data["subject"]) == ("Renée Lefèvre <renee@bureau.example.fr>", "Rapport signé ✓")
         assert data["text"] == "Bonjour, le rapport est joint.\n"
         assert data["attachments"] == [

@@ -62,7 +62,7 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
         "conflict": (conflict.is_error, conflict.structured_content),
         "read": read.structured_content,
         "listing": listing.structured_content,
-        "waited": (callback["type"], waited_for),
+        "waited": (callback["type"], callback["ingress_surface"], waited_for),
         "acked": acked.structured_content,
         "deleted": deleted.structured_content,
         "refused": (refused.is_error, refused.structured_content),
@@ -77,8 +77,8 @@ def check(seen: dict[str, Any], served: ServeProcess) -> None:
     assert is_error and body["error"]["code"] == "revision_conflict" and body["error"]["current_revision"] == 1
     assert seen["read"]["value"] == {"step": 1}
     assert seen["listing"]["usage"]["keys"] == 1
-    kind, waited_for = seen["waited"]
-    assert kind == "render.done"
+    kind, surface, waited_for = seen["waited"]
+    assert (kind, surface) == ("render.done", "http")
     assert waited_for < 10, "the long-poll waited for its timeout instead of waking"
     assert seen["acked"]["event"]["acknowledged_at"]
     assert seen["deleted"] == {"key": "plan", "deleted": True, "revision": 2}

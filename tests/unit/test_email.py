@@ -89,7 +89,7 @@ def test_a_plain_text_email_becomes_an_email_received_event(mail: Mailroom):
     address = email_of(created)
     message_id = mail.receive(fixture_message("plain.eml", address), [address])
     [event] = mail.emails(created)
-    assert (event["type"], event["source"]) == ("email.received", "email")
+    assert (event["type"], event["source"], event["ingress_surface"]) == ("email.received", "email", "email")
     assert event["data"] == {
         "message_id": message_id,
         "from": "Example Accounts <noreply@accounts.example.com>",
@@ -326,6 +326,7 @@ def test_an_inbox_event_posing_as_email_cannot_read_another_address_mail(mail: M
     forged = {"type": "email.received", "source": "email", "data": victim_event["data"]}
     assert mail.api.post_inbox(attacker, forged).status == 202
     [fake] = mail.emails(attacker)
+    assert fake["ingress_surface"] == "http"
     refused = mail.download(attacker, fake["id"], "att_1")
     assert refused.status == 404
     assert mail.download(victim, victim_event["id"], "att_1").status == 200
@@ -349,7 +350,7 @@ def test_replay_recovers_a_message_whose_delivery_was_lost(mail: Mailroom):
     assert recovered.status == 201
     assert recovered.json()["duplicate"] is False
     [event] = mail.emails(created)
-    assert event["id"] == recovered.json()["event"]["id"]
+    assert (event["id"], event["ingress_surface"]) == (recovered.json()["event"]["id"], "email")
     assert event["data"]["verdicts"] == {"spf": None, "dkim": None, "dmarc": None, "spam": None, "virus": None}
     assert mail.download(created, event["id"], "att_2").content == CSV
     assert mail.replay(created, {"message_id": message_id}).status == 200

@@ -150,7 +150,12 @@ class EmailIngest:
             **mime.content(message, text_max_bytes=self._settings.email_text_max_bytes),
             "verdicts": asdict(verdicts),
         }
-        return NewEvent(type=EVENT_TYPE, source=EVENT_SOURCE, data_json=jsontext.canonical(data))
+        return NewEvent(
+            type=EVENT_TYPE,
+            source=EVENT_SOURCE,
+            data_json=jsontext.canonical(data),
+            ingress_surface=self._settings.email_ingress_surface,
+        )
 
     def _append(self, address_id: str, message_id: str, event: NewEvent) -> AppendResult:
         result = self._table.append(

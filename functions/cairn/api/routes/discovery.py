@@ -52,6 +52,7 @@ def render(name: str, base: str, settings: Settings) -> str:
         "STATE_MAX_KEYS": settings.state_max_keys,
         "STATE_MAX_BYTES": settings.state_max_bytes,
         "MAX_ATTACHMENT_BYTES": settings.email_attachment_max_bytes,
+        "EMAIL_SURFACE": settings.email_ingress_surface,
     }
     text = _template(name)
     for placeholder, value in values.items():
