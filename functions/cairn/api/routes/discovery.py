@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 import cairn
 from cairn.addresses.state import KEY_PATTERN, PER_KEY_OVERHEAD
 from cairn.api import runtime_schemas, urls
+from cairn.api.routes.mcp import PATHS as MCP_PATHS
 from cairn.api.routes.runtime import PREFIX as RUNTIME_PREFIX
 from cairn.services import Services
 from cairn.settings import DAY_SECONDS, Settings
@@ -103,11 +104,11 @@ def capabilities(settings: Settings) -> dict:
 def with_error_responses(document: dict) -> dict:
     """Describe the error envelope every REST route answers with, in place of Powertools' `detail` shape.
 
-    `/mcp` keeps its own: it answers JSON-RPC errors.
+    The MCP endpoints keep their own: they answer JSON-RPC errors.
     """
     document.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     for path, operations in document.get("paths", {}).items():
-        if path == "/mcp":
+        if path in MCP_PATHS:
             continue
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
