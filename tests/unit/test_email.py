@@ -208,6 +208,39 @@ def test_redelivery_of_the_same_message_makes_one_event(mail: Mailroom):
     assert len(mail.emails(created)) == 1
 
 
+def test_a_resent_message_stored_under_another_id_makes_one_event(mail: Mailroom):
+    # A sender's retry or a mailing list: SES stores and announces the same message twice.
+    created = mail.api.provision()
+    raw = fixture_message("plain.eml", email_of(created))
+    first_id = mail.receive(raw, [email_of(created)])
+    second_id = mail.receive(raw, [email_of(created)])
+    assert first_id != second_id
+    [event] = mail.emails(created)
+    assert event["data"]["message_id"] == first_id
+    again = mail.replay(created, {"message_id": second_id})
+    assert again.json() == {"duplicate": True, "event": {"id": event["id"], "sequence": event["sequence"]}}
+
+
+def test_events_claimed_under_the_receiver_id_alone_still_deduplicate_and_download(mail: Mailroom):
+    # Ingest without a Message-ID claims the receiver's id, as every event stored before header claims.
+    created = mail.api.provision()
+    raw = fixture_message("nested_attachments.eml", email_of(created))
+    without_header = b"\r\n".join(line for line in raw.split(b"\r\n") if not line.startswith(b"Message-ID:"))
+    message_id = mail.receive(without_header, [email_of(created)])
+    mail.store(raw, message_id)
+    [event] = mail.emails(created)
+    again = mail.replay(created, {"message_id": message_id})
+    assert again.json() == {"duplicate": True, "event": {"id": event["id"], "sequence": event["sequence"]}}
+    assert mail.download(created, event["id"], "att_2").content == CSV
+
+
+def test_the_same_message_id_at_another_address_is_that_address_own_event(mail: Mailroom):
+    first, second = mail.api.provision(), mail.api.provision()
+    mail.receive(fixture_message("plain.eml", email_of(first)), [email_of(first)])
+    mail.receive(fixture_message("plain.eml", email_of(second)), [email_of(second)])
+    assert len(mail.emails(first)) == len(mail.emails(second)) == 1
+
+
 def test_mail_for_expired_addresses_or_full_feeds_is_dropped_quietly(make_mailroom, clock):
     mail = make_mailroom(max_events=1)
     full, expiring = mail.api.provision(), mail.api.provision(expires_in_seconds=60)

@@ -67,7 +67,7 @@ def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
         "cc": _tolerant(lambda: _addresses(message, "Cc"), _raw_values(message, "Cc")),
         "subject": _tolerant(lambda: _header(message, "Subject"), None),
         "date": _tolerant(lambda: _date(message), None),
-        "internet_message_id": _tolerant(lambda: _header(message, "Message-ID"), None),
+        "internet_message_id": message_id(message),
         "in_reply_to": _tolerant(lambda: _header(message, "In-Reply-To"), None),
         "references": _tolerant(lambda: (_header(message, "References") or "").split(), list[str]()),
         "text": text,
@@ -83,6 +83,11 @@ def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
             for attachment_id, part in _attachment_parts(message, (text_part, html_part))
         ],
     }
+
+
+def message_id(message: EmailMessage) -> str | None:
+    """The `Message-ID` header, or None when it is missing or unreadable."""
+    return _tolerant(lambda: _header(message, "Message-ID"), None)
 
 
 def attachment(message: EmailMessage, attachment_id: str) -> AttachmentFile | None:
