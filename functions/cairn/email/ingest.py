@@ -175,6 +175,7 @@ class EmailIngest:
     def _append(self, address_id: str, claims: list[IdempotencyClaim], event: NewEvent) -> AppendResult:
         now = self._clock()
         first, *earlier = claims
+        # An event ingested before header claims holds only its receiver-id claim.
         for claim in earlier:
             claimed = self._table.claimed_event(address_id, claim.key_digest, now=now)
             if claimed is not None:

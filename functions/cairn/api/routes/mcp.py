@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from cairn.mcp import tools
 
 
-
 @dataclass(frozen=True)
 class Endpoint:
     path: str
