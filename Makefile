@@ -5,9 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup serve test bench synth clean
+.PHONY: setup serve test bench synth clean java chromium
 
-setup: $(VENV)/.installed node_modules/.installed java
+setup: $(VENV)/.installed node_modules/.installed java chromium
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ node_modules/.installed: package.json
 # DynamoDB Local is a Java program; install a JRE when the machine has none.
 java:
 	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless)
+
+# The inbox page is tested in a real browser: the system's Chromium and its WebDriver.
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
 serve: setup
 	$(BIN)/cairn serve $(ARGS)

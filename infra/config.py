@@ -25,6 +25,10 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 _STAGE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,63}")
 _DOMAIN_NAME = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
 _CERTIFICATE_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[A-Za-z0-9-]+")
+# The application's `email_ingress_surface` rule (functions/cairn/settings.py);
+# `http` and `state` name inbox posts and state changes, so mail may not take them.
+_SURFACE_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+_RESERVED_SURFACES = frozenset({"http", "state"})
 _TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}")
 
 # API Gateway ends every request at 29 s; a long-poll must answer before that.
@@ -69,7 +73,8 @@ class StageConfig:
 
     `ephemeral` is for short-lived stages (previews, CI): stateful resources
     are deleted with the stack instead of being retained and protected.
-    `email_domain` turns on inbound email; `api_domain_name` with
+    `email_domain` turns on inbound email, whose events carry
+    `email_ingress_surface` (AgentAddress's agents check `resend`); `api_domain_name` with
     `api_certificate_arn` puts the API behind a custom domain, which then
     becomes the public base URL of every link the service hands out.
     """
@@ -78,6 +83,7 @@ class StageConfig:
     ephemeral: bool = False
     email_domain: str | None = None
     activate_receipt_rule_set: bool = False
+    email_ingress_surface: str = "email"
     api_domain_name: str | None = None
     api_certificate_arn: str | None = None
     alarm_topic_arn: str | None = None
@@ -99,6 +105,12 @@ class StageConfig:
         for key, value in (("email_domain", self.email_domain), ("api_domain_name", self.api_domain_name)):
             if value is not None and not _DOMAIN_NAME.fullmatch(value):
                 raise ValueError(f"context value {key!r} must be a lower-case domain name, got {value!r}")
+        surface = self.email_ingress_surface
+        if not _SURFACE_NAME.fullmatch(surface) or surface in _RESERVED_SURFACES:
+            raise ValueError(
+                f"'email_ingress_surface' must be a lower-case name other than {sorted(_RESERVED_SURFACES)}, "
+                f"got {surface!r}"
+            )
         if (self.api_domain_name is None) != (self.api_certificate_arn is None):
             raise ValueError("context values 'api_domain_name' and 'api_certificate_arn' go together")
         if self.api_certificate_arn is not None and not _CERTIFICATE_ARN.fullmatch(self.api_certificate_arn):
@@ -150,6 +162,7 @@ class StageConfig:
             activate_receipt_rule_set=_as_bool(
                 "activate_receipt_rule_set", node.try_get_context("activate_receipt_rule_set")
             ),
+            email_ingress_surface=text("email_ingress_surface") or cls.email_ingress_surface,
             api_domain_name=text("api_domain_name"),
             api_certificate_arn=text("api_certificate_arn"),
             alarm_topic_arn=text("alarm_topic_arn"),
@@ -197,6 +210,7 @@ class StageConfig:
     def application_environment(self) -> dict[str, str]:
         """The CAIRN_* settings this deployment fixes (the table and bucket come from the stack)."""
         environment = {f"CAIRN_{key.upper()}": str(value) for key, value in self.limits.items()}
+        environment["CAIRN_EMAIL_INGRESS_SURFACE"] = self.email_ingress_surface
         if self.email_domain is not None:
             environment["CAIRN_EMAIL_DOMAIN"] = self.email_domain
         if self.public_base_url is not None:

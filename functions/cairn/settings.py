@@ -10,10 +10,13 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DAY_SECONDS = 86_400
+SURFACE_NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+# The surfaces of inbox posts and state changes (cairn.addresses.models).
+RESERVED_SURFACES = frozenset({"http", "state"})
 
 
 class Settings(BaseSettings):
@@ -57,6 +60,17 @@ class Settings(BaseSettings):
     email_blob_dir: Path = Path(".cairn/data/email")
     email_text_max_bytes: int = Field(default=256 * 1024, ge=1)
     email_attachment_max_bytes: int = Field(default=10_000_000, ge=1)
+    # The `ingress_surface` of received mail: `resend` lets agents written for
+    # AgentAddress keep checking the value they know.
+    email_ingress_surface: str = Field(default="email", pattern=SURFACE_NAME_PATTERN)
+
+    @field_validator("email_ingress_surface")
+    @classmethod
+    def _mail_surface_is_its_own(cls, value: str) -> str:
+        # Mail named like inbox posts or state changes could not be told from them.
+        if value in RESERVED_SURFACES:
+            raise ValueError(f"must not be one of {sorted(RESERVED_SURFACES)}")
+        return value
 
 
 @lru_cache(maxsize=1)

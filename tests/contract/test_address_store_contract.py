@@ -88,7 +88,7 @@ def owner(token: str = READ_TOKEN) -> Credential:
 
 
 def event(n: int = 0, data_json: str | None = None) -> NewEvent:
-    return NewEvent(type="test.event", source="http", data_json=data_json or f'{{"n":{n}}}')
+    return NewEvent(type="test.event", source="http", data_json=data_json or f'{{"n":{n}}}', ingress_surface="http")
 
 
 def append(store: AddressStore, record: AddressRecord, *events: NewEvent, now: float, **extra):

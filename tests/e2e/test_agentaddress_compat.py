@@ -11,10 +11,14 @@ the expected revision of a write in the body and of a delete as a bare
 from __future__ import annotations
 
 import re
+import smtplib
+from email.message import EmailMessage
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
+from cairn.local.dynamodb_local import DynamoDBLocal
 from tests.support.serve import ServeProcess
 
 ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
@@ -90,3 +94,59 @@ def test_the_public_client_flow_works_unchanged(served: ServeProcess):
         assert refused.status_code == 401
         assert refused.headers["content-type"].startswith("application/json")
         assert refused.json()["error"]["code"] == "unauthorized"
+
+
+def _mailbox(value: str) -> str:
+    """The address in `Name <addr>` or a bare address, lower-cased, as AgentAddress's email examples read it."""
+    found = re.search(r"<([^<>]+)>$", value.strip())
+    return (found.group(1) if found else value.strip()).lower()
+
+
+def test_only_mail_carries_the_mail_surface_an_agent_checks(
+    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path
+):
+    # A deployment moving from AgentAddress names mail's surface as its agents expect.
+    env = {"CAIRN_EMAIL_INGRESS_SURFACE": "resend"}
+    with (
+        ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as served,
+        httpx.Client(timeout=TIMEOUT) as http,
+    ):
+        body = http.post(f"{served.base_url}/api/v1/addresses", json={"name": "verify", "task_id": "verify"}).json()
+        email = body["address"]["email"]
+        events_url = body["endpoints"]["events_url"]
+        bearer = {"Authorization": f"Bearer {body['credentials']['read_token']}"}
+
+        # A forger holding the inbox URL writes everything a mail event shows.
+        forged = {
+            "type": "email.received",
+            "source": "resend",
+            "ingress_surface": "resend",
+            "data": {"from": "bank@example.com", "to": [email], "subject": "Your code", "text": "123456"},
+        }
+        assert http.post(body["endpoints"]["inbox_url"], json=forged).status_code == 202
+        message = EmailMessage()
+        message["From"] = "Bank <bank@example.com>"
+        message["To"] = email
+        message["Subject"] = "Your code"
+        message.set_content("Your code is 654321")
+        with smtplib.SMTP("127.0.0.1", served.smtp_port, timeout=10) as smtp:
+            smtp.send_message(message)
+        http.put(f"{events_url.removesuffix('/events')}/state/step", json={"value": 1}, headers=bearer)
+
+        page = http.get(events_url, params={"after": 0, "wait": 5}, headers=bearer).json()
+        while len(page["events"]) < 3:
+            more = http.get(events_url, params={"after": page["next_cursor"], "wait": 5}, headers=bearer).json()
+            page = {"events": page["events"] + more["events"], "next_cursor": more["next_cursor"]}
+        by_surface = {event["ingress_surface"]: event for event in page["events"]}
+        assert sorted(by_surface) == ["http", "resend", "state"]
+        assert (by_surface["http"]["type"], by_surface["http"]["source"]) == ("email.received", "resend")
+        assert by_surface["state"]["type"] == "state.updated"
+        # What AgentAddress's email examples check before they act (examples/shared/verified-email.mjs).
+        mail = by_surface["resend"]
+        assert mail["type"] == "email.received"
+        assert _mailbox(mail["data"]["from"]) == "bank@example.com"
+        assert email.lower() in [_mailbox(recipient) for recipient in mail["data"]["to"]]
+        assert "your code" in mail["data"]["subject"].lower()
+        openapi = http.get(f"{served.base_url}/openapi.json").json()
+        assert "ingress_surface" in openapi["components"]["schemas"]["EventOut"]["required"]
+        assert "`resend`" in http.get(f"{served.base_url}/skill.md").text

@@ -81,6 +81,7 @@ def test_a_task_round_trip_never_prints_the_read_token(cli: Cli):
 
     page = cli("events", "poll", "nightly", "--wait", "1").json()
     assert [event["type"] for event in page["events"]] == ["state.updated", "state.updated", "build.done"]
+    assert [event["ingress_surface"] for event in page["events"]] == ["state", "state", "http"]
     assert page["after"] == 0
     acked = cli("events", "ack", "nightly", page["events"][0]["id"]).json()
     assert acked["cursor"] == 1

@@ -42,7 +42,7 @@ def test_mail_wakes_a_long_poll_and_its_attachment_downloads(served: ServeProces
         assert result["elapsed"] < 10, "the poll waited for its timeout instead of waking"
         [event] = result["reply"].json()["events"]
         data = event["data"]
-        assert (event["type"], event["source"]) == ("email.received", "email")
+        assert (event["type"], event["source"], event["ingress_surface"]) == ("email.received", "email", "email")
         assert (data["from"], data["subject"]) == ("Renée Lefèvre <renee@bureau.example.fr>", "Rapport signé ✓")
         assert data["text"] == "Bonjour, le rapport est joint.\n"
         assert data["attachments"] == [
@@ -80,3 +80,40 @@ def test_mail_for_other_domains_is_refused_at_rcpt(served: ServeProcess):
             smtp.sendmail("a@example.org", ["someone@example.org"], "Subject: relay?\r\n\r\nno\r\n")
     [(code, _)] = refused.value.recipients.values()
     assert code == 550
+
+
+def test_a_message_sent_twice_makes_one_event_and_mail_without_message_id_makes_two(served: ServeProcess):
+    """A sender's server retrying after a timeout resends the same message under the same Message-ID."""
+    with served.client() as client:
+        created = provision(client)
+        email = created["address"]["email"]
+        message = EmailMessage()
+        message["From"] = "approver@example.org"
+        message["To"] = email
+        message["Subject"] = "APPROVE"
+        message["Message-ID"] = "<approval-7@example.org>"
+        message.set_content("APPROVE")
+        plain = "From: a@example.org\r\nSubject: no id\r\n\r\nsame text\r\n"
+        for _ in range(2):
+            with smtplib.SMTP("127.0.0.1", served.smtp_port, timeout=10) as smtp:
+                assert smtp.send_message(message) == {}
+                smtp.sendmail("a@example.org", [email], plain)
+
+        events_url = created["endpoints"]["events_url"]
+        events = client.get(events_url, params={"wait": 10}, headers=auth(created)).json()["events"]
+        while len(events) < 3:
+            more = client.get(events_url, params={"after": events[-1]["sequence"], "wait": 5}, headers=auth(created))
+            assert more.json()["events"], events
+            events += more.json()["events"]
+        time.sleep(0.5)  # a second event for the resend, had there been one, is stored by now
+        events = client.get(events_url, headers=auth(created)).json()["events"]
+        subjects = sorted(event["data"]["subject"] for event in events)
+        assert subjects == ["APPROVE", "no id", "no id"]
+        # The receiver's id of the first delivery stays the replay key.
+        [approval] = [event for event in events if event["data"]["subject"] == "APPROVE"]
+        replayed = client.post(
+            created["endpoints"]["address_url"] + "/email/replay",
+            json={"message_id": approval["data"]["message_id"]},
+            headers=auth(created),
+        )
+        assert replayed.json() == {"duplicate": True, "event": {"id": approval["id"], "sequence": approval["sequence"]}}

@@ -62,7 +62,7 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
         "conflict": (conflict.is_error, conflict.structured_content),
         "read": read.structured_content,
         "listing": listing.structured_content,
-        "waited": (callback["type"], waited_for),
+        "waited": (callback["type"], callback["ingress_surface"], waited_for),
         "acked": acked.structured_content,
         "deleted": deleted.structured_content,
         "refused": (refused.is_error, refused.structured_content),
@@ -77,8 +77,8 @@ def check(seen: dict[str, Any], served: ServeProcess) -> None:
     assert is_error and body["error"]["code"] == "revision_conflict" and body["error"]["current_revision"] == 1
     assert seen["read"]["value"] == {"step": 1}
     assert seen["listing"]["usage"]["keys"] == 1
-    kind, waited_for = seen["waited"]
-    assert kind == "render.done"
+    kind, surface, waited_for = seen["waited"]
+    assert (kind, surface) == ("render.done", "http")
     assert waited_for < 10, "the long-poll waited for its timeout instead of waking"
     assert seen["acked"]["event"]["acknowledged_at"]
     assert seen["deleted"] == {"key": "plan", "deleted": True, "revision": 2}
@@ -107,3 +107,39 @@ def test_stdio_via_cairn_mcp(served: ServeProcess):
             return await exercise_every_tool(client, served)
 
     check(anyio.run(scenario), served)
+
+
+def test_agentaddress_mcp_endpoint_offers_exactly_its_three_tools(served: ServeProcess):
+    """AgentAddress's MCP example lists the tools at `/api/mcp` and expects exactly these, with its inputs."""
+
+    async def scenario() -> dict[str, Any]:
+        async with Client(f"{served.base_url}/api/mcp") as client:
+            listed = await client.list_tools()
+            created = await client.call_tool("create_return_address", {"name": "mcp", "task_id": "mcp"})
+            document = created.structured_content
+            creds = {"address_id": document["address"]["id"], "read_token": document["credentials"]["read_token"]}
+            async with httpx.AsyncClient() as http:
+                await http.post(document["endpoints"]["inbox_url"], json={"type": "render.done"})
+            page = await client.call_tool("poll_events", {**creds, "after": 0, "limit": 10})
+            [event] = page.structured_content["events"]
+            acked = await client.call_tool("acknowledge_event", {**creds, "event_id": event["id"]})
+            waiting = await client.call_tool("poll_events", {**creds, "wait": 5})
+            with pytest.raises(MCPError):
+                await client.call_tool("set_state", {**creds, "key": "plan", "value": 1})
+            return {
+                "inputs": {tool.name: sorted(tool.input_schema["properties"]) for tool in listed.tools},
+                "event": (event["type"], event["ingress_surface"]),
+                "acked": acked.structured_content["event"]["acknowledged_at"],
+                "waiting": (waiting.is_error, waiting.structured_content["error"]["code"]),
+            }
+
+    seen = anyio.run(scenario)
+    assert seen["inputs"] == {
+        "acknowledge_event": ["address_id", "event_id", "read_token"],
+        "create_return_address": ["expires_in_seconds", "name", "task_id"],
+        "poll_events": ["address_id", "after", "limit", "read_token"],
+    }
+    assert seen["event"] == ("render.done", "http")
+    assert seen["acked"]
+    # AgentAddress's poll answers at once: a `wait` is an input it does not have.
+    assert seen["waiting"] == (True, "invalid_request")

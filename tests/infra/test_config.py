@@ -8,7 +8,8 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from cairn.settings import Settings
+from cairn.settings import RESERVED_SURFACES, SURFACE_NAME_PATTERN, Settings
+from infra import config
 from infra.config import LIMIT_DEFAULTS, StageConfig
 
 
@@ -84,6 +85,9 @@ def test_public_base_url_comes_only_from_a_custom_domain() -> None:
         {"stage": "dev", "log_retention_days": 31},
         {"stage": "dev", "api_reserved_concurrency": 0},
         {"stage": "dev", "api_reserved_concurrency": "many"},
+        {"stage": "dev", "email_ingress_surface": "http"},
+        {"stage": "dev", "email_ingress_surface": "state"},
+        {"stage": "dev", "email_ingress_surface": "Resend Mail"},
     ],
 )
 def test_unusable_context_is_refused_before_synthesis(context: dict[str, Any]) -> None:
@@ -93,3 +97,11 @@ def test_unusable_context_is_refused_before_synthesis(context: dict[str, Any]) -
 
 def test_zero_wait_is_a_valid_limit() -> None:
     assert from_context({"stage": "dev", "max_wait_seconds": "0"}).limits["max_wait_seconds"] == 0
+
+
+def test_the_mail_surface_is_a_context_value_with_the_application_rules() -> None:
+    assert StageConfig(stage="dev").email_ingress_surface == Settings.model_fields["email_ingress_surface"].default
+    assert f"^{config._SURFACE_NAME.pattern}$" == SURFACE_NAME_PATTERN
+    assert config._RESERVED_SURFACES == RESERVED_SURFACES
+    moved = from_context({"stage": "dev", "email_ingress_surface": "resend"})
+    assert moved.application_environment["CAIRN_EMAIL_INGRESS_SURFACE"] == "resend"

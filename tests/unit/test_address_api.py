@@ -7,6 +7,7 @@ import json
 import boto3
 import pytest
 
+from cairn import errors
 from tests.support.lambda_client import LambdaClient, path_of
 
 INBOX_LIMIT = 1_000_000
@@ -367,6 +368,25 @@ def test_openapi_is_3_1_and_lists_every_route(moto_api: LambdaClient):
         "/api/v1/inbox/{address_id}/{secret}",
     } <= set(document["paths"])
     assert document["servers"][0]["url"] == "http://cairn.test"
+
+
+def test_llms_full_holds_the_guide_every_route_every_error_code_and_the_limits(moto_api: LambdaClient):
+    full = moto_api.request("GET", "/llms-full.txt")
+    assert full.status == 200
+    assert full.headers["Content-Type"].startswith("text/plain")
+    text = full.text
+    assert moto_api.request("GET", "/skill.md").text.rstrip() in text
+    document = moto_api.request("GET", "/openapi.json").json()
+    for path, operations in document["paths"].items():
+        for method in operations:
+            assert f"## {method.upper()} {path}\n" in text
+    server_errors = [kind for kind in vars(errors).values() if isinstance(kind, type) and "code" in vars(kind)]
+    assert server_errors and all(f"- `{kind.code}`: " in text for kind in server_errors)
+    assert "- `state_limit_exceeded`: 409 (keys) / 413 (bytes)" in text
+    assert "`ingress_surface` string: Where the event entered Cairn" in text
+    assert '"max_events_per_address": 1000' in text
+    assert "{{" not in text and "http://cairn.test/api/v1/addresses" in text
+    assert "/llms-full.txt" in moto_api.request("GET", "/llms.txt").text
 
 
 def test_capabilities_and_health(moto_api: LambdaClient):

@@ -89,7 +89,7 @@ def test_a_plain_text_email_becomes_an_email_received_event(mail: Mailroom):
     address = email_of(created)
     message_id = mail.receive(fixture_message("plain.eml", address), [address])
     [event] = mail.emails(created)
-    assert (event["type"], event["source"]) == ("email.received", "email")
+    assert (event["type"], event["source"], event["ingress_surface"]) == ("email.received", "email", "email")
     assert event["data"] == {
         "message_id": message_id,
         "from": "Example Accounts <noreply@accounts.example.com>",
@@ -207,6 +207,39 @@ def test_redelivery_of_the_same_message_makes_one_event(mail: Mailroom):
     message_id = mail.receive(raw, [email_of(created)])
     mail.receive(raw, [email_of(created)], message_id=message_id)
     assert len(mail.emails(created)) == 1
+
+
+def test_a_resent_message_stored_under_another_id_makes_one_event(mail: Mailroom):
+    # A sender's retry or a mailing list: SES stores and announces the same message twice.
+    created = mail.api.provision()
+    raw = fixture_message("plain.eml", email_of(created))
+    first_id = mail.receive(raw, [email_of(created)])
+    second_id = mail.receive(raw, [email_of(created)])
+    assert first_id != second_id
+    [event] = mail.emails(created)
+    assert event["data"]["message_id"] == first_id
+    again = mail.replay(created, {"message_id": second_id})
+    assert again.json() == {"duplicate": True, "event": {"id": event["id"], "sequence": event["sequence"]}}
+
+
+def test_events_claimed_under_the_receiver_id_alone_still_deduplicate_and_download(mail: Mailroom):
+    # Ingest without a Message-ID claims the receiver's id, as every event stored before header claims.
+    created = mail.api.provision()
+    raw = fixture_message("nested_attachments.eml", email_of(created))
+    without_header = b"\r\n".join(line for line in raw.split(b"\r\n") if not line.startswith(b"Message-ID:"))
+    message_id = mail.receive(without_header, [email_of(created)])
+    mail.store(raw, message_id)
+    [event] = mail.emails(created)
+    again = mail.replay(created, {"message_id": message_id})
+    assert again.json() == {"duplicate": True, "event": {"id": event["id"], "sequence": event["sequence"]}}
+    assert mail.download(created, event["id"], "att_2").content == CSV
+
+
+def test_the_same_message_id_at_another_address_is_that_address_own_event(mail: Mailroom):
+    first, second = mail.api.provision(), mail.api.provision()
+    mail.receive(fixture_message("plain.eml", email_of(first)), [email_of(first)])
+    mail.receive(fixture_message("plain.eml", email_of(second)), [email_of(second)])
+    assert len(mail.emails(first)) == len(mail.emails(second)) == 1
 
 
 def test_mail_for_expired_addresses_or_full_feeds_is_dropped_quietly(make_mailroom, clock):
@@ -327,6 +360,7 @@ def test_an_inbox_event_posing_as_email_cannot_read_another_address_mail(mail: M
     forged = {"type": "email.received", "source": "email", "data": victim_event["data"]}
     assert mail.api.post_inbox(attacker, forged).status == 202
     [fake] = mail.emails(attacker)
+    assert fake["ingress_surface"] == "http"
     refused = mail.download(attacker, fake["id"], "att_1")
     assert refused.status == 404
     assert mail.download(victim, victim_event["id"], "att_1").status == 200
@@ -350,7 +384,7 @@ def test_replay_recovers_a_message_whose_delivery_was_lost(mail: Mailroom):
     assert recovered.status == 201
     assert recovered.json()["duplicate"] is False
     [event] = mail.emails(created)
-    assert event["id"] == recovered.json()["event"]["id"]
+    assert (event["id"], event["ingress_surface"]) == (recovered.json()["event"]["id"], "email")
     assert event["data"]["verdicts"] == {"spf": None, "dkim": None, "dmarc": None, "spam": None, "virus": None}
     assert mail.download(created, event["id"], "att_2").content == CSV
     assert mail.replay(created, {"message_id": message_id}).status == 200

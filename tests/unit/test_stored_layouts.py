@@ -1,4 +1,4 @@
-"""Large payloads written in any earlier layout still read back, byte for byte.
+"""Items written in any earlier layout still read back: large payloads byte for byte, surfaces decided.
 
 Address events, memory events, run records and checkpoints each used their
 own place for the pieces of a large payload; new writes share one layout
@@ -71,9 +71,34 @@ def test_address_events_with_pieces_at_c_seq(client) -> None:
 
     assert table.load_event(address_id, 1, now=now).data_json == data.decode()
     # A new large event beside it uses today's layout; both read back.
-    table.append(AppendRequest(address_id, [NewEvent("t", "http", data.decode())], None, now))
+    table.append(AppendRequest(address_id, [NewEvent("t", "http", data.decode(), "http")], None, now))
     page = table.list_events(address_id, after=0, limit=10, now=now, max_bytes=10_000_000)
     assert [event.data_json for event in page.events] == [data.decode(), data.decode()]
+
+
+def test_address_events_stored_before_surfaces_read_with_the_surface_their_labels_allow(client) -> None:
+    now = time.time()
+    table = AddressTable(client, TABLE, retention_seconds=3600, max_events=100)
+    address_id = credentials.new_address_id()
+    table.create(AddressRecord(address_id, None, None, "x@example.test", now, None, "r", "i"))
+    pk = f"A#{address_id}"
+    labels = [("state.updated", "state"), ("email.received", "email"), ("render.completed", "renderer")]
+    put(
+        client,
+        *(
+            {**key(pk, f"E#{sequence:012d}"), "event_id": s(f"evt_{sequence}_a"), "seq": n(sequence),
+             "type": s(type_), "source": s(source), "created_at": n(now), "expires_at": n(int(now) + 3600),
+             "data": s("{}")}
+            for sequence, (type_, source) in enumerate(labels, start=1)
+        ),
+    )
+    client.update_item(TableName=TABLE, Key=key(pk, "META"), UpdateExpression="SET last_seq = :n",
+                       ExpressionAttributeValues={":n": n(len(labels))})
+
+    page = table.list_events(address_id, after=0, limit=10, now=now, max_bytes=10_000_000)
+    # Mail stored then could have been an inbox post with the same labels: it proves nothing.
+    assert [event.ingress_surface for event in page.events] == ["state", "http", "http"]
+    assert table.acknowledge(address_id, 2, "evt_2_a", now=now).ingress_surface == "http"
 
 
 def test_memory_events_with_pieces_after_the_event(client) -> None:

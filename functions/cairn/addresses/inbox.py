@@ -10,7 +10,7 @@ from typing import Any
 
 from cairn import credentials, jsontext
 from cairn.addresses.access import require_well_formed
-from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
+from cairn.addresses.models import HTTP_SURFACE, AppendResult, IdempotencyClaim, NewEvent
 from cairn.addresses.ports import AddressStore, AppendRequest, Credential, CredentialKind, Waiter
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, PayloadTooLarge
@@ -71,13 +71,18 @@ def _claim(idempotency_key: str, body: Any, event: NewEvent) -> IdempotencyClaim
 
 
 def event_from_body(body: Any) -> NewEvent:
-    """AgentAddress mapping: `type`, `source` and `data` if given, else defaults and the whole body."""
+    """AgentAddress mapping: `type`, `source` and `data` if given, else defaults and the whole body.
+
+    The surface is always `http`: whatever the body says of itself (a
+    `source` of `email`, its own `ingress_surface`) is the poster's word.
+    """
     fields = body if isinstance(body, dict) else {}
     data = fields["data"] if "data" in fields else body
     return NewEvent(
         type=_label(fields, "type", DEFAULT_TYPE),
         source=_label(fields, "source", DEFAULT_SOURCE),
         data_json=jsontext.canonical(data),
+        ingress_surface=HTTP_SURFACE,
     )
 
 

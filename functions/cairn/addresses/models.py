@@ -27,13 +27,25 @@ class AddressRecord:
         return self.expires_at is None or self.expires_at > now
 
 
+# Where an event entered Cairn, set by the server and never by a client: an
+# inbox post (`http`) and a state change (`state`); mail's name is the
+# deployment's `email_ingress_surface` setting (`email` by default).
+HTTP_SURFACE = "http"
+STATE_SURFACE = "state"
+
+
 @dataclass(frozen=True)
 class NewEvent:
-    """An event about to be appended; `data_json` is its canonical JSON text."""
+    """An event about to be appended; `data_json` is its canonical JSON text.
+
+    `type` and `source` are labels (an inbox poster chooses them);
+    `ingress_surface` is the use case's own statement of where it came from.
+    """
 
     type: str
     source: str
     data_json: str
+    ingress_surface: str
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,7 @@ class Event:
     data_json: str
     created_at: float
     expires_at: float
+    ingress_surface: str
     acknowledged_at: float | None = None
 
     @property
@@ -86,6 +99,19 @@ class FeedPage:
 class FeedCounts:
     retained: int
     unacknowledged: int
+
+
+def legacy_surface(type_: str, source: str) -> str:
+    """The surface of an event stored before events carried one.
+
+    A state change wrote `state.updated` from source `state`; it is taken as
+    one. Everything else reads as `http`, mail included: an inbox post could
+    store the same `email.received` type and `email` source, so they prove
+    nothing, and such events are unproven until they expire.
+    """
+    if type_ == "state.updated" and source == STATE_SURFACE:
+        return STATE_SURFACE
+    return HTTP_SURFACE
 
 
 def event_id(sequence: int, suffix: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from cairn import credentials, jsontext
 from cairn.addresses.access import admit, authenticate, require_well_formed
-from cairn.addresses.models import NewEvent
+from cairn.addresses.models import STATE_SURFACE, NewEvent
 from cairn.addresses.ports import (
     AddressStore,
     AppendRequest,
@@ -128,6 +128,7 @@ class AddressState:
                             "size": change.size,
                         }
                     ),
+                    ingress_surface=STATE_SURFACE,
                 )
                 for change in changes
             ]

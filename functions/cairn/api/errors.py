@@ -104,6 +104,23 @@ def status_for(kind: type[Exception]) -> int:
     return next(_STATUS_OF_CLASS[base] for base in kind.__mro__ if base in _STATUS_OF_CLASS)
 
 
+def documented_codes() -> list[tuple[str, str]]:
+    """Each client-visible error code with the status it answers with, for the guides."""
+    codes: dict[str, str] = {}
+    pending: list[type[CairnError]] = [CairnError]
+    while pending:
+        kind = pending.pop(0)
+        pending.extend(kind.__subclasses__())
+        # Only the server's own: the SDK adds client-side codes of its own.
+        if "code" not in vars(kind) or kind.__module__ != CairnError.__module__:
+            continue
+        if kind is StateLimitExceeded:
+            codes[kind.code] = " / ".join(f"{status} ({limit})" for limit, status in _STATE_LIMIT_STATUS.items())
+        else:
+            codes[kind.code] = str(status_for(kind))
+    return sorted(codes.items())
+
+
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None, **details: Any
 ) -> Response:

@@ -70,6 +70,7 @@ def event(item: Event) -> schemas.EventOut:
         sequence=item.sequence,
         type=item.type,
         source=item.source,
+        ingress_surface=item.ingress_surface,
         data=item.data,
         created_at=iso(item.created_at),
         acknowledged_at=None if item.acknowledged_at is None else iso(item.acknowledged_at),

@@ -69,8 +69,13 @@ class EmailReplayRequest(BaseModel):
 class EventOut(BaseModel):
     id: str
     sequence: int
-    type: str
-    source: str
+    type: str = Field(description="The poster's label for inbox posts; Cairn's for mail and state changes.")
+    source: str = Field(description="The poster's label for inbox posts: proves nothing about origin.")
+    ingress_surface: str = Field(
+        description="Where the event entered Cairn, set by the server alone: `http` for an inbox post (anyone "
+        "holding the inbox URL), `state` for a state change made with the read token, and the deployment's mail "
+        "surface (`email` unless configured, e.g. `resend`) for received mail."
+    )
     data: Any
     created_at: str
     acknowledged_at: str | None

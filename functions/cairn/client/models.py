@@ -23,10 +23,13 @@ class Delivery(TypedDict):
 
 
 class Event(TypedDict):
+    """`ingress_surface` is the server's word on where it came from (`http`, `state`, or mail's name)."""
+
     id: str
     sequence: int
     type: str
     source: str
+    ingress_surface: str
     data: Any
     created_at: str
     acknowledged_at: str | None

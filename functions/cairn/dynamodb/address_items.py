@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.addresses.models import AddressRecord, Event, EventRef, IdempotencyClaim, NewEvent
+from cairn.addresses.models import AddressRecord, Event, EventRef, IdempotencyClaim, NewEvent, legacy_surface
 from cairn.addresses.ports import CredentialKind
 from cairn.dynamodb import blobs, keys
 from cairn.dynamodb.items import get_int, get_n, get_s, key, n, s
@@ -21,6 +21,7 @@ CREDENTIAL_ATTRIBUTES = {
 }
 READ_TOKEN = CREDENTIAL_ATTRIBUTES[CredentialKind.READ_TOKEN]
 LAST_SEQUENCE = "last_seq"
+INGRESS_SURFACE = "ingress_surface"
 DELETED = "deleted"
 
 
@@ -71,6 +72,7 @@ def event_items(address_id: str, ref: EventRef, event: NewEvent, *, now: float, 
         "seq": n(ref.sequence),
         "type": s(event.type),
         "source": s(event.source),
+        INGRESS_SURFACE: s(event.ingress_surface),
         "created_at": n(round(now, 3)),
         "expires_at": n(expires_at),
         **payload,
@@ -80,14 +82,18 @@ def event_items(address_id: str, ref: EventRef, event: NewEvent, *, now: float, 
 
 def event_from_item(item: Item, data_json: str | None) -> Event:
     """An event item with its data (read by the caller: it may live in pieces)."""
+    type_ = get_s(item, "type") or ""
+    source = get_s(item, "source") or ""
     return Event(
         id=get_s(item, "event_id") or "",
         sequence=get_int(item, "seq"),
-        type=get_s(item, "type") or "",
-        source=get_s(item, "source") or "",
+        type=type_,
+        source=source,
         data_json=data_json or "null",
         created_at=get_n(item, "created_at") or 0.0,
         expires_at=get_n(item, "expires_at") or 0.0,
+        # Items written before surfaces existed have none.
+        ingress_surface=get_s(item, INGRESS_SURFACE) or legacy_surface(type_, source),
         acknowledged_at=get_n(item, "acknowledged_at"),
     )
 

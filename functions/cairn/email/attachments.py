@@ -11,11 +11,11 @@ from typing import Any
 
 from cairn.addresses.access import authenticate
 from cairn.addresses.feed import Feed
-from cairn.addresses.models import sequence_of
+from cairn.addresses.models import IdempotencyClaim, sequence_of
 from cairn.addresses.ports import AddressStore
 from cairn.clock import Clock
 from cairn.email import mime
-from cairn.email.ingest import EVENT_TYPE, email_claim
+from cairn.email.ingest import EVENT_TYPE, email_claims
 from cairn.email.ports import RawMessageStore
 from cairn.errors import AttachmentUnavailable, NotFound, PayloadTooLarge
 from cairn.settings import Settings
@@ -66,13 +66,19 @@ class EmailAttachments:
         if not isinstance(data, dict):
             raise NotFound("No retained email event with this id.", event_id=event_id)
         message_id = data.get("message_id")
-        if not isinstance(message_id, str) or not self._claimed_by(address_id, message_id, event_id, now):
+        header = data.get("internet_message_id")
+        if not isinstance(message_id, str) or not self._claimed_by(
+            address_id, email_claims(message_id, header if isinstance(header, str) else None), event_id, now
+        ):
             raise NotFound("No retained email event with this id.", event_id=event_id)
         return data
 
-    def _claimed_by(self, address_id: str, message_id: str, event_id: str, now: float) -> bool:
-        claimed = self._table.claimed_event(address_id, email_claim(message_id).key_digest, now=now)
-        return claimed is not None and claimed.id == event_id
+    def _claimed_by(self, address_id: str, claims: list[IdempotencyClaim], event_id: str, now: float) -> bool:
+        for claim in claims:
+            claimed = self._table.claimed_event(address_id, claim.key_digest, now=now)
+            if claimed is not None and claimed.id == event_id:
+                return True
+        return False
 
 
 def _listed(data: dict[str, Any], attachment_id: str) -> dict[str, Any]:

@@ -2,8 +2,11 @@
 
 The receiver (SES in AWS, the SMTP listener of `cairn serve`) stores the raw
 message first, then hands over its id and envelope recipients. Receivers
-redeliver, and a lost delivery can be replayed, so each event is claimed
-under the message id: one message never makes two events in one feed.
+redeliver, a lost delivery can be replayed, senders' servers retry after
+timeouts and mailing lists deliver one message twice, so each event is
+claimed under the message's `Message-ID` header (under the receiver's id
+when it has none): one message never makes two events in one feed while
+its first event is retained.
 """
 
 from __future__ import annotations
@@ -53,16 +56,25 @@ class Delivery:
     verdicts: Verdicts = field(default_factory=Verdicts)
 
 
-def email_claim(message_id: str) -> IdempotencyClaim:
-    """The idempotency claim of a message in a feed.
+def email_claims(message_id: str, internet_message_id: str | None) -> list[IdempotencyClaim]:
+    """The claims a message's event may hold in a feed, the one ingest takes first.
 
-    The NUL separator keeps it out of reach of inbox clients, whose keys are
-    printable: no `Idempotency-Key` can take or forge a message's claim.
+    Ingest claims the `Message-ID` header when the message has one, so a
+    resend stored under another receiver id finds the first event; without
+    one, the receiver's id. The receiver-id claim follows as the one events
+    ingested before header claims hold. The NUL separator keeps every claim
+    out of reach of inbox clients, whose keys are printable: no
+    `Idempotency-Key` can take or forge a message's claim.
     """
-    return IdempotencyClaim(
-        key_digest=credentials.digest("email\x00" + message_id),
-        request_digest=credentials.digest(message_id),
-    )
+    receiver = _claim("email\x00" + message_id, message_id)
+    header = (internet_message_id or "").strip()
+    if not header:
+        return [receiver]
+    return [_claim("email-header\x00" + header, header), receiver]
+
+
+def _claim(key: str, request: str) -> IdempotencyClaim:
+    return IdempotencyClaim(key_digest=credentials.digest(key), request_digest=credentials.digest(request))
 
 
 class StoredMessageMissing(Exception):
@@ -105,11 +117,13 @@ class EmailIngest:
         raw = self._raw_messages.load(delivery.message_id)
         if raw is None:
             raise StoredMessageMissing(delivery.message_id)
-        event = self._event(delivery.message_id, mime.parse(raw), delivery.verdicts)
+        message = mime.parse(raw)
+        event = self._event(delivery.message_id, message, delivery.verdicts)
+        claims = email_claims(delivery.message_id, mime.message_id(message))
         results: dict[str, AppendResult] = {}
         for address_id in address_ids:
             try:
-                results[address_id] = self._append(address_id, delivery.message_id, event)
+                results[address_id] = self._append(address_id, claims, event)
             except (Unauthorized, QuotaExceeded) as refusal:
                 logger.info(
                     "email not delivered",
@@ -131,7 +145,8 @@ class EmailIngest:
         if message is None or record.email.lower() not in mime.recipients_named(message):
             raise NotFound("No stored message with this id was delivered to this address.", message_id=message_id)
         # The receiver's verdicts came with the lost delivery, not the message.
-        return self._append(address_id, message_id, self._event(message_id, message, Verdicts()))
+        event = self._event(message_id, message, Verdicts())
+        return self._append(address_id, email_claims(message_id, mime.message_id(message)), event)
 
     def _address_ids(self, delivery: Delivery) -> list[str]:
         """Recipients that are Cairn addresses, each once, in envelope order."""
@@ -150,17 +165,23 @@ class EmailIngest:
             **mime.content(message, text_max_bytes=self._settings.email_text_max_bytes),
             "verdicts": asdict(verdicts),
         }
-        return NewEvent(type=EVENT_TYPE, source=EVENT_SOURCE, data_json=jsontext.canonical(data))
+        return NewEvent(
+            type=EVENT_TYPE,
+            source=EVENT_SOURCE,
+            data_json=jsontext.canonical(data),
+            ingress_surface=self._settings.email_ingress_surface,
+        )
 
-    def _append(self, address_id: str, message_id: str, event: NewEvent) -> AppendResult:
+    def _append(self, address_id: str, claims: list[IdempotencyClaim], event: NewEvent) -> AppendResult:
+        now = self._clock()
+        first, *earlier = claims
+        # An event ingested before header claims holds only its receiver-id claim.
+        for claim in earlier:
+            claimed = self._table.claimed_event(address_id, claim.key_digest, now=now)
+            if claimed is not None:
+                return AppendResult(events=[claimed], duplicate=True)
         result = self._table.append(
-            AppendRequest(
-                address_id=address_id,
-                events=[event],
-                credential=None,
-                now=self._clock(),
-                idempotency=email_claim(message_id),
-            )
+            AppendRequest(address_id=address_id, events=[event], credential=None, now=now, idempotency=first)
         )
         if not result.duplicate:
             self._waiter.notify(address_id)

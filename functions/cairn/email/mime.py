@@ -118,6 +118,11 @@ def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
     }
 
 
+def message_id(message: EmailMessage) -> str | None:
+    """The `Message-ID` header (within `MAX_HEADER_TEXT` characters), or None when it is missing or unreadable."""
+    return _text_field(message, "Message-ID", "internet_message_id", [])
+
+
 def attachment(message: EmailMessage, attachment_id: str) -> AttachmentFile | None:
     """The attachment `content` listed under `attachment_id`, or None."""
     for candidate_id, part in _attachment_parts(message, _body_parts(message))[0]:

@@ -53,8 +53,10 @@ class Reply:
     message: dict[str, Any] | None
 
 
-def answer(raw: bytes, protocol_version: str | None, operations: tools.Operations) -> Reply:
-    """Answer one POSTed message; `protocol_version` is the request's MCP-Protocol-Version header."""
+def answer(
+    raw: bytes, protocol_version: str | None, operations: tools.Operations, toolset: tools.Toolset
+) -> Reply:
+    """Answer one POSTed message with `toolset`; `protocol_version` is the request's MCP-Protocol-Version header."""
     try:
         payload = jsontext.parse(raw or b"null")
     except InvalidJson as error:
@@ -86,7 +88,7 @@ def answer(raw: bytes, protocol_version: str | None, operations: tools.Operation
         problems = "; ".join(f"{'.'.join(map(str, p['loc']))}: {p['msg']}" for p in error.errors())
         return _error(200, message.id, INVALID_PARAMS, f"Invalid params for {message.method}: {problems}")
     try:
-        result = _dispatch(request.method, request.params, version, operations)
+        result = _dispatch(request.method, request.params, version, operations, toolset)
     except tools.UnknownTool as error:
         return _error(200, message.id, INVALID_PARAMS, f"Unknown tool {error}.")
     if result is None:
@@ -98,21 +100,23 @@ def answer(raw: bytes, protocol_version: str | None, operations: tools.Operation
     return Reply(200, response.model_dump(by_alias=True, mode="json"))
 
 
-def _dispatch(method: str, params: Any, version: str, operations: tools.Operations) -> Result | None:
+def _dispatch(
+    method: str, params: Any, version: str, operations: tools.Operations, toolset: tools.Toolset
+) -> Result | None:
     """The result of a method this server offers; None for the protocol's other methods."""
     if method == "initialize":
         return InitializeResult(
             protocol_version=version,
             capabilities=ServerCapabilities(tools=ToolsCapability(list_changed=False)),
             server_info=Implementation(name=tools.SERVER_NAME, version=cairn.__version__),
-            instructions=tools.INSTRUCTIONS,
+            instructions=toolset.instructions,
         )
     if method == "ping":
         return EmptyResult()
     if method == "tools/list":
-        return ListToolsResult(tools=tools.definitions())
+        return ListToolsResult(tools=toolset.definitions())
     if method == "tools/call":
-        return tools.call(operations, params.name, params.arguments)
+        return toolset.call(operations, params.name, params.arguments)
     return None
 
 

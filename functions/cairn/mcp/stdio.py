@@ -68,11 +68,11 @@ def build_server(operations: tools.Operations) -> Server:
     """The mcp package's server with Cairn's tools."""
 
     async def list_tools(_context: Any, _params: PaginatedRequestParams | None) -> ListToolsResult:
-        return ListToolsResult(tools=tools.definitions())
+        return ListToolsResult(tools=tools.CAIRN.definitions())
 
     async def call_tool(_context: Any, params: CallToolRequestParams) -> CallToolResult:
         # The SDK blocks (a long-poll waits up to 25 s): keep the event loop free for other messages.
-        run = functools.partial(tools.call, operations, params.name, params.arguments)
+        run = functools.partial(tools.CAIRN.call, operations, params.name, params.arguments)
         try:
             return await anyio.to_thread.run_sync(run)
         except tools.UnknownTool as error:
@@ -81,7 +81,7 @@ def build_server(operations: tools.Operations) -> Server:
     return Server(
         tools.SERVER_NAME,
         version=cairn.__version__,
-        instructions=tools.INSTRUCTIONS,
+        instructions=tools.CAIRN.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -9,7 +9,9 @@ from aws_lambda_powertools.event_handler.openapi.models import Server
 
 import cairn
 from cairn.addresses.state import KEY_PATTERN, PER_KEY_OVERHEAD
-from cairn.api import runtime_schemas, urls
+from cairn.api import full_guide, runtime_schemas, urls
+from cairn.api.errors import documented_codes
+from cairn.api.routes.mcp import PATHS as MCP_PATHS
 from cairn.api.routes.runtime import PREFIX as RUNTIME_PREFIX
 from cairn.services import Services
 from cairn.settings import DAY_SECONDS, Settings
@@ -52,6 +54,7 @@ def render(name: str, base: str, settings: Settings) -> str:
         "STATE_MAX_KEYS": settings.state_max_keys,
         "STATE_MAX_BYTES": settings.state_max_bytes,
         "MAX_ATTACHMENT_BYTES": settings.email_attachment_max_bytes,
+        "EMAIL_SURFACE": settings.email_ingress_surface,
     }
     text = _template(name)
     for placeholder, value in values.items():
@@ -102,11 +105,11 @@ def capabilities(settings: Settings) -> dict:
 def with_error_responses(document: dict) -> dict:
     """Describe the error envelope every REST route answers with, in place of Powertools' `detail` shape.
 
-    `/mcp` keeps its own: it answers JSON-RPC errors.
+    The MCP endpoints keep their own: they answer JSON-RPC errors.
     """
     document.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     for path, operations in document.get("paths", {}).items():
-        if path == "/mcp":
+        if path in MCP_PATHS:
             continue
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
@@ -136,16 +139,24 @@ def register(app, services: Services) -> None:
     def well_known() -> dict:
         return capabilities(settings)
 
-    @app.get("/openapi.json", include_in_schema=False)
-    def openapi():
+    def openapi_document() -> dict:
         document = app.get_openapi_json_schema(
             title="Cairn",
             version=cairn.__version__,
             servers=[Server(url=base())],
             security_schemes=SECURITY_SCHEMES,
         )
-        described = runtime_schemas.describe_routes(json.loads(document), RUNTIME_PREFIX)
-        return text(json.dumps(with_error_responses(described)), content_types.APPLICATION_JSON)
+        return with_error_responses(runtime_schemas.describe_routes(json.loads(document), RUNTIME_PREFIX))
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi():
+        return text(json.dumps(openapi_document()), content_types.APPLICATION_JSON)
+
+    @app.get("/llms-full.txt", include_in_schema=False)
+    def llms_full():
+        guide = render("skill.md", base(), settings)
+        document = full_guide.render(guide, openapi_document(), documented_codes(), capabilities(settings))
+        return text(document, content_types.TEXT_PLAIN)
 
     @app.get("/healthz", include_in_schema=False)
     def health() -> dict:

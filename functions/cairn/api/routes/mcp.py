@@ -1,15 +1,19 @@
-"""MCP over streamable HTTP at `/mcp`: stateless, one JSON answer per POST.
+"""MCP over streamable HTTP: stateless, one JSON answer per POST.
 
-The tools run on this process's use cases, so they share the REST routes'
-rules, limits and poll rate, and answer with the same JSON. Clients reach it
-with no credential; each tool but create_return_address takes the address's
-read token as an argument.
+`/mcp` offers Cairn's tools; `/api/mcp`, where AgentAddress serves MCP,
+offers AgentAddress's three with their inputs, so its clients and examples
+work unchanged. The tools run on this process's use cases, so they share the
+REST routes' rules, limits and poll rate, and answer with the same JSON.
+Clients reach them with no credential; each tool but create_return_address
+takes the address's read token as an argument.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -24,7 +28,28 @@ from cairn.services import Services
 if TYPE_CHECKING:
     from cairn.mcp import tools
 
-PATH = "/mcp"
+
+@dataclass(frozen=True)
+class Endpoint:
+    path: str
+    # Picks the toolset from `cairn.mcp.tools`, which loads on the first MCP request.
+    toolset: Callable[[ModuleType], tools.Toolset]
+    tools_offered: str
+
+
+ENDPOINTS = (
+    Endpoint(
+        "/mcp",
+        lambda module: module.CAIRN,
+        "create_return_address, poll_events, acknowledge_event, get_state, set_state, delete_state, list_state",
+    ),
+    Endpoint(
+        "/api/mcp",
+        lambda module: module.AGENTADDRESS,
+        "AgentAddress's create_return_address, poll_events (answers at once: no `wait`) and acknowledge_event",
+    ),
+)
+PATHS = frozenset(endpoint.path for endpoint in ENDPOINTS)
 
 
 class ServiceOperations:
@@ -81,27 +106,32 @@ def _json(answer: BaseModel) -> Mapping[str, Any]:
 
 
 def register(app, services: Services) -> None:
+    for endpoint in ENDPOINTS:
+        _register(app, services, endpoint)
+
+
+def _register(app, services: Services, endpoint: Endpoint) -> None:
     settings = services.settings
 
     @app.post(
-        PATH,
+        endpoint.path,
         summary="Model Context Protocol (streamable HTTP, stateless)",
         description="One JSON-RPC message per POST, answered as application/json: initialize, ping, tools/list, "
-        "tools/call. Tools: create_return_address, poll_events, acknowledge_event, get_state, set_state, "
-        "delete_state, list_state. Notifications get 202 and no body.",
+        f"tools/call. Tools: {endpoint.tools_offered}. Notifications get 202 and no body.",
         tags=["mcp"],
         # JSON-RPC bodies are checked by the MCP wire types, not by the OpenAPI layer.
         enable_validation=False,
     )
     def mcp() -> Response[str]:
         # The MCP wire types take about 0.4 s to import: only containers that serve MCP pay for them.
-        from cairn.mcp import stateless
+        from cairn.mcp import stateless, tools
 
         event = app.current_event
         operations = ServiceOperations(
             services, base_url=urls.base_url(event, settings.public_base_url), client_ip=client_ip(event)
         )
-        reply = stateless.answer(raw_body(event), event.headers.get("mcp-protocol-version"), operations)
+        toolset = endpoint.toolset(tools)
+        reply = stateless.answer(raw_body(event), event.headers.get("mcp-protocol-version"), operations, toolset)
         if reply.message is None:
             return Response(status_code=reply.status)
         return Response(
@@ -111,7 +141,7 @@ def register(app, services: Services) -> None:
         )
 
     @app.get(
-        PATH,
+        endpoint.path,
         summary="No server-to-client stream: this MCP endpoint is stateless",
         tags=["mcp"],
         enable_validation=False,

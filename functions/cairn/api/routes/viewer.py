@@ -1,0 +1,54 @@
+"""The inbox page for people: `/inbox` with its script and style sheet.
+
+Static files served by the resolver: no build step, no framework, nothing
+from other origins. The page calls the JSON API with the read token in an
+Authorization header, so the Content-Security-Policy allows scripts, styles
+and requests to this origin only, and nothing may frame the page.
+"""
+
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+
+from aws_lambda_powertools.event_handler import Response
+
+from cairn.services import Services
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+FILES = {
+    "/inbox": ("inbox.html", "text/html; charset=utf-8"),
+    "/inbox.js": ("inbox.js", "text/javascript; charset=utf-8"),
+    "/inbox.css": ("inbox.css", "text/css; charset=utf-8"),
+}
+
+
+@cache
+def _read(name: str) -> str:
+    return resources.files("cairn.api").joinpath("static", "viewer", name).read_text()
+
+
+def register(app, services: Services) -> None:
+    del services  # the page is the same for every deployment
+    for path, (name, content_type) in FILES.items():
+        app.get(path, include_in_schema=False)(_server(name, content_type))
+
+
+def _server(name: str, content_type: str) -> Callable[[], Response[str]]:
+    # A closure, not default arguments: the resolver would read those as query parameters.
+    def serve() -> Response[str]:
+        return Response(
+            status_code=200,
+            content_type=content_type,
+            body=_read(name),
+            headers={
+                "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer",
+                "Cache-Control": "no-cache",
+            },
+        )
+
+    return serve
