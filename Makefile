@@ -7,7 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: setup serve test bench synth clean java chromium
 
-setup: $(VENV)/.installed node_modules/.installed java chromium
+setup: $(VENV)/.installed node_modules/.installed java
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ node_modules/.installed: package.json
 java:
 	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless)
 
-# The inbox page is tested in a real browser: the system's Chromium and its WebDriver.
+# The inbox page is tested in a real browser: the system's Chromium and its WebDriver (tests only).
 chromium:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
@@ -32,7 +32,7 @@ serve: setup
 	$(BIN)/cairn serve $(ARGS)
 
 # Lint and types first: a finding fails the run before the slower suites start.
-test: setup
+test: setup chromium
 	$(BIN)/ruff check functions infra bench app.py tests
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(ARGS)

@@ -1,6 +1,6 @@
 """Headless Chromium driven over W3C WebDriver (chromedriver), spoken with httpx.
 
-The system's Chromium and chromedriver are used; `make setup` installs them
+The system's Chromium and chromedriver are used; `make test` installs them
 when missing (as it does Java), and so does `ensure_chromium` for a pytest run
 started on its own.
 """
