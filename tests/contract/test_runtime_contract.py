@@ -53,33 +53,7 @@ from tests.contract.builders import (
     suspension,
     terminal,
 )
-
-
-def raises(kind, call, *args, match: str | None = None):
-    with pytest.raises(Exception) as caught:
-        call(*args)
-    assert is_error(caught.value, kind), f"{type(caught.value).__name__}: {caught.value}"
-    if match is not None:
-        assert match in str(caught.value)
-    return caught.value
-
-
-def records_of(store, run_id: str) -> list:
-    return store.list_run_records(run_id, "", 1000).events
-
-
-@pytest.fixture
-def session(store):
-    store.create_session("session", T0)
-    return "session"
-
-
-@pytest.fixture
-def running(store, session):
-    command = root_start()
-    store.start_root_run(command)
-    return command
-
+from tests.contract.checks import raises, records_of
 
 # -- sessions -------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -31,37 +31,49 @@ from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.errors import (
     ContractError,
     EventConflictError,
+    PreparationAbandonedError,
     RunCancellationConflictError,
     RunConflictError,
     RunSuspensionConflictError,
     RunTerminalConflictError,
     RuntimeStoreUnavailable,
+    SeedConflictError,
     SessionPurgedError,
     is_error,
 )
 from cairn.runtime.http import HttpRuntimeStore
 from cairn.runtime.methods import METHODS
 from cairn.runtime.model import (
+    EMPTY_SEED_END_ID,
     AppendResult,
     ChildRunStart,
     OneShotChildRunStart,
+    PreparationAttempt,
+    PreparationOperation,
+    RunPreparation,
     RunRepairOutcome,
     RunStart,
     RunStatus,
+    SeedPublication,
     Session,
 )
 from cairn.settings import Settings
 from tests.contract.builders import (
     DIGEST,
+    LITERAL,
     OTHER_DIGEST,
+    PREPARED,
     T0,
     cancellation,
+    declaration,
     intent_record,
     link_record,
     note,
     one_shot_start,
+    operation,
     root_start,
     run_start,
+    seed_append,
     started_record,
     suspension,
     terminal,
@@ -152,6 +164,35 @@ def solo(store, case: Case) -> None:
     store.start_one_shot_run(one_shot_start(case.run_id("solo")))
 
 
+def begun(store, case: Case) -> None:
+    session(store, case)
+    store.begin_run_seed(declaration(case.root))
+
+
+def compiled(store, case: Case) -> None:
+    begun(store, case)
+    store.append_run_seed(seed_append(declaration(case.root), "prepared", EMPTY_SEED_END_ID, prepared=PREPARED))
+
+
+def published(store, case: Case) -> None:
+    compiled(store, case)
+    store.publish_run_seed(publication(case))
+
+
+def publication(case: Case, prepared_bytes: int = len(PREPARED)) -> SeedPublication:
+    return SeedPublication(run_id=case.root.run_id, attempt_id="attempt", seed_end_id=EMPTY_SEED_END_ID, end_id="1",
+                           prepared_bytes=prepared_bytes)
+
+
+def ends(found: RunPreparation | None) -> tuple[str, str, int] | None:
+    """Where an accepted body ends: what a retry must answer again, without the case's own names."""
+    return None if found is None else (found.seed.end_id, found.end_id, found.prepared_bytes)
+
+
+def other_command(case: Case) -> PreparationOperation:
+    return replace(operation(declaration(case.root)), command_id="other-command")
+
+
 # -- commands ------------------------------------------------------------------------
 
 
@@ -171,6 +212,48 @@ class RuntimeCommand:
 
 
 COMMANDS = [
+    RuntimeCommand(
+        "begin_run_seed",
+        session,
+        # The answer names the case's run: compare where the seed ends (what a retry must keep).
+        lambda store, case: store.begin_run_seed(declaration(case.root)).end_id,
+        lambda store, case: store.begin_run_seed(replace(declaration(case.root), command_id="other-command")),
+        SeedConflictError,
+    ),
+    RuntimeCommand(
+        "append_run_seed",
+        begun,
+        lambda store, case: store.append_run_seed(
+            seed_append(declaration(case.root), "first", EMPTY_SEED_END_ID, messages=LITERAL)
+        ),
+        lambda store, case: store.append_run_seed(
+            seed_append(declaration(case.root), "first", EMPTY_SEED_END_ID, messages=b"[]")
+        ),
+        SeedConflictError,
+    ),
+    RuntimeCommand(
+        "publish_run_seed",
+        compiled,
+        lambda store, case: store.publish_run_seed(publication(case)),
+        lambda store, case: store.publish_run_seed(publication(case, prepared_bytes=3)),
+        SeedConflictError,
+    ),
+    RuntimeCommand(
+        "settle_run_preparation",
+        begun,
+        lambda store, case: store.settle_run_preparation(
+            PreparationAttempt(operation(declaration(case.root)), "attempt")
+        ),
+        lambda store, case: store.begin_run_seed(declaration(case.root)),
+        PreparationAbandonedError,
+    ),
+    RuntimeCommand(
+        "find_run_preparation",
+        published,
+        lambda store, case: ends(store.find_run_preparation(operation(declaration(case.root)))),
+        lambda store, case: store.find_run_preparation(other_command(case)),
+        SeedConflictError,
+    ),
     RuntimeCommand(
         "create_session",
         nothing,

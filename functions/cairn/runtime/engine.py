@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from cairn.runtime import codec, validation
+from cairn.runtime import codec, seed_rules, validation
 from cairn.runtime.errors import (
     ContractError,
     RunCancellationConflictError,
@@ -225,6 +225,7 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
     session = uow.session(run.session_id) if plan.sessionful else None
     if session is not None and session.purged:
         raise wrap(SessionPurgedError())
+    seed_rules.check_start_seed(uow, run)
     predecessor = _check_predecessor(uow, plan) if run.predecessor_run_id else None
     stored = uow.run(run.run_id)
     if stored is not None:
