@@ -56,6 +56,7 @@ from cairn.runtime.model import (
     RunStatus,
     SeedPublication,
     Session,
+    SynchronousRunStart,
 )
 from cairn.settings import Settings
 from tests.contract.builders import (
@@ -162,6 +163,11 @@ def finished(store, case: Case) -> None:
 
 def solo(store, case: Case) -> None:
     store.start_one_shot_run(one_shot_start(case.run_id("solo")))
+
+
+def synchronous(case: Case) -> SynchronousRunStart:
+    command = one_shot_start(case.run_id("solo"))
+    return SynchronousRunStart(run=command.run, started=command.started)
 
 
 def begun(store, case: Case) -> None:
@@ -310,6 +316,13 @@ COMMANDS = [
         nothing,
         solo,
         lambda store, case: store.start_one_shot_run(one_shot_start(case.run_id("solo"), digest=OTHER_DIGEST)),
+        RunConflictError,
+    ),
+    RuntimeCommand(
+        "start_synchronous_run",
+        nothing,
+        lambda store, case: store.start_synchronous_run(synchronous(case)),
+        lambda store, case: store.start_one_shot_run(one_shot_start(case.run_id("solo"))),
         RunConflictError,
     ),
     RuntimeCommand(

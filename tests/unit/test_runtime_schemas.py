@@ -44,6 +44,7 @@ from cairn.runtime.model import (
     RunStart,
     RunStatus,
     SeedPublication,
+    SynchronousRunStart,
 )
 from cairn.transcript import exactjson
 from cairn.transcript.memory import check_event
@@ -92,6 +93,8 @@ def session_of_every_method(answers: dict[str, Any]) -> Iterator[tuple[str, Any]
     yield "repair_run_terminal", builders.terminal(root, RunStatus.CANCELED, reason="user_requested")
     yield "load_run", RunRef(root.run_id)
     yield "start_one_shot_run", builders.one_shot_start(solo.run_id)
+    at_once = builders.one_shot_start("at-once")
+    yield "start_synchronous_run", SynchronousRunStart(at_once.run, at_once.started)
     yield "start_one_shot_child_run", builders.one_shot_child_start(parent=solo.run_id)
     yield "end_session", EndSession("session", builders.T0 + timedelta(seconds=5))
     yield "purge_session", SessionRef("session")

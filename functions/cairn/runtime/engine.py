@@ -57,6 +57,7 @@ from cairn.runtime.model import (
     RunStatus,
     RunSuspensionCommand,
     RunTerminal,
+    SynchronousRunStart,
 )
 from cairn.runtime.state import (
     ACTIVE,
@@ -64,6 +65,7 @@ from cairn.runtime.state import (
     ENGINE_OWNER,
     PURGED,
     PURGING,
+    SYNCHRONOUS_OWNER,
     Pointer,
     RunState,
     SessionState,
@@ -157,6 +159,7 @@ class StartPlan:
     parent_linked: RunRecord | None = None
     cancellation: RunRecord | None = None
     sessionful: bool = True
+    owner_kind: int = ENGINE_OWNER
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,14 @@ def start_one_shot_child_run(
     return OneShotChildRunStartResult(result.status, result.parent_record, result.started)
 
 
+def start_synchronous_run(uow: UnitOfWork, command: SynchronousRunStart, now: datetime) -> OneShotRunStartResult:
+    validation.validate_one_shot_start(command.run, child=False)
+    validation.validate_started_record(command.run, command.started)
+    plan = StartPlan(b"", command.run, command.started, sessionful=False, owner_kind=SYNCHRONOUS_OWNER)
+    result = _start(uow, plan, now)
+    return OneShotRunStartResult(result.status, result.started)
+
+
 def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
     run = plan.run
     session = uow.session(run.session_id) if plan.sessionful else None
@@ -260,7 +271,7 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
             labels=dict(run.labels or {}),
             cancellation_reason=REASON_SESSION_ENDED if stop else "",
         ),
-        owner_kind=ENGINE_OWNER,
+        owner_kind=plan.owner_kind,
         request_digest=plan.digest,
         predecessor_run_id=run.predecessor_run_id,
         start_key=plan.started.event_key,
@@ -353,8 +364,12 @@ def _start_of(meta: RunMeta, predecessor_run_id: str = "") -> RunStart:
 
 def _restart(uow: UnitOfWork, plan: StartPlan, stored: RunState, session: SessionState | None) -> StartOutcome:
     """A start of a run that exists: an exact retry, or a closed request's selection."""
-    if stored.owner_kind != ENGINE_OWNER:
+    if stored.owner_kind not in (ENGINE_OWNER, SYNCHRONOUS_OWNER):
+        raise fail("stored run has no valid start kind")
+    if stored.owner_kind != plan.owner_kind:
         raise wrap(RunConflictError())
+    if stored.owner_kind == SYNCHRONOUS_OWNER:
+        return _repeat_synchronous(uow, plan, stored)
     if not stored.request_digest:
         raise fail("stored run has no accepted request digest")
     if stored.request_digest != plan.digest:
@@ -362,6 +377,19 @@ def _restart(uow: UnitOfWork, plan: StartPlan, stored: RunState, session: Sessio
     if stored.meta.status == RunStatus.RUNNING:
         return _retry_running(uow, plan, stored, session)
     return _select_closed(uow, plan, stored, session)
+
+
+def _repeat_synchronous(uow: UnitOfWork, plan: StartPlan, stored: RunState) -> StartOutcome:
+    """A synchronous start repeats its complete command, time included, whatever the run's status; it writes nothing."""
+    if stored.request_digest:
+        raise fail("stored synchronous run has an engine request digest")
+    if not _same_identity(plan, stored, with_time=True) or plan.started.event_key != stored.start_key:
+        raise wrap(RunConflictError())
+    original = _stored_lifecycle(uow, stored.meta.run_id, stored.start_key)
+    if not original.same_content(plan.started):
+        raise wrap(event_conflict(original.run_id, original.event_key))
+    started = AppendResult(id=original.id, inserted=False)
+    return StartOutcome(stored.meta.start_outcome, stored.meta.status, AppendResult(), started, AppendResult())
 
 
 def _same_identity(plan: StartPlan, stored: RunState, *, with_time: bool) -> bool:

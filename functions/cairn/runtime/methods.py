@@ -48,6 +48,7 @@ from cairn.runtime.model import (
     SeedPublication,
     Session,
     SessionStatus,
+    SynchronousRunStart,
 )
 
 if TYPE_CHECKING:
@@ -221,6 +222,7 @@ METHODS: dict[str, Method] = {
         Method("start_child_run", ChildRunStart, ChildRunStartResult),
         Method("start_one_shot_run", OneShotRunStart, OneShotRunStartResult),
         Method("start_one_shot_child_run", OneShotChildRunStart, OneShotChildRunStartResult),
+        Method("start_synchronous_run", SynchronousRunStart, OneShotRunStartResult),
         Method("append_run_record", RunRecord, AppendResult),
         Method("record_run_cancellation", RunCancellation, AppendResult),
         Method("record_run_suspension", RunSuspensionCommand, AppendResult),

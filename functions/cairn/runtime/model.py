@@ -170,6 +170,14 @@ class OneShotChildRunStart:
 
 
 @dataclass(frozen=True)
+class SynchronousRunStart:
+    """A sessionless root started by a synchronous caller: no request digest, the exact command repeats."""
+
+    run: RunStart
+    started: RunRecord
+
+
+@dataclass(frozen=True)
 class RunCancellation:
     run_id: str
     reason: str

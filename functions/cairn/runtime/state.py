@@ -25,7 +25,9 @@ from cairn.runtime.model import (
     SeedRecord,
 )
 
+# Who executes a run, bound at its first start for life.
 ENGINE_OWNER = 1
+SYNCHRONOUS_OWNER = 2
 
 # Session lifecycle as stored: `purging` and `purged` both read as purged.
 ACTIVE = "active"

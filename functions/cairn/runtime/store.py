@@ -56,6 +56,7 @@ from cairn.runtime.model import (
     SeedRecord,
     Session,
     SessionStatus,
+    SynchronousRunStart,
 )
 from cairn.runtime.state import SeedAttempt, SessionState, UnitOfWork
 
@@ -130,6 +131,9 @@ class RuntimeStore(Protocol):
 
     def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult:
         """Start a sessionless child run of a sessionless running parent."""
+
+    def start_synchronous_run(self, command: SynchronousRunStart) -> OneShotRunStartResult:
+        """Start a sessionless run executed synchronously; a retry must repeat the exact command."""
 
     def append_run_record(self, record: RunRecord) -> AppendResult:
         """Append an ordinary record to a running run; an exact retry returns the original id."""
@@ -283,6 +287,9 @@ class EngineRuntimeStore:
 
     def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult:
         return self._mutate(lambda uow: engine.start_one_shot_child_run(uow, command, self._clock()))
+
+    def start_synchronous_run(self, command: SynchronousRunStart) -> OneShotRunStartResult:
+        return self._mutate(lambda uow: engine.start_synchronous_run(uow, command, self._clock()))
 
     def append_run_record(self, record: RunRecord) -> AppendResult:
         return self._mutate(lambda uow: engine.append_run_record(uow, record))
