@@ -79,6 +79,7 @@ from tests.contract.builders import (
     suspension,
     terminal,
 )
+from tests.contract.test_runtime_ended_session import canceled_completion
 from tests.support.faults import FAULTS, RUNTIME_KEY, FaultInjector, calls_made, faulty_api
 
 ENDED_AT = T0 + timedelta(seconds=5)
@@ -215,6 +216,7 @@ class RuntimeCommand:
     send: Callable[[Any, Case], Any]
     rival: Callable[[Any, Case], Any]
     refusal: type[Exception] | RunRepairOutcome | None = None
+    variant: str = ""  # tells apart two commands of one method from one preparation
 
 
 COMMANDS = [
@@ -293,6 +295,15 @@ COMMANDS = [
         lambda store, case: store.start_root_run(root_start(case.root)),
         lambda store, case: store.start_root_run(root_start(case.root, digest=OTHER_DIGEST)),
         RunConflictError,
+    ),
+    # The same start as older runtimes send it: RunStarted and a canceled RunCompleted, the run closed at once.
+    RuntimeCommand(
+        "start_root_run",
+        ended_session,
+        lambda store, case: store.start_root_run(canceled_completion(root_start(case.root))),
+        lambda store, case: store.start_root_run(root_start(case.root, digest=OTHER_DIGEST)),
+        RunConflictError,
+        "canceled-completion",
     ),
     # A continuation (resume) of a suspended run: the successor is started and linked once.
     RuntimeCommand(
@@ -380,7 +391,7 @@ COMMANDS = [
 
 
 def command_id(command: RuntimeCommand) -> str:
-    return f"{command.method}-from-{command.prepare.__name__}"
+    return "-".join(filter(None, (command.method, "from", command.prepare.__name__, command.variant)))
 
 
 def test_every_mutating_method_is_in_the_matrix():

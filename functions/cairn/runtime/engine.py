@@ -247,6 +247,8 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
     if parent is not None:
         _check_parent_admits_child(plan, parent)
     stop = session is not None and session.status != ACTIVE
+    # An ended session's start given a canceled completion (goa-ai up to 0ac5b037) closes the run at once.
+    closed_at_start = stop and plan.cancellation is not None and plan.cancellation.type == RUN_COMPLETED
     check_key_free(uow, plan.started)
     if predecessor is not None:
         if predecessor.meta.successor_run_id and predecessor.meta.successor_run_id != run.run_id:
@@ -261,7 +263,7 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
         meta=RunMeta(
             agent_id=run.agent_id,
             run_id=run.run_id,
-            status=RunStatus.RUNNING,
+            status=RunStatus.CANCELED if closed_at_start else RunStatus.RUNNING,
             start_outcome=RunStartOutcome.STOP if stop else RunStartOutcome.PROCEED,
             started_at=run.started_at,
             updated_at=now,
@@ -277,15 +279,18 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
         start_key=plan.started.event_key,
         parent_link_key=plan.parent_linked.event_key if plan.parent_linked is not None else "",
     )
-    if session is not None:
+    if session is not None and not closed_at_start:
         session.running_runs += 1
     started = append(uow, state, session, plan.started)
     cancellation = AppendResult()
     if stop and plan.cancellation is not None:
+        # The closed-request proof finds the stop record under this key, whichever shape it has.
         state.cancellation_key = plan.cancellation.event_key
+        if closed_at_start:
+            state.terminal_key = plan.cancellation.event_key
         cancellation = append(uow, state, session, plan.cancellation)
     uow.save_run(state)
-    return StartOutcome(state.meta.start_outcome, RunStatus.RUNNING, parent_record, started, cancellation)
+    return StartOutcome(state.meta.start_outcome, state.meta.status, parent_record, started, cancellation)
 
 
 def _check_predecessor(uow: UnitOfWork, plan: StartPlan) -> RunState:
