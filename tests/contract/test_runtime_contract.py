@@ -375,6 +375,25 @@ def test_child_continuation_keeps_the_tool_call(store, running):
     raises(RunConflictError, store.start_child_run, child_start("a2", call="A", agent="worker", predecessor="a0"))
 
 
+@pytest.mark.parametrize("predecessor_status", [RunStatus.RUNNING, RunStatus.SUSPENDED])
+def test_child_continuation_checks_predecessor_before_parent_link(store, running, predecessor_status):
+    """TestChildContinuationChecksPredecessorBeforeParentLink: a refused continuation links nothing."""
+    predecessor = child_start("predecessor")
+    store.start_child_run(predecessor)
+    if predecessor_status == RunStatus.SUSPENDED:
+        store.record_run_suspension(suspension(predecessor.run))
+    parent_records = len(records_of(store, "run"))
+    successor = child_start("successor", predecessor="predecessor")
+    if predecessor_status == RunStatus.SUSPENDED:
+        assert store.start_child_run(successor).outcome == RunStartOutcome.PROCEED
+        assert len(records_of(store, "run")) == parent_records + 1
+        assert store.load_run("successor").status == RunStatus.RUNNING
+        return
+    raises(ContractError, store.start_child_run, successor, match='has status "running", want "suspended"')
+    assert len(records_of(store, "run")) == parent_records
+    raises(RunNotFoundError, store.load_run, "successor")
+
+
 # -- records ------------------------------------------------------------------------
 
 
@@ -728,3 +747,64 @@ def test_transcript_positions_are_validated(store, running):
     assert store.list_run_transcript_records("run", "1").events == []  # a start id means empty history
     assert [r.event_key for r in store.list_run_transcript_records("run", "3").events] == ["t"]
     raises(RunNotFoundError, store.list_run_transcript_records, "missing", "1")
+
+
+@pytest.mark.parametrize("status", [RunStatus.RUNNING, *CLOSINGS])
+@pytest.mark.parametrize("kind", KINDS)
+def test_start_replay_returns_current_run_status(store, kind, status):
+    """TestStartReplayReturnsCurrentRunStatus: an exact replay answers the original ids and the status now."""
+    start, command = start_kind(store, kind)
+    first = start(command)
+    assert first.run_status == RunStatus.RUNNING
+    if status != RunStatus.RUNNING:
+        close(store, command.run, status)
+    run_id = command.run.run_id
+    before, meta = records_of(store, run_id), store.load_run(run_id)
+    replay = start(command)
+    assert replay.run_status == status
+    assert started_id(replay) == started_id(first)
+    assert not (getattr(replay, "started", None) or replay.record).inserted
+    if hasattr(replay, "outcome"):
+        assert replay.outcome == RunStartOutcome.PROCEED
+    if hasattr(replay, "parent_record"):
+        assert replay.parent_record.id == first.parent_record.id and not replay.parent_record.inserted
+    assert records_of(store, run_id) == before and store.load_run(run_id) == meta
+    if status == RunStatus.SUSPENDED:
+        assert store.load_run_suspension(run_id).data == CHECKPOINT
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_closed_request_contends_with_closure(store, running, attempt):
+    """TestClosedRequestContendsWithClosure: a later attempt of the request races the run's terminal write.
+
+    The terminal always lands; the start sees either the running run (its time
+    differs: a conflict) or the closed one (the original start, completed).
+    """
+    later = moved(running, timedelta(hours=1))
+    release = threading.Barrier(2)
+    outcome: dict[str, object] = {}
+
+    def restart() -> None:
+        release.wait()
+        try:
+            outcome["start"] = store.start_root_run(later)
+        except Exception as error:  # which answer it got is asserted below
+            outcome["start"] = error
+
+    def close_run() -> None:
+        release.wait()
+        outcome["terminal"] = store.record_run_terminal(terminal(running.run))
+
+    threads = [threading.Thread(target=restart), threading.Thread(target=close_run)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcome["terminal"].inserted
+    started = outcome["start"]
+    if isinstance(started, Exception):
+        assert is_error(started, RunConflictError), started
+    else:
+        assert started.run_status == RunStatus.COMPLETED and not started.started.inserted
+    assert store.load_run("run").started_at == running.run.started_at
+    assert len(records_of(store, "run")) == 2
