@@ -6,19 +6,13 @@ A matching request digest never authorizes missing or different history.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
-from cairn.dynamodb import keys, runtime_items
-from cairn.dynamodb.items import key, s
-from cairn.runtime import wire
-from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.errors import ContractError, RunNotFoundError, SeedNotFoundError, SessionPurgedError
-from cairn.runtime.inmem import InMemoryRuntimeStore
-from cairn.runtime.model import SeedDeclaration, SeedKind
+from tests.contract import stored
 from tests.contract.builders import (
     T0,
     child_start,
@@ -51,45 +45,11 @@ def seeded_start(store, kind: str):
     return store.start_one_shot_child_run, replace(solo_child, run=publish_literal(store, solo_child.run))
 
 
-def corrupt_seed(store, run_id: str, change: str) -> None:
-    """Damage the run's stored publication at the storage boundary, as goa-ai's test does in its maps."""
-    if isinstance(store, InMemoryRuntimeStore):
-        backend = store._backend
-        head = backend.seed_heads[run_id]
-        attempt = backend.seed_attempts[(run_id, head.published_attempt)]
-        if change == "missing":
-            del backend.seed_heads[run_id]
-        elif change == "unpublished":
-            attempt.published, head.published_attempt = False, ""
-        else:
-            attempt.declaration = changed_declaration(attempt.declaration, change)
-        return
-    backend = store._backend
-    pk = keys.run_pk(run_id)
-    head_item = backend.get(pk, keys.SEED_HEAD)
-    attempt_id = head_item["published_attempt"]["S"]
-    if change == "missing":
-        backend._client.delete_item(TableName=backend._table, Key=key(pk, keys.SEED_HEAD))
-    elif change == "unpublished":
-        backend._client.put_item(TableName=backend._table, Item={**head_item, "published_attempt": s("")})
-    else:
-        stored = backend.get(pk, keys.seed_declaration_sk(attempt_id))
-        declaration = wire.decode(SeedDeclaration, json.loads(stored["data"]["B"]))
-        item, _ = runtime_items.seed_declaration_items(changed_declaration(declaration, change))
-        backend._client.put_item(TableName=backend._table, Item=item)
-
-
-def changed_declaration(declaration: SeedDeclaration, change: str) -> SeedDeclaration:
-    if change == "owner":
-        return replace(declaration, agent_id="another-agent")
-    return replace(declaration, kind=SeedKind.CONTINUATION, source_run_id="another-run")
-
-
 @pytest.mark.parametrize("change", ["position", "missing", "unpublished", "owner", "predecessor"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_closed_request_requires_exact_published_history(store, kind, change):
     """TestClosedRequestRequiresExactPublishedHistory (stored-data changes on the stores a test can reach)"""
-    if change != "position" and not isinstance(store, InMemoryRuntimeStore | DynamoRuntimeStore):
+    if change != "position" and not stored.reachable(store):
         pytest.skip("the HTTP client cannot reach stored items")
     start, command = seeded_start(store, kind)
     start(command)
@@ -100,7 +60,7 @@ def test_closed_request_requires_exact_published_history(store, kind, change):
     if change == "position":
         later = replace(later, run=replace(later.run, seed_end_id="99"))
     else:
-        corrupt_seed(store, run_id, change)
+        stored.corrupt_seed(store, run_id, change)
     raises(ContractError, start, later)
     assert store.load_run(run_id) == meta
     assert records_of(store, run_id) == before

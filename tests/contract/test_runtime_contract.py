@@ -36,8 +36,10 @@ from cairn.runtime.model import (
     RunRepairOutcome,
     RunStartOutcome,
     RunStatus,
+    RunSuspension,
     SessionStatus,
 )
+from tests.contract import stored
 from tests.contract.builders import (
     CHECKPOINT,
     OTHER_DIGEST,
@@ -808,3 +810,63 @@ def test_closed_request_contends_with_closure(store, running, attempt):
         assert started.run_status == RunStatus.COMPLETED and not started.started.inserted
     assert store.load_run("run").started_at == running.run.started_at
     assert len(records_of(store, "run")) == 2
+
+
+def corrupt(store, command, corruption: str) -> None:
+    """One of goa-ai's corruptions of the proof a closed request's selection reads."""
+    run_id = command.run.run_id
+    start_key = command.started.event_key
+    closing_key = "suspended" if corruption.startswith("checkpoint") else "terminal"
+    if corruption == "binding":
+        stored.edit_run(store, run_id, request_digest=b"")
+    elif corruption == "start missing":
+        stored.drop_key(store, run_id, start_key)
+    elif corruption == "start key":
+        stored.edit_run(store, run_id, start_key="another-start")
+    elif corruption == "start time":
+        original = stored.record(store, run_id, start_key)
+        stored.replace_record(store, original, timestamp=original.timestamp + timedelta(milliseconds=1))
+    elif corruption == "start payload":
+        stored.replace_record(store, stored.record(store, run_id, start_key), payload=b'{"labels":{"site":"two"}}')
+    elif corruption == "start id":
+        stored.misdirect_key(store, run_id, start_key)
+    elif corruption == "closing missing":
+        stored.drop_key(store, run_id, closing_key)
+    elif corruption == "closing payload":
+        stored.replace_record(store, stored.record(store, run_id, closing_key), payload=b'{"status":"bogus"}')
+    elif corruption == "closing identity":
+        stored.replace_record(store, stored.record(store, run_id, closing_key), type="run_started")
+    elif corruption == "checkpoint missing":
+        stored.set_checkpoint(store, run_id, None)
+    elif corruption == "checkpoint identity":
+        stored.set_checkpoint(store, run_id, RunSuspension(id="another-checkpoint", data=CHECKPOINT))
+    elif corruption == "parent link missing":
+        stored.drop_key(store, command.parent_linked.run_id, command.parent_linked.event_key)
+    else:  # parent identity
+        link = stored.record(store, command.parent_linked.run_id, command.parent_linked.event_key)
+        body = link.payload.replace(run_id.encode(), b"another-child")
+        stored.replace_record(store, link, payload=body)
+
+
+CORRUPTIONS = [
+    "binding", "start missing", "start key", "start time", "start payload", "start id", "closing missing",
+    "closing payload", "closing identity", "checkpoint missing", "checkpoint identity", "parent link missing",
+    "parent identity",
+]
+
+
+@pytest.mark.parametrize("corruption", CORRUPTIONS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_closed_request_rejects_missing_or_corrupt_proof(store, kind, corruption):
+    """TestClosedRequestRejectsMissingOrCorruptProof: damaged proof is an error, never permission to restart."""
+    if not stored.reachable(store):
+        pytest.skip("the HTTP client cannot reach stored items")
+    if corruption.startswith("parent") and kind not in ("child", "one shot child"):
+        pytest.skip("only children have a parent link")
+    start, command = start_kind(store, kind)
+    close(store, command.run, RunStatus.SUSPENDED if corruption.startswith("checkpoint") else RunStatus.COMPLETED)
+    corrupt(store, command, corruption)
+    run_id = command.run.run_id
+    before, meta = records_of(store, run_id), store.load_run(run_id)
+    raises(ContractError, start, moved(command, timedelta(hours=1)))
+    assert records_of(store, run_id) == before and store.load_run(run_id) == meta

@@ -11,12 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from cairn.dynamodb import keys
-from cairn.dynamodb.items import key, n
-from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.errors import ContractError, RunConflictError, is_error
-from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import RunStatus, SynchronousRunStart
+from tests.contract import stored
 from tests.contract.builders import one_shot_start, started_record, suspension, terminal
 from tests.contract.checks import raises, records_of
 
@@ -115,26 +112,14 @@ def test_synchronous_and_engine_starts_contend_atomically(store):
     assert len(records_of(store, engine.run.run_id)) == 1
 
 
-def corrupt_owner(store, run_id: str, owner_kind: int) -> None:
-    """Overwrite the stored execution owner at the storage boundary (a damaged or foreign item)."""
-    if isinstance(store, InMemoryRuntimeStore):
-        store._backend.runs[run_id].owner_kind = owner_kind
-        return
-    backend = store._backend
-    backend._client.update_item(
-        TableName=backend._table, Key=key(keys.run_pk(run_id), keys.META),
-        UpdateExpression="SET owner_kind = :kind", ExpressionAttributeValues={":kind": n(owner_kind)},
-    )
-
-
 @pytest.mark.parametrize("owner_kind", [0, 99, 2], ids=["missing", "unknown", "synchronous with engine digest"])
 def test_start_rejects_missing_or_corrupt_execution_owner(store, owner_kind):
     """TestStartRejectsMissingOrCorruptExecutionOwner (the stores whose items a test can reach)"""
-    if not isinstance(store, InMemoryRuntimeStore | DynamoRuntimeStore):
+    if not stored.reachable(store):
         pytest.skip("the HTTP client cannot reach stored items")
     command = one_shot_start()
     store.start_one_shot_run(command)
-    corrupt_owner(store, command.run.run_id, owner_kind)
+    stored.edit_run(store, command.run.run_id, owner_kind=owner_kind)  # the digest stays the engine's
     before = records_of(store, command.run.run_id)
     raises(ContractError, store.start_one_shot_run, command)
     raises(ContractError, store.start_synchronous_run, SynchronousRunStart(run=command.run, started=command.started))
