@@ -8,6 +8,7 @@ publication" with the start's zero seed position, these use "0": an empty
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from datetime import timedelta
 
@@ -23,6 +24,7 @@ from cairn.runtime.errors import (
     SeedConflictError,
     SeedNotFoundError,
     SessionPurgedError,
+    is_error,
 )
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import (
@@ -430,3 +432,57 @@ def test_seed_chain_linear_history_and_composed_reasoning(store, session):
         end_id = store.load_run(run_id).seed_end_id
     assert seed_pages == log_pages == turns - 1
     assert excluded.count(True) == 1 and excluded[-2] is True
+
+
+def race(*calls) -> list:
+    """Run `calls` at once; each one's result or the exception it raised, in order."""
+    release = threading.Barrier(len(calls))
+    outcomes: list = [None] * len(calls)
+
+    def run(index: int) -> None:
+        release.wait()
+        try:
+            outcomes[index] = calls[index]()
+        except Exception as error:  # the caller asserts which answers are allowed
+            outcomes[index] = error
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_publication_and_settlement_decide_once(store, session, attempt):
+    """Settlement and publication share one decision: the attempt is published and settlement returns it,
+    or settlement abandons it and publication is refused."""
+    d = declaration(run_start())
+    store.begin_run_seed(d)
+    publication = complete(store, d, EMPTY_SEED_END_ID)
+    published, settled = race(lambda: store.publish_run_seed(publication),
+                              lambda: store.settle_run_preparation(PreparationAttempt(operation(d), d.attempt_id)))
+    if settled is None:
+        assert is_error(published, PreparationAbandonedError), published
+        raises(SeedNotFoundError, store.load_run_seed, d.run_id, EMPTY_SEED_END_ID)
+    else:
+        assert published is None, published
+        assert settled.end_id == publication.end_id
+        assert store.load_run_seed(d.run_id, EMPTY_SEED_END_ID).declaration == d
+
+
+def test_two_attempts_racing_to_publish_leave_one_winner(store, session):
+    """Two uploads of one operation publish at once: exactly one is accepted, the other conflicts."""
+    run = run_start()
+    attempts = [declaration(run, attempt=name) for name in ("first", "second")]
+    publications = []
+    for d in attempts:
+        store.begin_run_seed(d)
+        publications.append(complete(store, d, EMPTY_SEED_END_ID))
+    outcomes = race(*(lambda p=p: store.publish_run_seed(p) for p in publications))
+    winners = [index for index, outcome in enumerate(outcomes) if outcome is None]
+    assert len(winners) == 1, outcomes
+    assert all(is_error(outcome, SeedConflictError) for outcome in outcomes if outcome is not None)
+    accepted = store.find_run_preparation(operation(attempts[0]))
+    assert accepted is not None and accepted.seed.declaration == attempts[winners[0]]
