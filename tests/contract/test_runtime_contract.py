@@ -33,6 +33,7 @@ from cairn.runtime.errors import (
 )
 from cairn.runtime.model import (
     TRANSCRIPT_APPENDED,
+    ChildRunStart,
     RunRepairOutcome,
     RunStartOutcome,
     RunStatus,
@@ -42,10 +43,13 @@ from cairn.runtime.model import (
 from tests.contract import stored
 from tests.contract.builders import (
     CHECKPOINT,
+    DIGEST,
     OTHER_DIGEST,
     T0,
     cancellation,
     child_start,
+    intent_record,
+    link_record,
     note,
     one_shot_child_start,
     one_shot_start,
@@ -375,6 +379,56 @@ def test_child_continuation_keeps_the_tool_call(store, running):
     assert store.start_child_run(right).outcome == RunStartOutcome.PROCEED
     assert store.load_run("a0").successor_run_id == "a1"
     raises(RunConflictError, store.start_child_run, child_start("a2", call="A", agent="worker", predecessor="a0"))
+
+
+def test_child_continuation_preserves_call_across_execution_parents(store, session):
+    """TestChildContinuationPreservesCallAcrossExecutionParents: a continued child keeps its tool call
+    while its execution parent changes; every refused continuation writes nothing."""
+    store.start_root_run(root_start(run_start("parent0")))
+    a0, b0 = child_start("a0", "parent0", call="A"), child_start("b0", "parent0", call="B")
+    for child in (a0, b0):
+        store.start_child_run(child)
+        store.record_run_suspension(suspension(child.run))
+    store.record_run_suspension(suspension(run_start("parent0")))
+    parent1 = run_start("parent1", predecessor="parent0")
+    store.start_root_run(root_start(parent1))
+
+    a1 = child_start("a1", "parent1", predecessor="a0", call="A")
+    assert store.start_child_run(a1).outcome == RunStartOutcome.PROCEED
+    assert store.load_run("a0").successor_run_id == "a1"
+    parent1_records = records_of(store, "parent1")
+    raises(ContractError, store.start_child_run, child_start("a1-b", "parent1", predecessor="a0", call="B"),
+           match="does not match predecessor parent tool call")
+    raises(RunConflictError, store.start_child_run, child_start("a1-again", "parent1", predecessor="a0", call="A"))
+    store.create_session("other", T0)
+    store.start_root_run(root_start(run_start("other-parent", session="other")))
+    elsewhere = run_start("a1-elsewhere", session="other", agent="child-agent", parent="other-parent",
+                          predecessor="a0")
+    raises(ContractError, store.start_child_run,
+           ChildRunStart(DIGEST, elsewhere, link_record(elsewhere, call="A"), started_record(elsewhere),
+                         intent_record(elsewhere)), match="does not match successor")
+    assert records_of(store, "parent1") == parent1_records
+    for refused in ("a1-b", "a1-again", "a1-elsewhere"):
+        raises(RunNotFoundError, store.load_run, refused)
+
+    store.record_run_suspension(suspension(a1.run))
+    assert store.start_child_run(child_start("a2", "parent1", predecessor="a1", call="A")).outcome == (
+        RunStartOutcome.PROCEED
+    )
+    store.record_run_suspension(suspension(parent1))
+    parent2 = run_start("parent2", predecessor="parent1")
+    store.start_root_run(root_start(parent2))
+    b1 = child_start("b1", "parent2", predecessor="b0", call="B")
+    first = store.start_child_run(b1)
+    store.record_run_suspension(suspension(b1.run))
+    listed = store.list_session_run_records("session", "", 1000).events
+    closed = store.start_child_run(moved(b1, timedelta(hours=1)))
+    assert (closed.started.id, closed.parent_record.id) == (first.started.id, first.parent_record.id)
+    assert not closed.started.inserted and closed.run_status == RunStatus.SUSPENDED
+    assert store.list_session_run_records("session", "", 1000).events == listed
+    store.record_run_suspension(suspension(parent2))
+    raises(RunNotActiveError, store.start_child_run, child_start("b1-late", "parent2", predecessor="b0", call="B"))
+    raises(RunConflictError, store.start_child_run, replace(b1, request_digest=OTHER_DIGEST))
 
 
 @pytest.mark.parametrize("predecessor_status", [RunStatus.RUNNING, RunStatus.SUSPENDED])
