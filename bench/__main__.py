@@ -73,6 +73,7 @@ from bench.report import Table
 from bench.runtime_appends import measure_appends
 from bench.runtime_calls import measure_runtime_calls
 from bench.runtime_pages import measure_pages
+from bench.seed_pages import measure_seed_pages
 from bench.server import CairnServer
 from bench.state_calls import measure_state_calls
 from bench.summary import summarize
@@ -148,39 +149,42 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE):
             ensure_table(client, table)
 
-        _progress("1/13 DynamoDB calls per operation")
+        _progress("1/14 DynamoDB calls per operation")
         calls = measure_calls(settings, plan.repeats)
-        _progress("2/13 DynamoDB calls per state operation")
+        _progress("2/14 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
-        _progress("3/13 raw TransactWriteItems baseline")
+        _progress("3/14 raw TransactWriteItems baseline")
         baseline, raw = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("4/13 raw compare-and-set baseline")
+        _progress("4/14 raw compare-and-set baseline")
         # A client of its own: its calls are counted.
         cas_baseline, raw_cas = measure_cas_baseline(make_client(settings), RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("5/13 HTTP throughput against cairn serve")
+        _progress("5/14 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
             throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
-            _progress("6/13 long-poll wake-up")
+            _progress("6/14 long-poll wake-up")
             wakeup = measure_wakeup(server, plan.trials)
-            _progress("7/13 state compare-and-set over HTTP")
+            _progress("7/14 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
-        _progress("8/13 DynamoDB calls per runtime store operation")
+        _progress("8/14 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
-        _progress("9/13 runtime store appends")
+        _progress("9/14 runtime store appends")
         appends = measure_appends(settings, RUNTIME_TABLE, plan.seconds, plan.warmup)
-        _progress(f"10/13 list_run_records pages (writing a {plan.history:,}-record history first)")
+        _progress(f"10/14 list_run_records pages (writing a {plan.history:,}-record history first)")
         pages = measure_pages(settings, RUNTIME_TABLE, plan.history, plan.trials)
-        _progress("11/13 transcript replay (writing a 1,000-message transcript first)")
+        _progress("11/14 initial-history seed pages of 10 and 300 chained turns (writing the chains first)")
+        seed_pages = measure_seed_pages(settings, RUNTIME_TABLE, plan.trials)
+        _progress("12/14 transcript replay (writing a 1,000-message transcript first)")
         replay = measure_replay(settings, TRANSCRIPT_TABLE, plan.trials)
-        _progress("12/13 email ingest of a 1 MB message")
+        _progress("13/14 email ingest of a 1 MB message")
         ingest = measure_ingest(settings, EMAIL_TABLE, workdir / "email", plan.trials)
-        _progress("13/13 attachment downloads, buffered and streamed")
+        _progress("14/14 attachment downloads, buffered and streamed")
         downloads = measure_downloads(settings, DOWNLOAD_TABLE, workdir / "downloads", plan.trials)
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
-        "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "replay": replay,
+        "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,
+        "replay": replay,
         "ingest": ingest, "downloads": downloads,
     }  # fmt: skip
     # The detailed tables, then one that gathers every benchmark's headline figures.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -16,8 +17,20 @@ from bench.calls import CallCounter, status_text
 from bench.report import Table
 from cairn.dynamodb.client import make_client
 from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.runtime.model import EMPTY_SEED_END_ID, SeedPublication
 from cairn.settings import Settings
-from tests.contract.builders import T0, child_start, note, root_start, run_start, terminal
+from tests.contract.builders import (
+    LITERAL,
+    PREPARED,
+    T0,
+    child_start,
+    declaration,
+    note,
+    root_start,
+    run_start,
+    seed_append,
+    terminal,
+)
 
 # The builders start child runs in this session under a parent of this agent.
 SESSION = "session"
@@ -63,11 +76,38 @@ def measure_runtime_calls(settings: Settings, table_name: str, repeats: int) -> 
         _inserted,
     )
 
+    # Initial history: a literal seed and the compiled start, published, then a start attaching it.
+    seeded = [run_start(f"seeded-{index}", session=SESSION) for index in range(repeats)]
+    seeds = [declaration(run) for run in seeded]
+    count("begin_run_seed", [partial(store.begin_run_seed, d) for d in seeds], lambda seed: f"ends at {seed.end_id}")
+    count(
+        "append_run_seed (literal)",
+        [partial(store.append_run_seed, seed_append(d, "first", EMPTY_SEED_END_ID, messages=LITERAL)) for d in seeds],
+        lambda position: f"position {position}",
+    )
+    count(
+        "append_run_seed (compiled start)",
+        [partial(store.append_run_seed, seed_append(d, "prepared", "1", prepared=PREPARED)) for d in seeds],
+        lambda position: f"position {position}",
+    )
+    count(
+        "publish_run_seed",
+        [partial(store.publish_run_seed, SeedPublication(d.run_id, d.attempt_id, "1", "2", len(PREPARED)))
+         for d in seeds],
+        lambda _: "published",
+    )
+    count(
+        "start_root_run (attaching its seed)",
+        [partial(store.start_root_run, root_start(replace(run, seed_end_id="1"))) for run in seeded],
+        lambda result: f"{result.outcome.value}, started {_inserted(result.started)}",
+    )
+
     table.notes += [
         f"Each row runs one kind of command {repeats} times on runs of one active session (a root run that "
         "gains records and children, and root runs that start and complete); setting them up is not counted.",
         "Transaction items: actions per operation over every TransactWriteItems it sent (each a billed write): "
-        "session and run heads (Put under version, or ConditionCheck), records, key guards, session pointers.",
+        "session and run heads (Put under version, or ConditionCheck), records, key guards, session pointers; "
+        "for seeds also the seed head, the attempt, its declaration, seed records and their key guards.",
     ]
     return table
 

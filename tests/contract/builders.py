@@ -9,12 +9,14 @@ from datetime import UTC, datetime, timedelta
 from cairn.runtime.model import (
     CANCELLATION_RECORD_TYPE,
     CHILD_RUN_LINKED,
+    EMPTY_SEED_END_ID,
     RUN_COMPLETED,
     RUN_STARTED,
     RUN_SUSPENDED,
     ChildRunStart,
     OneShotChildRunStart,
     OneShotRunStart,
+    PreparationOperation,
     RootRunStart,
     RunCancellation,
     RunRecord,
@@ -23,6 +25,11 @@ from cairn.runtime.model import (
     RunSuspension,
     RunSuspensionCommand,
     RunTerminal,
+    SeedAppend,
+    SeedDeclaration,
+    SeedKind,
+    SeedPublication,
+    SeedRecord,
 )
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, 123000, tzinfo=UTC)
@@ -145,3 +152,42 @@ def note(run: RunStart, key: str, body: bytes = b'{"text":"hi"}', type_: str = "
 
 def later(command, **changes):
     return replace(command, **changes)
+
+
+# -- initial history (seeds) ---------------------------------------------------------
+
+LITERAL = b'[{"role":"user","parts":[{"kind":"text","text":"new input"}]}]'
+PREPARED = b"{}"
+
+
+def declaration(run: RunStart, *, attempt: str = "attempt", kind: SeedKind = SeedKind.LITERAL, source: str = "",
+                source_end: str = "", exclude_reasoning: bool = False) -> SeedDeclaration:
+    return SeedDeclaration(agent_id=run.agent_id, run_id=run.run_id, session_id=run.session_id, command_id="command",
+                           attempt_id=attempt, kind=kind, source_run_id=source, source_end_id=source_end,
+                           exclude_reasoning=exclude_reasoning)
+
+
+def operation(d: SeedDeclaration) -> PreparationOperation:
+    return PreparationOperation(agent_id=d.agent_id, run_id=d.run_id, session_id=d.session_id,
+                                command_id=d.command_id)
+
+
+def seed_append(d: SeedDeclaration, key: str, previous: str, **variant) -> SeedAppend:
+    return SeedAppend(run_id=d.run_id, attempt_id=d.attempt_id,
+                      record=SeedRecord(key=key, previous_id=previous, **variant))
+
+
+def complete(store, d: SeedDeclaration, history_end: str) -> SeedPublication:
+    """goa-ai's `appendSeedTestCompletion`: the compiled start after the history, ready to publish."""
+    end = store.append_run_seed(seed_append(d, "prepared", history_end, prepared=PREPARED))
+    return SeedPublication(run_id=d.run_id, attempt_id=d.attempt_id, seed_end_id=history_end, end_id=end,
+                           prepared_bytes=len(PREPARED))
+
+
+def publish_literal(store, run: RunStart, messages: bytes = LITERAL) -> RunStart:
+    """Publish a literal seed for `run`; the run start that attaches it."""
+    d = declaration(run)
+    store.begin_run_seed(d)
+    end = store.append_run_seed(seed_append(d, "first", EMPTY_SEED_END_ID, messages=messages))
+    store.publish_run_seed(complete(store, d, end))
+    return replace(run, seed_end_id=end)

@@ -10,6 +10,7 @@ from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.http import HttpRuntimeStore
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.settings import Settings
+from tests.contract.builders import T0, root_start
 from tests.support.lambda_client import LambdaClient, make_services
 
 
@@ -29,3 +30,16 @@ def store(request):
     client = HttpRuntimeStore("http://cairn.test", runtime_key="contract-key", transport=httpx.MockTransport(api.handle))
     yield client
     client.close()
+
+
+@pytest.fixture
+def session(store):
+    store.create_session("session", T0)
+    return "session"
+
+
+@pytest.fixture
+def running(store, session):
+    command = root_start()
+    store.start_root_run(command)
+    return command

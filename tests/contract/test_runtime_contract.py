@@ -33,17 +33,23 @@ from cairn.runtime.errors import (
 )
 from cairn.runtime.model import (
     TRANSCRIPT_APPENDED,
+    ChildRunStart,
     RunRepairOutcome,
     RunStartOutcome,
     RunStatus,
+    RunSuspension,
     SessionStatus,
 )
+from tests.contract import stored
 from tests.contract.builders import (
     CHECKPOINT,
+    DIGEST,
     OTHER_DIGEST,
     T0,
     cancellation,
     child_start,
+    intent_record,
+    link_record,
     note,
     one_shot_child_start,
     one_shot_start,
@@ -53,33 +59,7 @@ from tests.contract.builders import (
     suspension,
     terminal,
 )
-
-
-def raises(kind, call, *args, match: str | None = None):
-    with pytest.raises(Exception) as caught:
-        call(*args)
-    assert is_error(caught.value, kind), f"{type(caught.value).__name__}: {caught.value}"
-    if match is not None:
-        assert match in str(caught.value)
-    return caught.value
-
-
-def records_of(store, run_id: str) -> list:
-    return store.list_run_records(run_id, "", 1000).events
-
-
-@pytest.fixture
-def session(store):
-    store.create_session("session", T0)
-    return "session"
-
-
-@pytest.fixture
-def running(store, session):
-    command = root_start()
-    store.start_root_run(command)
-    return command
-
+from tests.contract.checks import raises, records_of
 
 # -- sessions -------------------------------------------------------------------
 
@@ -399,6 +379,75 @@ def test_child_continuation_keeps_the_tool_call(store, running):
     assert store.start_child_run(right).outcome == RunStartOutcome.PROCEED
     assert store.load_run("a0").successor_run_id == "a1"
     raises(RunConflictError, store.start_child_run, child_start("a2", call="A", agent="worker", predecessor="a0"))
+
+
+def test_child_continuation_preserves_call_across_execution_parents(store, session):
+    """TestChildContinuationPreservesCallAcrossExecutionParents: a continued child keeps its tool call
+    while its execution parent changes; every refused continuation writes nothing."""
+    store.start_root_run(root_start(run_start("parent0")))
+    a0, b0 = child_start("a0", "parent0", call="A"), child_start("b0", "parent0", call="B")
+    for child in (a0, b0):
+        store.start_child_run(child)
+        store.record_run_suspension(suspension(child.run))
+    store.record_run_suspension(suspension(run_start("parent0")))
+    parent1 = run_start("parent1", predecessor="parent0")
+    store.start_root_run(root_start(parent1))
+
+    a1 = child_start("a1", "parent1", predecessor="a0", call="A")
+    assert store.start_child_run(a1).outcome == RunStartOutcome.PROCEED
+    assert store.load_run("a0").successor_run_id == "a1"
+    parent1_records = records_of(store, "parent1")
+    raises(ContractError, store.start_child_run, child_start("a1-b", "parent1", predecessor="a0", call="B"),
+           match="does not match predecessor parent tool call")
+    raises(RunConflictError, store.start_child_run, child_start("a1-again", "parent1", predecessor="a0", call="A"))
+    store.create_session("other", T0)
+    store.start_root_run(root_start(run_start("other-parent", session="other")))
+    elsewhere = run_start("a1-elsewhere", session="other", agent="child-agent", parent="other-parent",
+                          predecessor="a0")
+    raises(ContractError, store.start_child_run,
+           ChildRunStart(DIGEST, elsewhere, link_record(elsewhere, call="A"), started_record(elsewhere),
+                         intent_record(elsewhere)), match="does not match successor")
+    assert records_of(store, "parent1") == parent1_records
+    for refused in ("a1-b", "a1-again", "a1-elsewhere"):
+        raises(RunNotFoundError, store.load_run, refused)
+
+    store.record_run_suspension(suspension(a1.run))
+    assert store.start_child_run(child_start("a2", "parent1", predecessor="a1", call="A")).outcome == (
+        RunStartOutcome.PROCEED
+    )
+    store.record_run_suspension(suspension(parent1))
+    parent2 = run_start("parent2", predecessor="parent1")
+    store.start_root_run(root_start(parent2))
+    b1 = child_start("b1", "parent2", predecessor="b0", call="B")
+    first = store.start_child_run(b1)
+    store.record_run_suspension(suspension(b1.run))
+    listed = store.list_session_run_records("session", "", 1000).events
+    closed = store.start_child_run(moved(b1, timedelta(hours=1)))
+    assert (closed.started.id, closed.parent_record.id) == (first.started.id, first.parent_record.id)
+    assert not closed.started.inserted and closed.run_status == RunStatus.SUSPENDED
+    assert store.list_session_run_records("session", "", 1000).events == listed
+    store.record_run_suspension(suspension(parent2))
+    raises(RunNotActiveError, store.start_child_run, child_start("b1-late", "parent2", predecessor="b0", call="B"))
+    raises(RunConflictError, store.start_child_run, replace(b1, request_digest=OTHER_DIGEST))
+
+
+@pytest.mark.parametrize("predecessor_status", [RunStatus.RUNNING, RunStatus.SUSPENDED])
+def test_child_continuation_checks_predecessor_before_parent_link(store, running, predecessor_status):
+    """TestChildContinuationChecksPredecessorBeforeParentLink: a refused continuation links nothing."""
+    predecessor = child_start("predecessor")
+    store.start_child_run(predecessor)
+    if predecessor_status == RunStatus.SUSPENDED:
+        store.record_run_suspension(suspension(predecessor.run))
+    parent_records = len(records_of(store, "run"))
+    successor = child_start("successor", predecessor="predecessor")
+    if predecessor_status == RunStatus.SUSPENDED:
+        assert store.start_child_run(successor).outcome == RunStartOutcome.PROCEED
+        assert len(records_of(store, "run")) == parent_records + 1
+        assert store.load_run("successor").status == RunStatus.RUNNING
+        return
+    raises(ContractError, store.start_child_run, successor, match='has status "running", want "suspended"')
+    assert len(records_of(store, "run")) == parent_records
+    raises(RunNotFoundError, store.load_run, "successor")
 
 
 # -- records ------------------------------------------------------------------------
@@ -754,3 +803,124 @@ def test_transcript_positions_are_validated(store, running):
     assert store.list_run_transcript_records("run", "1").events == []  # a start id means empty history
     assert [r.event_key for r in store.list_run_transcript_records("run", "3").events] == ["t"]
     raises(RunNotFoundError, store.list_run_transcript_records, "missing", "1")
+
+
+@pytest.mark.parametrize("status", [RunStatus.RUNNING, *CLOSINGS])
+@pytest.mark.parametrize("kind", KINDS)
+def test_start_replay_returns_current_run_status(store, kind, status):
+    """TestStartReplayReturnsCurrentRunStatus: an exact replay answers the original ids and the status now."""
+    start, command = start_kind(store, kind)
+    first = start(command)
+    assert first.run_status == RunStatus.RUNNING
+    if status != RunStatus.RUNNING:
+        close(store, command.run, status)
+    run_id = command.run.run_id
+    before, meta = records_of(store, run_id), store.load_run(run_id)
+    replay = start(command)
+    assert replay.run_status == status
+    assert started_id(replay) == started_id(first)
+    assert not (getattr(replay, "started", None) or replay.record).inserted
+    if hasattr(replay, "outcome"):
+        assert replay.outcome == RunStartOutcome.PROCEED
+    if hasattr(replay, "parent_record"):
+        assert replay.parent_record.id == first.parent_record.id and not replay.parent_record.inserted
+    assert records_of(store, run_id) == before and store.load_run(run_id) == meta
+    if status == RunStatus.SUSPENDED:
+        assert store.load_run_suspension(run_id).data == CHECKPOINT
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_closed_request_contends_with_closure(store, running, attempt):
+    """TestClosedRequestContendsWithClosure: a later attempt of the request races the run's terminal write.
+
+    The terminal always lands; the start sees either the running run (its time
+    differs: a conflict) or the closed one (the original start, completed).
+    """
+    later = moved(running, timedelta(hours=1))
+    release = threading.Barrier(2)
+    outcome: dict[str, object] = {}
+
+    def restart() -> None:
+        release.wait()
+        try:
+            outcome["start"] = store.start_root_run(later)
+        except Exception as error:  # which answer it got is asserted below
+            outcome["start"] = error
+
+    def close_run() -> None:
+        release.wait()
+        outcome["terminal"] = store.record_run_terminal(terminal(running.run))
+
+    threads = [threading.Thread(target=restart), threading.Thread(target=close_run)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcome["terminal"].inserted
+    started = outcome["start"]
+    if isinstance(started, Exception):
+        assert is_error(started, RunConflictError), started
+    else:
+        assert started.run_status == RunStatus.COMPLETED and not started.started.inserted
+    assert store.load_run("run").started_at == running.run.started_at
+    assert len(records_of(store, "run")) == 2
+
+
+def corrupt(store, command, corruption: str) -> None:
+    """One of goa-ai's corruptions of the proof a closed request's selection reads."""
+    run_id = command.run.run_id
+    start_key = command.started.event_key
+    closing_key = "suspended" if corruption.startswith("checkpoint") else "terminal"
+    if corruption == "binding":
+        stored.edit_run(store, run_id, request_digest=b"")
+    elif corruption == "start missing":
+        stored.drop_key(store, run_id, start_key)
+    elif corruption == "start key":
+        stored.edit_run(store, run_id, start_key="another-start")
+    elif corruption == "start time":
+        original = stored.record(store, run_id, start_key)
+        stored.replace_record(store, original, timestamp=original.timestamp + timedelta(milliseconds=1))
+    elif corruption == "start payload":
+        stored.replace_record(store, stored.record(store, run_id, start_key), payload=b'{"labels":{"site":"two"}}')
+    elif corruption == "start id":
+        stored.misdirect_key(store, run_id, start_key)
+    elif corruption == "closing missing":
+        stored.drop_key(store, run_id, closing_key)
+    elif corruption == "closing payload":
+        stored.replace_record(store, stored.record(store, run_id, closing_key), payload=b'{"status":"bogus"}')
+    elif corruption == "closing identity":
+        stored.replace_record(store, stored.record(store, run_id, closing_key), type="run_started")
+    elif corruption == "checkpoint missing":
+        stored.set_checkpoint(store, run_id, None)
+    elif corruption == "checkpoint identity":
+        stored.set_checkpoint(store, run_id, RunSuspension(id="another-checkpoint", data=CHECKPOINT))
+    elif corruption == "parent link missing":
+        stored.drop_key(store, command.parent_linked.run_id, command.parent_linked.event_key)
+    else:  # parent identity
+        link = stored.record(store, command.parent_linked.run_id, command.parent_linked.event_key)
+        body = link.payload.replace(run_id.encode(), b"another-child")
+        stored.replace_record(store, link, payload=body)
+
+
+CORRUPTIONS = [
+    "binding", "start missing", "start key", "start time", "start payload", "start id", "closing missing",
+    "closing payload", "closing identity", "checkpoint missing", "checkpoint identity", "parent link missing",
+    "parent identity",
+]
+
+
+@pytest.mark.parametrize("corruption", CORRUPTIONS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_closed_request_rejects_missing_or_corrupt_proof(store, kind, corruption):
+    """TestClosedRequestRejectsMissingOrCorruptProof: damaged proof is an error, never permission to restart."""
+    if not stored.reachable(store):
+        pytest.skip("the HTTP client cannot reach stored items")
+    if corruption.startswith("parent") and kind not in ("child", "one shot child"):
+        pytest.skip("only children have a parent link")
+    start, command = start_kind(store, kind)
+    close(store, command.run, RunStatus.SUSPENDED if corruption.startswith("checkpoint") else RunStatus.COMPLETED)
+    corrupt(store, command, corruption)
+    run_id = command.run.run_id
+    before, meta = records_of(store, run_id), store.load_run(run_id)
+    raises(ContractError, start, moved(command, timedelta(hours=1)))
+    assert records_of(store, run_id) == before and store.load_run(run_id) == meta

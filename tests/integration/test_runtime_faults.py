@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -31,41 +31,55 @@ from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.errors import (
     ContractError,
     EventConflictError,
+    PreparationAbandonedError,
     RunCancellationConflictError,
     RunConflictError,
     RunSuspensionConflictError,
     RunTerminalConflictError,
     RuntimeStoreUnavailable,
+    SeedConflictError,
     SessionPurgedError,
     is_error,
 )
 from cairn.runtime.http import HttpRuntimeStore
 from cairn.runtime.methods import METHODS
 from cairn.runtime.model import (
+    EMPTY_SEED_END_ID,
     AppendResult,
     ChildRunStart,
     OneShotChildRunStart,
+    PreparationAttempt,
+    PreparationOperation,
+    RunPreparation,
     RunRepairOutcome,
     RunStart,
     RunStatus,
+    SeedPublication,
     Session,
+    SynchronousRunStart,
 )
 from cairn.settings import Settings
 from tests.contract.builders import (
     DIGEST,
+    LITERAL,
     OTHER_DIGEST,
+    PREPARED,
     T0,
     cancellation,
+    declaration,
     intent_record,
     link_record,
     note,
     one_shot_start,
+    operation,
     root_start,
     run_start,
+    seed_append,
     started_record,
     suspension,
     terminal,
 )
+from tests.contract.test_runtime_ended_session import canceled_completion
 from tests.support.faults import FAULTS, RUNTIME_KEY, FaultInjector, calls_made, faulty_api
 
 ENDED_AT = T0 + timedelta(seconds=5)
@@ -152,6 +166,40 @@ def solo(store, case: Case) -> None:
     store.start_one_shot_run(one_shot_start(case.run_id("solo")))
 
 
+def synchronous(case: Case) -> SynchronousRunStart:
+    command = one_shot_start(case.run_id("solo"))
+    return SynchronousRunStart(run=command.run, started=command.started)
+
+
+def begun(store, case: Case) -> None:
+    session(store, case)
+    store.begin_run_seed(declaration(case.root))
+
+
+def compiled(store, case: Case) -> None:
+    begun(store, case)
+    store.append_run_seed(seed_append(declaration(case.root), "prepared", EMPTY_SEED_END_ID, prepared=PREPARED))
+
+
+def published(store, case: Case) -> None:
+    compiled(store, case)
+    store.publish_run_seed(publication(case))
+
+
+def publication(case: Case, prepared_bytes: int = len(PREPARED)) -> SeedPublication:
+    return SeedPublication(run_id=case.root.run_id, attempt_id="attempt", seed_end_id=EMPTY_SEED_END_ID, end_id="1",
+                           prepared_bytes=prepared_bytes)
+
+
+def ends(found: RunPreparation | None) -> tuple[str, str, int] | None:
+    """Where an accepted body ends: what a retry must answer again, without the case's own names."""
+    return None if found is None else (found.seed.end_id, found.end_id, found.prepared_bytes)
+
+
+def other_command(case: Case) -> PreparationOperation:
+    return replace(operation(declaration(case.root)), command_id="other-command")
+
+
 # -- commands ------------------------------------------------------------------------
 
 
@@ -168,9 +216,52 @@ class RuntimeCommand:
     send: Callable[[Any, Case], Any]
     rival: Callable[[Any, Case], Any]
     refusal: type[Exception] | RunRepairOutcome | None = None
+    variant: str = ""  # tells apart two commands of one method from one preparation
 
 
 COMMANDS = [
+    RuntimeCommand(
+        "begin_run_seed",
+        session,
+        # The answer names the case's run: compare where the seed ends (what a retry must keep).
+        lambda store, case: store.begin_run_seed(declaration(case.root)).end_id,
+        lambda store, case: store.begin_run_seed(replace(declaration(case.root), command_id="other-command")),
+        SeedConflictError,
+    ),
+    RuntimeCommand(
+        "append_run_seed",
+        begun,
+        lambda store, case: store.append_run_seed(
+            seed_append(declaration(case.root), "first", EMPTY_SEED_END_ID, messages=LITERAL)
+        ),
+        lambda store, case: store.append_run_seed(
+            seed_append(declaration(case.root), "first", EMPTY_SEED_END_ID, messages=b"[]")
+        ),
+        SeedConflictError,
+    ),
+    RuntimeCommand(
+        "publish_run_seed",
+        compiled,
+        lambda store, case: store.publish_run_seed(publication(case)),
+        lambda store, case: store.publish_run_seed(publication(case, prepared_bytes=3)),
+        SeedConflictError,
+    ),
+    RuntimeCommand(
+        "settle_run_preparation",
+        begun,
+        lambda store, case: store.settle_run_preparation(
+            PreparationAttempt(operation(declaration(case.root)), "attempt")
+        ),
+        lambda store, case: store.begin_run_seed(declaration(case.root)),
+        PreparationAbandonedError,
+    ),
+    RuntimeCommand(
+        "find_run_preparation",
+        published,
+        lambda store, case: ends(store.find_run_preparation(operation(declaration(case.root)))),
+        lambda store, case: store.find_run_preparation(other_command(case)),
+        SeedConflictError,
+    ),
     RuntimeCommand(
         "create_session",
         nothing,
@@ -205,6 +296,15 @@ COMMANDS = [
         lambda store, case: store.start_root_run(root_start(case.root, digest=OTHER_DIGEST)),
         RunConflictError,
     ),
+    # The same start as older runtimes send it: RunStarted and a canceled RunCompleted, the run closed at once.
+    RuntimeCommand(
+        "start_root_run",
+        ended_session,
+        lambda store, case: store.start_root_run(canceled_completion(root_start(case.root))),
+        lambda store, case: store.start_root_run(root_start(case.root, digest=OTHER_DIGEST)),
+        RunConflictError,
+        "canceled-completion",
+    ),
     # A continuation (resume) of a suspended run: the successor is started and linked once.
     RuntimeCommand(
         "start_root_run",
@@ -227,6 +327,13 @@ COMMANDS = [
         nothing,
         solo,
         lambda store, case: store.start_one_shot_run(one_shot_start(case.run_id("solo"), digest=OTHER_DIGEST)),
+        RunConflictError,
+    ),
+    RuntimeCommand(
+        "start_synchronous_run",
+        nothing,
+        lambda store, case: store.start_synchronous_run(synchronous(case)),
+        lambda store, case: store.start_one_shot_run(one_shot_start(case.run_id("solo"))),
         RunConflictError,
     ),
     RuntimeCommand(
@@ -284,7 +391,7 @@ COMMANDS = [
 
 
 def command_id(command: RuntimeCommand) -> str:
-    return f"{command.method}-from-{command.prepare.__name__}"
+    return "-".join(filter(None, (command.method, "from", command.prepare.__name__, command.variant)))
 
 
 def test_every_mutating_method_is_in_the_matrix():

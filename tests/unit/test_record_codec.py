@@ -54,13 +54,9 @@ def payload_with(kind: str, quoted: bytes) -> bytes:
         ('"\\ufffd"', "\ufffd"),
         ('"é e\\u0301"', "é e\u0301"),
         ('"\\u0000\\b\\f\\n\\r\\t\\/\\\\\\""', '\x00\b\f\n\r\t/\\"'),
-        pytest.param(
-            '"\\ud800"',
-            "\ufffd",
-            marks=pytest.mark.xfail(
-                strict=True, reason="Go reads an unpaired surrogate as U+FFFD; cairn.runtime.codec keeps it"
-            ),
-        ),
+        ('"\\ud800"', "\ufffd"),
+        ('"\\udc00\\ud800"', "\ufffd\ufffd"),
+        ('"\\ud800\\ud83d\\ude42"', "\ufffd🙂"),
     ],
 )
 def test_strict_decoding_preserves_text(kind: str, quoted: str, text: str):

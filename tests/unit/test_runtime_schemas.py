@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -28,11 +29,23 @@ from cairn.runtime.methods import (
     RunRecordsQuery,
     RunRef,
     RunsBySession,
+    SeedRecordsQuery,
+    SeedRef,
     SessionRecordsQuery,
     SessionRef,
     TranscriptQuery,
 )
-from cairn.runtime.model import TRANSCRIPT_APPENDED, RunStatus
+from cairn.runtime.model import (
+    TRANSCRIPT_APPENDED,
+    LiteralPart,
+    PreparationAttempt,
+    PromptScope,
+    RenderedPrompt,
+    RunStart,
+    RunStatus,
+    SeedPublication,
+    SynchronousRunStart,
+)
 from cairn.transcript import exactjson
 from cairn.transcript.memory import check_event
 from tests.contract import builders
@@ -64,6 +77,7 @@ def session_of_every_method(answers: dict[str, Any]) -> Iterator[tuple[str, Any]
     yield "create_session", CreateSession("session", builders.T0)
     yield "load_session", SessionRef("session")
     yield "load_session_status", SessionRef("session")
+    yield from seed_steps(builders.run_start("seeded"), answers)
     yield "start_root_run", builders.root_start(root)
     yield "start_child_run", builders.child_start(child.run_id, root.run_id)
     yield "append_run_record", builders.note(root, "note", type_=TRANSCRIPT_APPENDED, body=b'{"messages":[]}')
@@ -79,9 +93,28 @@ def session_of_every_method(answers: dict[str, Any]) -> Iterator[tuple[str, Any]
     yield "repair_run_terminal", builders.terminal(root, RunStatus.CANCELED, reason="user_requested")
     yield "load_run", RunRef(root.run_id)
     yield "start_one_shot_run", builders.one_shot_start(solo.run_id)
+    at_once = builders.one_shot_start("at-once")
+    yield "start_synchronous_run", SynchronousRunStart(at_once.run, at_once.started)
     yield "start_one_shot_child_run", builders.one_shot_child_start(parent=solo.run_id)
     yield "end_session", EndSession("session", builders.T0 + timedelta(seconds=5))
     yield "purge_session", SessionRef("session")
+
+
+def seed_steps(run: RunStart, answers: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Initial history of `run`: a literal in two parts, the compiled start, publication and reads."""
+    prompt = RenderedPrompt("greeting", "v1", PromptScope("session", {"tier": "gold"}))
+    d = replace(builders.declaration(run), rendered_prompts=[prompt])
+    yield "begin_run_seed", d
+    yield "append_run_seed", builders.seed_append(d, "a", "0", literal_part=LiteralPart(b"[", False))
+    yield "append_run_seed", builders.seed_append(d, "b", "1", literal_part=LiteralPart(b"]", True))
+    yield "append_run_seed", builders.seed_append(d, "c", "2", prepared=builders.PREPARED)
+    yield "publish_run_seed", SeedPublication(run.run_id, d.attempt_id, "2", "3", len(builders.PREPARED))
+    yield "find_run_preparation", builders.operation(d)
+    yield "settle_run_preparation", PreparationAttempt(builders.operation(d), d.attempt_id)
+    yield "load_run_seed", SeedRef(run.run_id, "2")
+    yield "list_run_seed_records", SeedRecordsQuery(run.run_id, "2", limit=1)
+    yield "list_run_preparation_records", SeedRecordsQuery(run.run_id, "3")
+    assert answers["list_run_seed_records"].next_cursor == "1"
 
 
 def test_every_command_and_answer_of_a_session_matches_its_schema():

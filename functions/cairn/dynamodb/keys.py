@@ -4,7 +4,10 @@ Sequences are zero-padded so that string order equals numeric order.
 
   A#<address>        META | STATE (usage) | S#<key> | I#<sha256(idempotency key)> | E#<seq> event
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
+                     | Q#<run> initial history of the session
   R#<run>            META | E#<seq> record | K#<sha256(event key)> guard | CKPT checkpoint
+                     | SEED seed head | SA#<a> attempt | SD#<a> declaration | SR#<a>#<seq> seed record
+                     | SK#<a>#<sha256(key)> seed key guard   (<a> = sha256(attempt id))
   M#<agent>#<run>    META | E#<seq> memory event
   RL#<scope>#<who>   W#<window> rate counter
 
@@ -97,6 +100,36 @@ def member_sk(run_id: str) -> str:
 
 def member_of(sk: str) -> str:
     return sk.removeprefix(MEMBER_PREFIX)
+
+
+# -- initial history (seeds) -------------------------------------------------------
+
+SEED_HEAD = "SEED"
+SEED_MEMBER_PREFIX = "Q#"
+
+
+def seed_member_sk(run_id: str) -> str:
+    return f"{SEED_MEMBER_PREFIX}{run_id}"
+
+
+def seed_member_of(sk: str) -> str:
+    return sk.removeprefix(SEED_MEMBER_PREFIX)
+
+
+def seed_attempt_sk(attempt_id: str) -> str:
+    return f"SA#{credentials.digest(attempt_id)}"
+
+
+def seed_declaration_sk(attempt_id: str) -> str:
+    return f"SD#{credentials.digest(attempt_id)}"
+
+
+def seed_record_sk(attempt_id: str, sequence: int) -> str:
+    return f"SR#{credentials.digest(attempt_id)}#{_seq(sequence)}"
+
+
+def seed_guard_sk(attempt_id: str, key: str) -> str:
+    return f"SK#{credentials.digest(attempt_id)}#{credentials.digest(key)}"
 
 
 # -- memory, rate limits -----------------------------------------------------------

@@ -29,8 +29,18 @@ from cairn.decimal_text import is_decimal
 from cairn.dynamodb import blobs, keys, runtime_items, table_ops
 from cairn.dynamodb.items import error_code, get_int, key, n, s
 from cairn.runtime.errors import RuntimeStoreUnavailable
-from cairn.runtime.model import RunRecord, RunSuspension
-from cairn.runtime.state import PURGED, PURGING, BufferedUnitOfWork, Pointer, RunState, SessionState, UnitOfWork
+from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
+from cairn.runtime.state import (
+    PURGED,
+    PURGING,
+    BufferedUnitOfWork,
+    Pointer,
+    RunState,
+    SeedAttempt,
+    SeedHead,
+    SessionState,
+    UnitOfWork,
+)
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -174,6 +184,38 @@ class DynamoRuntimeBackend:
         for item in items:
             yield runtime_items.pointer_from_item(item)
 
+    def load_seed_head(self, run_id: str) -> SeedHead | None:
+        item = self.get(keys.run_pk(run_id), keys.SEED_HEAD)
+        return runtime_items.seed_head_from_item(item) if item else None
+
+    def load_seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None:
+        pk = keys.run_pk(run_id)
+        item = self.get(pk, keys.seed_attempt_sk(attempt_id))
+        if not item:
+            return None
+        declaration = None
+        if runtime_items.seed_attempt_begun(item):
+            stored = self.get(pk, keys.seed_declaration_sk(attempt_id)) or {}
+            declaration = runtime_items.seed_declaration_from(self._payload(stored, ""))
+        return runtime_items.seed_attempt_from_item(item, declaration)
+
+    def seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None:
+        pk = keys.run_pk(run_id)
+        guard = self.get(pk, keys.seed_guard_sk(attempt_id, key))
+        item = self.get(pk, keys.seed_record_sk(attempt_id, get_int(guard, "seq"))) if guard else None
+        return self._seed_record_from_item(item) if item else None
+
+    def seed_records(self, run_id: str, attempt_id: str, after_id: int, through_id: int) -> Iterator[SeedRecord]:
+        if through_id <= after_id:
+            return
+        lower, upper = keys.seed_record_sk(attempt_id, after_id + 1), keys.seed_record_sk(attempt_id, through_id)
+        # Pages of a few records: a seed page holds at most a megabyte, and records can be that large.
+        for item in self.query(keys.run_pk(run_id), lower, upper, Limit=min(through_id - after_id, 64)):
+            yield self._seed_record_from_item(item)
+
+    def _seed_record_from_item(self, item: dict[str, Any]) -> SeedRecord:
+        return runtime_items.seed_record_from_item(item, self._payload(item, ""))
+
     def _record_from_item(self, item: dict[str, Any]) -> RunRecord:
         legacy = keys.legacy_event_chunk_prefix(get_int(item, "seq"))
         return runtime_items.record_from_item(item, self._payload(item, legacy))
@@ -193,9 +235,15 @@ class DynamoRuntimeBackend:
         self._call(lambda: self._purge(session_id, run_ids), in_unit=False)
 
     def _purge(self, session_id: str, run_ids: list[str]) -> None:
-        for run_id in run_ids:
-            self._delete_all(keys.run_pk(run_id))
         pk = keys.session_pk(session_id)
+        seeded = [
+            keys.seed_member_of(item["sk"]["S"])
+            for item in self.query(pk, keys.SEED_MEMBER_PREFIX, keys.upper_bound(keys.SEED_MEMBER_PREFIX),
+                                   ProjectionExpression="sk")
+        ]
+        for run_id in dict.fromkeys([*run_ids, *seeded]):
+            self._delete_all(keys.run_pk(run_id))
+        self._delete_all(pk, keys.SEED_MEMBER_PREFIX)
         self._delete_all(pk, keys.POINTER_PREFIX)
         self._delete_all(pk, keys.MEMBER_PREFIX)
         self._client.update_item(
@@ -250,6 +298,8 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         self._backend = backend
         self._seen_sessions: dict[str, int | None] = {}
         self._seen_runs: dict[str, int | None] = {}
+        # Seed heads and attempts are versioned heads too, keyed by their item key.
+        self._seen_seeds: dict[tuple[str, str], int | None] = {}
 
     def load_session(self, session_id: str) -> SessionState | None:
         session = self._backend.load_session(session_id)
@@ -261,11 +311,27 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         self._seen_runs[run_id] = None if run is None else run.version
         return run
 
+    def load_seed_head(self, run_id: str) -> SeedHead | None:
+        head = self._backend.load_seed_head(run_id)
+        self._seen_seeds[(keys.run_pk(run_id), keys.SEED_HEAD)] = None if head is None else head.version
+        return head
+
+    def load_seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None:
+        attempt = self._backend.load_seed_attempt(run_id, attempt_id)
+        seen = None if attempt is None else attempt.version
+        self._seen_seeds[(keys.run_pk(run_id), keys.seed_attempt_sk(attempt_id))] = seen
+        return attempt
+
+    def load_seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None:
+        return self._backend.seed_record_by_key(run_id, attempt_id, key)
+
     def heads(self) -> set[str]:
-        """The session and run heads this unit read, as item keys."""
-        return {keys.session_pk(session_id) for session_id in self._seen_sessions} | {
-            keys.run_pk(run_id) for run_id in self._seen_runs
-        }
+        """The session, run and seed heads this unit read, as item keys."""
+        return (
+            {keys.session_pk(session_id) for session_id in self._seen_sessions}
+            | {keys.run_pk(run_id) for run_id in self._seen_runs}
+            | {f"{pk}|{sk}" for pk, sk in self._seen_seeds}
+        )
 
     def load_record_by_key(self, run_id: str, event_key: str) -> RunRecord | None:
         return self._backend.record_by_key(run_id, event_key)
@@ -275,8 +341,7 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
 
     def changes_anything(self) -> bool:
         """Whether committing would write; a unit that only read (an exact retry) never races."""
-        writes = self.writes
-        return bool(writes.sessions or writes.runs or writes.records or writes.pointers or writes.checkpoints)
+        return self.writes.any()
 
     def commit(self) -> None:
         """One transaction for all changes; nothing at all when nothing changed."""
@@ -309,7 +374,37 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         for run_id, suspension in writes.checkpoints.items():
             checkpoint, chunks = runtime_items.checkpoint_items(run_id, suspension)
             actions.extend(backend.put(new, "attribute_not_exists(pk)") for new in (checkpoint, *chunks))
+        actions.extend(self._seed_actions())
         backend.commit(actions)
+
+    def _seed_actions(self) -> list[dict[str, Any]]:
+        """Seed heads and attempts under their versions, new declarations and records once."""
+        backend = self._backend
+        writes = self.writes
+        written: dict[tuple[str, str], tuple[dict[str, Any], SeedAttempt | None]] = {}
+        for head in writes.seed_heads.values():
+            written[(keys.run_pk(head.run_id), keys.SEED_HEAD)] = (runtime_items.seed_head_item(head), None)
+        for state in writes.seed_attempts.values():
+            item_key = (keys.run_pk(state.run_id), keys.seed_attempt_sk(state.attempt_id))
+            written[item_key] = (runtime_items.seed_attempt_item(state), state)
+        actions: list[dict[str, Any]] = []
+        for (pk, sk), seen in self._seen_seeds.items():
+            if (pk, sk) not in written:
+                actions.append(_versioned_check(backend, pk, seen, sk))
+        for item_key, (item, attempt) in written.items():
+            seen = self._seen_seeds.get(item_key)
+            actions.append(_versioned_put(backend, item, seen))
+            if seen is None and item_key[1] == keys.SEED_HEAD and item["session_id"]["S"]:
+                member = runtime_items.seed_member_item(item["session_id"]["S"], item["run_id"]["S"])
+                actions.append(backend.put(member, "attribute_not_exists(pk)"))
+            # A declaration never changes: it is written with its attempt, once.
+            if seen is None and attempt is not None and attempt.declaration is not None:
+                declaration, chunks = runtime_items.seed_declaration_items(attempt.declaration)
+                actions.extend(backend.put(new, "attribute_not_exists(pk)") for new in (declaration, *chunks))
+        for run_id, attempt_id, record in writes.seed_records:
+            item, chunks, guard = runtime_items.seed_record_items(run_id, attempt_id, record)
+            actions.extend(backend.put(new, "attribute_not_exists(pk)") for new in (item, *chunks, guard))
+        return actions
 
 
 def _versioned_put(backend: DynamoRuntimeBackend, item: dict[str, Any], seen: int | None) -> dict[str, Any]:
@@ -319,7 +414,10 @@ def _versioned_put(backend: DynamoRuntimeBackend, item: dict[str, Any], seen: in
     return backend.put(item, "version = :seen", {":seen": n(seen)})
 
 
-def _versioned_check(backend: DynamoRuntimeBackend, pk: str, seen: int | None) -> dict[str, Any]:
+def _versioned_check(
+    backend: DynamoRuntimeBackend, pk: str, seen: int | None, sk: str = keys.META
+) -> dict[str, Any]:
     if seen is None:
-        return backend.check(pk, keys.META, "attribute_not_exists(pk)")
-    return backend.check(pk, keys.META, "version = :seen", {":seen": n(seen)})
+        return backend.check(pk, sk, "attribute_not_exists(pk)")
+    return backend.check(pk, sk, "version = :seen", {":seen": n(seen)})
+

@@ -13,8 +13,20 @@ from typing import Any
 
 from cairn.dynamodb import blobs, keys
 from cairn.dynamodb.items import b, from_ms, get_int, get_s, key, n, optional_from_ms, optional_to_ms, s, to_ms
-from cairn.runtime.model import RunMeta, RunRecord, RunStartOutcome, RunStatus, RunSuspension
-from cairn.runtime.state import Pointer, RunState, SessionState
+from cairn.runtime import wire
+from cairn.runtime.model import (
+    HistoryPrefix,
+    LiteralPart,
+    PreparationOperation,
+    RunMeta,
+    RunRecord,
+    RunStartOutcome,
+    RunStatus,
+    RunSuspension,
+    SeedDeclaration,
+    SeedRecord,
+)
+from cairn.runtime.state import Pointer, RunState, SeedAttempt, SeedHead, SessionState
 
 Item = dict[str, Any]
 
@@ -172,3 +184,122 @@ def checkpoint_items(run_id: str, suspension: RunSuspension) -> tuple[Item, list
 
 def checkpoint_from_item(item: Item, data: bytes) -> RunSuspension:
     return RunSuspension(id=get_s(item, "suspension_id") or "", data=data)
+
+
+# -- initial history (seeds) -------------------------------------------------------
+
+_OPERATION = ("agent_id", "run_id", "command_id", "session_id")
+_ATTEMPT_FLAGS = ("literal_open", "has_source", "published", "abandoned")
+
+
+def _operation_attributes(operation: PreparationOperation) -> Item:
+    return {name: s(getattr(operation, name)) for name in _OPERATION}
+
+
+def _operation_from(item: Item) -> PreparationOperation:
+    return PreparationOperation(**{name: get_s(item, name) or "" for name in _OPERATION})
+
+
+def seed_member_item(session_id: str, run_id: str) -> Item:
+    """A run id with initial history in its session, so purge finds it before any start."""
+    return key(keys.session_pk(session_id), keys.seed_member_sk(run_id))
+
+
+def seed_head_item(head: SeedHead) -> Item:
+    return {
+        **key(keys.run_pk(head.run_id), keys.SEED_HEAD),
+        **_operation_attributes(head.operation),
+        "published_attempt": s(head.published_attempt),
+    }
+
+
+def seed_head_from_item(item: Item) -> SeedHead:
+    return SeedHead(
+        operation=_operation_from(item),
+        published_attempt=get_s(item, "published_attempt") or "",
+        version=get_int(item, "version"),
+    )
+
+
+def seed_attempt_item(attempt: SeedAttempt) -> Item:
+    """The attempt's changing state; its declaration is a separate item written once."""
+    item = {
+        **key(keys.run_pk(attempt.run_id), keys.seed_attempt_sk(attempt.attempt_id)),
+        **_operation_attributes(attempt.operation),
+        "attempt_id": s(attempt.attempt_id),
+        "begun": n(attempt.declaration is not None),
+        "source": s(json.dumps(wire.encode(attempt.source))),
+        "seed_end_id": s(attempt.seed_end_id),
+        "end_id": s(attempt.end_id),
+        "count": n(attempt.count),
+        "prepared_bytes": n(attempt.prepared_bytes),
+    }
+    item.update({name: n(getattr(attempt, name)) for name in _ATTEMPT_FLAGS})
+    return item
+
+
+def seed_attempt_begun(item: Item) -> bool:
+    return bool(get_int(item, "begun"))
+
+
+def seed_attempt_from_item(item: Item, declaration: SeedDeclaration | None) -> SeedAttempt:
+    return SeedAttempt(
+        operation=_operation_from(item),
+        attempt_id=get_s(item, "attempt_id") or "",
+        declaration=declaration,
+        source=wire.decode(HistoryPrefix | None, json.loads(get_s(item, "source") or "null")),
+        seed_end_id=get_s(item, "seed_end_id") or "",
+        end_id=get_s(item, "end_id") or "",
+        count=get_int(item, "count"),
+        prepared_bytes=get_int(item, "prepared_bytes"),
+        version=get_int(item, "version"),
+        **{name: bool(get_int(item, name)) for name in _ATTEMPT_FLAGS},
+    )
+
+
+def seed_declaration_items(declaration: SeedDeclaration) -> tuple[Item, list[Item]]:
+    """The declaration (up to a megabyte of rendered prompts) and the pieces of its JSON."""
+    pk = keys.run_pk(declaration.run_id)
+    sk = keys.seed_declaration_sk(declaration.attempt_id)
+    payload, chunks = blobs.split(pk, sk, json.dumps(wire.encode(declaration)).encode())
+    return {**key(pk, sk), **payload}, chunks
+
+
+def seed_declaration_from(data: bytes) -> SeedDeclaration:
+    return wire.decode(SeedDeclaration, json.loads(data))
+
+
+def seed_record_items(run_id: str, attempt_id: str, record: SeedRecord) -> tuple[Item, list[Item], Item]:
+    """The record item, the pieces of its bytes, and its key guard."""
+    seq = int(record.id)
+    pk = keys.run_pk(run_id)
+    sk = keys.seed_record_sk(attempt_id, seq)
+    part = record.literal_part
+    data = record.messages or record.prepared or (part.data if part is not None else b"")
+    payload, chunks = blobs.split(pk, sk, data) if data else ({}, [])
+    item = {
+        **key(pk, sk),
+        "seq": n(seq),
+        "key": s(record.key),
+        "previous_id": s(record.previous_id),
+        "variant": s("messages" if record.messages else "prepared" if record.prepared else
+                     "part" if part is not None else "prefix"),
+        "final": n(bool(part and part.final)),
+        "prefix": s(json.dumps(wire.encode(record.prefix))),
+        **payload,
+    }
+    guard = {**key(pk, keys.seed_guard_sk(attempt_id, record.key)), "seq": n(seq)}
+    return item, chunks, guard
+
+
+def seed_record_from_item(item: Item, data: bytes) -> SeedRecord:
+    variant = get_s(item, "variant")
+    return SeedRecord(
+        id=str(get_int(item, "seq")),
+        key=get_s(item, "key") or "",
+        previous_id=get_s(item, "previous_id") or "",
+        messages=data if variant == "messages" else b"",
+        prepared=data if variant == "prepared" else b"",
+        literal_part=LiteralPart(data=data, final=bool(get_int(item, "final"))) if variant == "part" else None,
+        prefix=wire.decode(HistoryPrefix | None, json.loads(get_s(item, "prefix") or "null")),
+    )

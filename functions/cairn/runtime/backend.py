@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
-from cairn.runtime.model import RunRecord, RunSuspension
+from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
 from cairn.runtime.state import Pointer, RunState, SessionState, UnitOfWork
 
 T = TypeVar("T")
@@ -36,5 +36,9 @@ class Backend(Protocol):
 
     def pointers(self, session_id: str, after_position: int) -> Iterator[Pointer]: ...
 
+    def seed_records(self, run_id: str, attempt_id: str, after_id: int, through_id: int) -> Iterator[SeedRecord]:
+        """An attempt's body records after one position through another, in order."""
+
     def purge(self, session_id: str, run_ids: list[str]) -> None:
-        """Delete a reserved session's data (restartable), then mark it purged."""
+        """Delete a reserved session's data, its seeds and preparations included
+        (restartable), then mark it purged."""

@@ -9,6 +9,7 @@ payload bytes themselves are stored untouched.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +99,26 @@ def decode_one_value(payload: bytes) -> Any:
         except json.JSONDecodeError as error:
             raise PayloadError(f"invalid character {text[rest]!r} after top-level value") from error
         raise PayloadError("multiple JSON values")
+    return go_text(value)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def go_text(value: Any) -> Any:
+    """The decoded value with each unpaired UTF-16 surrogate escape read as U+FFFD.
+
+    Python's decoder keeps `\\ud800` as a lone surrogate code point; Go's reads
+    it as the replacement character. Paired escapes are already one code point
+    here, and raw UTF-8 surrogates never get this far (invalid UTF-8), so every
+    surrogate left came from an unpaired escape.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {go_text(name): go_text(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [go_text(item) for item in value]
     return value
 
 
@@ -210,7 +231,7 @@ def decode_child_run_linked(payload: bytes) -> ChildRunLinked:
 def decode_cancellation_reason(payload: bytes) -> str:
     """The intent record is decoded leniently: only `reason` matters."""
     try:
-        value = json.loads(decode_text(payload))
+        value = go_text(json.loads(decode_text(payload)))
     except json.JSONDecodeError as error:
         raise PayloadError(f"invalid cancellation intent: {error.msg}") from error
     reason = value.get("reason") if isinstance(value, dict) else None

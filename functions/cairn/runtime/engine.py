@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from cairn.runtime import codec, validation
+from cairn.runtime import codec, seed_rules, validation
 from cairn.runtime.errors import (
     ContractError,
     RunCancellationConflictError,
@@ -57,6 +57,7 @@ from cairn.runtime.model import (
     RunStatus,
     RunSuspensionCommand,
     RunTerminal,
+    SynchronousRunStart,
 )
 from cairn.runtime.state import (
     ACTIVE,
@@ -64,6 +65,7 @@ from cairn.runtime.state import (
     ENGINE_OWNER,
     PURGED,
     PURGING,
+    SYNCHRONOUS_OWNER,
     Pointer,
     RunState,
     SessionState,
@@ -157,6 +159,7 @@ class StartPlan:
     parent_linked: RunRecord | None = None
     cancellation: RunRecord | None = None
     sessionful: bool = True
+    owner_kind: int = ENGINE_OWNER
 
 
 @dataclass(frozen=True)
@@ -220,11 +223,20 @@ def start_one_shot_child_run(
     return OneShotChildRunStartResult(result.status, result.parent_record, result.started)
 
 
+def start_synchronous_run(uow: UnitOfWork, command: SynchronousRunStart, now: datetime) -> OneShotRunStartResult:
+    validation.validate_one_shot_start(command.run, child=False)
+    validation.validate_started_record(command.run, command.started)
+    plan = StartPlan(b"", command.run, command.started, sessionful=False, owner_kind=SYNCHRONOUS_OWNER)
+    result = _start(uow, plan, now)
+    return OneShotRunStartResult(result.status, result.started)
+
+
 def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
     run = plan.run
     session = uow.session(run.session_id) if plan.sessionful else None
     if session is not None and session.purged:
         raise wrap(SessionPurgedError())
+    seed_rules.check_start_seed(uow, run)
     predecessor = _check_predecessor(uow, plan) if run.predecessor_run_id else None
     stored = uow.run(run.run_id)
     if stored is not None:
@@ -235,6 +247,8 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
     if parent is not None:
         _check_parent_admits_child(plan, parent)
     stop = session is not None and session.status != ACTIVE
+    # An ended session's start given a canceled completion (goa-ai up to 0ac5b037) closes the run at once.
+    closed_at_start = stop and plan.cancellation is not None and plan.cancellation.type == RUN_COMPLETED
     check_key_free(uow, plan.started)
     if predecessor is not None:
         if predecessor.meta.successor_run_id and predecessor.meta.successor_run_id != run.run_id:
@@ -249,7 +263,7 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
         meta=RunMeta(
             agent_id=run.agent_id,
             run_id=run.run_id,
-            status=RunStatus.RUNNING,
+            status=RunStatus.CANCELED if closed_at_start else RunStatus.RUNNING,
             start_outcome=RunStartOutcome.STOP if stop else RunStartOutcome.PROCEED,
             started_at=run.started_at,
             updated_at=now,
@@ -259,21 +273,24 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
             labels=dict(run.labels or {}),
             cancellation_reason=REASON_SESSION_ENDED if stop else "",
         ),
-        owner_kind=ENGINE_OWNER,
+        owner_kind=plan.owner_kind,
         request_digest=plan.digest,
         predecessor_run_id=run.predecessor_run_id,
         start_key=plan.started.event_key,
         parent_link_key=plan.parent_linked.event_key if plan.parent_linked is not None else "",
     )
-    if session is not None:
+    if session is not None and not closed_at_start:
         session.running_runs += 1
     started = append(uow, state, session, plan.started)
     cancellation = AppendResult()
     if stop and plan.cancellation is not None:
+        # The closed-request proof finds the stop record under this key, whichever shape it has.
         state.cancellation_key = plan.cancellation.event_key
+        if closed_at_start:
+            state.terminal_key = plan.cancellation.event_key
         cancellation = append(uow, state, session, plan.cancellation)
     uow.save_run(state)
-    return StartOutcome(state.meta.start_outcome, RunStatus.RUNNING, parent_record, started, cancellation)
+    return StartOutcome(state.meta.start_outcome, state.meta.status, parent_record, started, cancellation)
 
 
 def _check_predecessor(uow: UnitOfWork, plan: StartPlan) -> RunState:
@@ -352,8 +369,12 @@ def _start_of(meta: RunMeta, predecessor_run_id: str = "") -> RunStart:
 
 def _restart(uow: UnitOfWork, plan: StartPlan, stored: RunState, session: SessionState | None) -> StartOutcome:
     """A start of a run that exists: an exact retry, or a closed request's selection."""
-    if stored.owner_kind != ENGINE_OWNER:
+    if stored.owner_kind not in (ENGINE_OWNER, SYNCHRONOUS_OWNER):
+        raise fail("stored run has no valid start kind")
+    if stored.owner_kind != plan.owner_kind:
         raise wrap(RunConflictError())
+    if stored.owner_kind == SYNCHRONOUS_OWNER:
+        return _repeat_synchronous(uow, plan, stored)
     if not stored.request_digest:
         raise fail("stored run has no accepted request digest")
     if stored.request_digest != plan.digest:
@@ -361,6 +382,19 @@ def _restart(uow: UnitOfWork, plan: StartPlan, stored: RunState, session: Sessio
     if stored.meta.status == RunStatus.RUNNING:
         return _retry_running(uow, plan, stored, session)
     return _select_closed(uow, plan, stored, session)
+
+
+def _repeat_synchronous(uow: UnitOfWork, plan: StartPlan, stored: RunState) -> StartOutcome:
+    """A synchronous start repeats its complete command, time included, whatever the run's status; it writes nothing."""
+    if stored.request_digest:
+        raise fail("stored synchronous run has an engine request digest")
+    if not _same_identity(plan, stored, with_time=True) or plan.started.event_key != stored.start_key:
+        raise wrap(RunConflictError())
+    original = _stored_lifecycle(uow, stored.meta.run_id, stored.start_key)
+    if not original.same_content(plan.started):
+        raise wrap(event_conflict(original.run_id, original.event_key))
+    started = AppendResult(id=original.id, inserted=False)
+    return StartOutcome(stored.meta.start_outcome, stored.meta.status, AppendResult(), started, AppendResult())
 
 
 def _same_identity(plan: StartPlan, stored: RunState, *, with_time: bool) -> bool:

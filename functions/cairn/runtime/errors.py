@@ -86,6 +86,12 @@ InvalidTranscriptPositionError = _sentinel(
     "InvalidTranscriptPositionError", "invalid_transcript_position", "invalid transcript position"
 )
 EventConflictError = _sentinel("EventConflictError", "event_conflict", "runlog: event conflict")
+SeedNotFoundError = _sentinel("SeedNotFoundError", "seed_not_found", "run seed not found")
+SeedConflictError = _sentinel("SeedConflictError", "seed_conflict", "run seed conflict")
+SeedNotPublishedError = _sentinel("SeedNotPublishedError", "seed_not_published", "run seed is not published")
+PreparationAbandonedError = _sentinel(
+    "PreparationAbandonedError", "preparation_abandoned", "run preparation attempt abandoned"
+)
 
 
 def event_conflict(run_id: str, event_key: str) -> RuntimeStoreError:
@@ -132,6 +138,10 @@ SENTINELS: dict[str, type[RuntimeStoreError]] = {
         RunRecordOwnerMismatchError,
         InvalidTranscriptPositionError,
         EventConflictError,
+        SeedNotFoundError,
+        SeedConflictError,
+        SeedNotPublishedError,
+        PreparationAbandonedError,
         RuntimeStoreUnavailable,
     )
 }

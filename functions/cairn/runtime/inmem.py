@@ -8,8 +8,17 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from cairn.decimal_text import is_decimal
-from cairn.runtime.model import RunRecord, RunSuspension
-from cairn.runtime.state import PURGED, BufferedUnitOfWork, Pointer, RunState, SessionState, UnitOfWork
+from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
+from cairn.runtime.state import (
+    PURGED,
+    BufferedUnitOfWork,
+    Pointer,
+    RunState,
+    SeedAttempt,
+    SeedHead,
+    SessionState,
+    UnitOfWork,
+)
 from cairn.runtime.store import EngineRuntimeStore
 
 T = TypeVar("T")
@@ -25,6 +34,11 @@ class InMemoryBackend:
         self.session_lists: dict[str, list[Pointer]] = {}
         self.session_runs: dict[str, list[str]] = {}
         self.record_keys: dict[tuple[str, str], RunRecord] = {}
+        self.seed_heads: dict[str, SeedHead] = {}
+        self.seed_attempts: dict[tuple[str, str], SeedAttempt] = {}
+        self.seed_bodies: dict[tuple[str, str], list[SeedRecord]] = {}
+        self.seed_keys: dict[tuple[str, str, str], SeedRecord] = {}
+        self.session_seeds: dict[str, set[str]] = {}
 
     def transact(self, operation: Callable[[UnitOfWork], T]) -> T:
         with self._lock:
@@ -47,6 +61,15 @@ class InMemoryBackend:
         for session_id, pointer in writes.pointers:
             self.session_lists.setdefault(session_id, []).append(pointer)
         self.checkpoints.update(writes.checkpoints)
+        for run_id, head in writes.seed_heads.items():
+            if head.operation.session_id:
+                self.session_seeds.setdefault(head.operation.session_id, set()).add(run_id)
+            self.seed_heads[run_id] = copy.deepcopy(head)
+        for attempt_key, attempt in writes.seed_attempts.items():
+            self.seed_attempts[attempt_key] = copy.deepcopy(attempt)
+        for run_id, attempt_id, seed_record in writes.seed_records:
+            self.seed_bodies.setdefault((run_id, attempt_id), []).append(seed_record)
+            self.seed_keys[(run_id, attempt_id, seed_record.key)] = seed_record
 
     def load_session(self, session_id: str) -> SessionState | None:
         with self._lock:
@@ -81,8 +104,18 @@ class InMemoryBackend:
         with self._lock:
             return iter(list(self.session_lists.get(session_id, [])[after_position:]))
 
+    def seed_records(self, run_id: str, attempt_id: str, after_id: int, through_id: int) -> Iterator[SeedRecord]:
+        with self._lock:
+            return iter(list(self.seed_bodies.get((run_id, attempt_id), [])[after_id:through_id]))
+
     def purge(self, session_id: str, run_ids: list[str]) -> None:
         with self._lock:
+            for run_id in self.session_seeds.pop(session_id, set()):
+                self.seed_heads.pop(run_id, None)
+                for attempt_key in [attempt_key for attempt_key in self.seed_attempts if attempt_key[0] == run_id]:
+                    self.seed_attempts.pop(attempt_key)
+                    for seed_record in self.seed_bodies.pop(attempt_key, []):
+                        self.seed_keys.pop((*attempt_key, seed_record.key), None)
             for run_id in run_ids:
                 for record in self.run_records.get(run_id, []):
                     self.record_keys.pop((run_id, record.event_key), None)
@@ -109,6 +142,15 @@ class _InMemoryUnitOfWork(BufferedUnitOfWork):
 
     def load_checkpoint(self, run_id: str) -> RunSuspension | None:
         return self._backend.load_checkpoint(run_id)
+
+    def load_seed_head(self, run_id: str) -> SeedHead | None:
+        return copy.deepcopy(self._backend.seed_heads.get(run_id))
+
+    def load_seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None:
+        return copy.deepcopy(self._backend.seed_attempts.get((run_id, attempt_id)))
+
+    def load_seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None:
+        return self._backend.seed_keys.get((run_id, attempt_id, key))
 
 
 class InMemoryRuntimeStore(EngineRuntimeStore):

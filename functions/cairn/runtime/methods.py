@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cairn.runtime.model import (
+    MAX_SEED_PAGE_RECORDS,
     MAX_TRANSCRIPT_PAGE_RECORDS,
     AppendResult,
     ChildRunStart,
@@ -26,19 +27,28 @@ from cairn.runtime.model import (
     OneShotChildRunStartResult,
     OneShotRunStart,
     OneShotRunStartResult,
+    PreparationAttempt,
+    PreparationOperation,
     RootRunStart,
     RootRunStartResult,
     RunCancellation,
     RunMeta,
+    RunPreparation,
     RunRecord,
     RunRecordPage,
     RunRepairResult,
+    RunSeed,
     RunStatus,
     RunSuspension,
     RunSuspensionCommand,
     RunTerminal,
+    SeedAppend,
+    SeedDeclaration,
+    SeedPage,
+    SeedPublication,
     Session,
     SessionStatus,
+    SynchronousRunStart,
 )
 
 if TYPE_CHECKING:
@@ -119,6 +129,32 @@ class TranscriptQuery(Arguments):
 
 
 @dataclass(frozen=True)
+class SeedRef(Arguments):
+    run_id: str
+    end_id: str
+
+
+@dataclass(frozen=True)
+class SeedRecordsQuery(Arguments):
+    run_id: str
+    end_id: str
+    after_id: str = ""
+    limit: int = MAX_SEED_PAGE_RECORDS
+
+
+@dataclass(frozen=True)
+class SeedPosition(Boxed):
+    id: str
+
+
+@dataclass(frozen=True)
+class PreparationFound(Boxed):
+    """The accepted body, or null when there is none (goa-ai's `found == false`)."""
+
+    preparation: RunPreparation | None
+
+
+@dataclass(frozen=True)
 class StatusResult(Boxed):
     status: SessionStatus
 
@@ -172,11 +208,21 @@ METHODS: dict[str, Method] = {
         Method("end_session", EndSession, Session),
         Method("purge_session", SessionRef, Done),
         Method("list_runs_by_session", RunsBySession, RunList),
+        # initial history and preparations
+        Method("begin_run_seed", SeedDeclaration, RunSeed),
+        Method("append_run_seed", SeedAppend, SeedPosition),
+        Method("publish_run_seed", SeedPublication, Done),
+        Method("find_run_preparation", PreparationOperation, PreparationFound),
+        Method("settle_run_preparation", PreparationAttempt, PreparationFound),
+        Method("list_run_preparation_records", SeedRecordsQuery, SeedPage),
+        Method("load_run_seed", SeedRef, RunSeed),
+        Method("list_run_seed_records", SeedRecordsQuery, SeedPage),
         # starts and records
         Method("start_root_run", RootRunStart, RootRunStartResult),
         Method("start_child_run", ChildRunStart, ChildRunStartResult),
         Method("start_one_shot_run", OneShotRunStart, OneShotRunStartResult),
         Method("start_one_shot_child_run", OneShotChildRunStart, OneShotChildRunStartResult),
+        Method("start_synchronous_run", SynchronousRunStart, OneShotRunStartResult),
         Method("append_run_record", RunRecord, AppendResult),
         Method("record_run_cancellation", RunCancellation, AppendResult),
         Method("record_run_suspension", RunSuspensionCommand, AppendResult),

@@ -170,6 +170,14 @@ class OneShotChildRunStart:
 
 
 @dataclass(frozen=True)
+class SynchronousRunStart:
+    """A sessionless root started by a synchronous caller: no request digest, the exact command repeats."""
+
+    run: RunStart
+    started: RunRecord
+
+
+@dataclass(frozen=True)
 class RunCancellation:
     run_id: str
     reason: str
@@ -233,3 +241,134 @@ class RunRepairResult:
 class RunRecordPage:
     events: list[RunRecord]
     next_cursor: str = ""
+
+
+# -- initial history ("seeds") and preparations -----------------------------------
+
+EMPTY_SEED_END_ID = "0"
+MAX_SEED_COMMAND_BYTES = 1_000_000
+# One append's limit plus page framing and two assigned 19-digit positions, less a run id.
+MAX_SEED_PAGE_BYTES = MAX_SEED_COMMAND_BYTES + 8 + 2 * len("9223372036854775807") - 1
+MAX_SEED_PAGE_RECORDS = 512
+
+
+class SeedKind(StrEnum):
+    LITERAL = "literal"
+    NEXT_TURN = "next_turn"
+    CONTINUATION = "continuation"
+
+
+@dataclass(frozen=True)
+class PromptScope:
+    session_id: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """goa-ai's `prompt.RenderEvent`: a prompt already rendered into a literal."""
+
+    prompt_id: str
+    version: str = ""
+    scope: PromptScope = PromptScope()
+
+
+@dataclass(frozen=True)
+class SeedDeclaration:
+    """Owner and source of one run's initial history, fixed before its first record."""
+
+    agent_id: str
+    run_id: str
+    command_id: str
+    attempt_id: str
+    kind: SeedKind
+    session_id: str = ""
+    source_run_id: str = ""
+    source_end_id: str = ""
+    exclude_reasoning: bool = False
+    rendered_prompts: list[RenderedPrompt] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HistoryPrefix:
+    """A saved run's history through an exact committed record."""
+
+    run_id: str
+    end_id: str
+    exclude_system: bool = False
+    exclude_reasoning: bool = False
+
+
+@dataclass(frozen=True)
+class RunSeed:
+    declaration: SeedDeclaration
+    end_id: str
+    source: HistoryPrefix | None = None
+
+
+@dataclass(frozen=True)
+class LiteralPart:
+    """Consecutive bytes of one literal whose encoding spans records; `final` closes it."""
+
+    data: bytes
+    final: bool
+
+
+@dataclass(frozen=True)
+class SeedRecord:
+    """Exactly one of a whole literal (`messages`), a literal part, the prefix or prepared bytes."""
+
+    key: str
+    previous_id: str
+    id: str = ""
+    messages: bytes = b""
+    literal_part: LiteralPart | None = None
+    prefix: HistoryPrefix | None = None
+    prepared: bytes = b""
+
+
+@dataclass(frozen=True)
+class SeedAppend:
+    run_id: str
+    attempt_id: str
+    record: SeedRecord
+
+
+@dataclass(frozen=True)
+class SeedPublication:
+    run_id: str
+    attempt_id: str
+    seed_end_id: str
+    end_id: str
+    prepared_bytes: int
+
+
+@dataclass(frozen=True)
+class SeedPage:
+    records: list[SeedRecord]
+    next_cursor: str = ""
+
+
+@dataclass(frozen=True)
+class PreparationOperation:
+    """The original command a prepared body belongs to."""
+
+    agent_id: str
+    run_id: str
+    command_id: str
+    session_id: str = ""
+
+
+@dataclass(frozen=True)
+class PreparationAttempt:
+    operation: PreparationOperation
+    attempt_id: str
+
+
+@dataclass(frozen=True)
+class RunPreparation:
+    """The accepted body: its history (`seed`), its end and the compiled start's length."""
+
+    seed: RunSeed
+    end_id: str
+    prepared_bytes: int

@@ -13,9 +13,21 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
-from cairn.runtime.model import RunMeta, RunRecord, RunSuspension
+from cairn.runtime.model import (
+    EMPTY_SEED_END_ID,
+    HistoryPrefix,
+    PreparationOperation,
+    RunMeta,
+    RunRecord,
+    RunSeed,
+    RunSuspension,
+    SeedDeclaration,
+    SeedRecord,
+)
 
+# Who executes a run, bound at its first start for life.
 ENGINE_OWNER = 1
+SYNCHRONOUS_OWNER = 2
 
 # Session lifecycle as stored: `purging` and `purged` both read as purged.
 ACTIVE = "active"
@@ -69,6 +81,51 @@ class Pointer:
     record_id: str
 
 
+@dataclass
+class SeedHead:
+    """What a run id is bound to before its start: one operation, at most one published attempt."""
+
+    operation: PreparationOperation
+    published_attempt: str = ""
+    version: int = 0
+
+    @property
+    def run_id(self) -> str:
+        return self.operation.run_id
+
+
+@dataclass
+class SeedAttempt:
+    """One candidate upload of a run's initial history and compiled start.
+
+    `declaration` is None for an attempt settled (abandoned) before its first
+    begin. `seed_end_id` is the end of the history records, `end_id` the end
+    of the whole body, compiled-start parts included.
+    """
+
+    operation: PreparationOperation
+    attempt_id: str
+    declaration: SeedDeclaration | None = None
+    source: HistoryPrefix | None = None
+    seed_end_id: str = EMPTY_SEED_END_ID
+    end_id: str = EMPTY_SEED_END_ID
+    count: int = 0
+    prepared_bytes: int = 0
+    literal_open: bool = False
+    has_source: bool = False
+    published: bool = False
+    abandoned: bool = False
+    version: int = 0
+
+    @property
+    def run_id(self) -> str:
+        return self.operation.run_id
+
+    def seed(self) -> RunSeed:
+        assert self.declaration is not None
+        return RunSeed(declaration=self.declaration, end_id=self.seed_end_id, source=self.source)
+
+
 class UnitOfWork(Protocol):
     def session(self, session_id: str) -> SessionState | None: ...
 
@@ -88,6 +145,18 @@ class UnitOfWork(Protocol):
 
     def save_checkpoint(self, run_id: str, suspension: RunSuspension) -> None: ...
 
+    def seed_head(self, run_id: str) -> SeedHead | None: ...
+
+    def seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None: ...
+
+    def seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None: ...
+
+    def save_seed_head(self, head: SeedHead) -> None: ...
+
+    def save_seed_attempt(self, attempt: SeedAttempt) -> None: ...
+
+    def add_seed_record(self, run_id: str, attempt_id: str, record: SeedRecord) -> None: ...
+
 
 @dataclass
 class PendingWrites:
@@ -98,6 +167,12 @@ class PendingWrites:
     records: list[RunRecord] = field(default_factory=list)
     pointers: list[tuple[str, Pointer]] = field(default_factory=list)
     checkpoints: dict[str, RunSuspension] = field(default_factory=dict)
+    seed_heads: dict[str, SeedHead] = field(default_factory=dict)
+    seed_attempts: dict[tuple[str, str], SeedAttempt] = field(default_factory=dict)
+    seed_records: list[tuple[str, str, SeedRecord]] = field(default_factory=list)
+
+    def any(self) -> bool:
+        return any(vars(self).values())
 
 
 class BufferedUnitOfWork:
@@ -109,6 +184,9 @@ class BufferedUnitOfWork:
         self._runs: dict[str, RunState | None] = {}
         self._records: dict[tuple[str, str], RunRecord | None] = {}
         self._checkpoints: dict[str, RunSuspension | None] = {}
+        self._seed_heads: dict[str, SeedHead | None] = {}
+        self._seed_attempts: dict[tuple[str, str], SeedAttempt | None] = {}
+        self._seed_records: dict[tuple[str, str, str], SeedRecord | None] = {}
 
     # Backends implement these loads.
     def load_session(self, session_id: str) -> SessionState | None:
@@ -121,6 +199,15 @@ class BufferedUnitOfWork:
         raise NotImplementedError
 
     def load_checkpoint(self, run_id: str) -> RunSuspension | None:
+        raise NotImplementedError
+
+    def load_seed_head(self, run_id: str) -> SeedHead | None:
+        raise NotImplementedError
+
+    def load_seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None:
+        raise NotImplementedError
+
+    def load_seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None:
         raise NotImplementedError
 
     def session(self, session_id: str) -> SessionState | None:
@@ -164,3 +251,32 @@ class BufferedUnitOfWork:
 
     def save_checkpoint(self, run_id: str, suspension: RunSuspension) -> None:
         self.writes.checkpoints[run_id] = suspension
+
+    def seed_head(self, run_id: str) -> SeedHead | None:
+        if run_id not in self._seed_heads:
+            self._seed_heads[run_id] = self.load_seed_head(run_id)
+        return self._seed_heads[run_id]
+
+    def seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None:
+        if (run_id, attempt_id) not in self._seed_attempts:
+            self._seed_attempts[(run_id, attempt_id)] = self.load_seed_attempt(run_id, attempt_id)
+        return self._seed_attempts[(run_id, attempt_id)]
+
+    def seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None:
+        for written_run, written_attempt, record in self.writes.seed_records:
+            if (written_run, written_attempt, record.key) == (run_id, attempt_id, key):
+                return record
+        if (run_id, attempt_id, key) not in self._seed_records:
+            self._seed_records[(run_id, attempt_id, key)] = self.load_seed_record_by_key(run_id, attempt_id, key)
+        return self._seed_records[(run_id, attempt_id, key)]
+
+    def save_seed_head(self, head: SeedHead) -> None:
+        self._seed_heads[head.run_id] = head
+        self.writes.seed_heads[head.run_id] = head
+
+    def save_seed_attempt(self, attempt: SeedAttempt) -> None:
+        self._seed_attempts[(attempt.run_id, attempt.attempt_id)] = attempt
+        self.writes.seed_attempts[(attempt.run_id, attempt.attempt_id)] = attempt
+
+    def add_seed_record(self, run_id: str, attempt_id: str, record: SeedRecord) -> None:
+        self.writes.seed_records.append((run_id, attempt_id, record))

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 from cairn.decimal_text import is_decimal
-from cairn.runtime import engine
+from cairn.runtime import engine, seed_checks, seed_rules
 from cairn.runtime.backend import Backend
 from cairn.runtime.errors import (
     ContractError,
@@ -22,6 +22,8 @@ from cairn.runtime.errors import (
     wrap,
 )
 from cairn.runtime.model import (
+    MAX_SEED_PAGE_BYTES,
+    MAX_SEED_PAGE_RECORDS,
     MAX_TRANSCRIPT_PAGE_BYTES,
     MAX_TRANSCRIPT_PAGE_RECORDS,
     TRANSCRIPT_TYPES,
@@ -32,21 +34,31 @@ from cairn.runtime.model import (
     OneShotChildRunStartResult,
     OneShotRunStart,
     OneShotRunStartResult,
+    PreparationAttempt,
+    PreparationOperation,
     RootRunStart,
     RootRunStartResult,
     RunCancellation,
     RunMeta,
+    RunPreparation,
     RunRecord,
     RunRecordPage,
     RunRepairResult,
+    RunSeed,
     RunStatus,
     RunSuspension,
     RunSuspensionCommand,
     RunTerminal,
+    SeedAppend,
+    SeedDeclaration,
+    SeedPage,
+    SeedPublication,
+    SeedRecord,
     Session,
     SessionStatus,
+    SynchronousRunStart,
 )
-from cairn.runtime.state import SessionState, UnitOfWork
+from cairn.runtime.state import SeedAttempt, SessionState, UnitOfWork
 
 T = TypeVar("T")
 
@@ -84,6 +96,30 @@ class RuntimeStore(Protocol):
     def list_runs_by_session(self, session_id: str, statuses: Iterable[RunStatus] = ()) -> list[RunMeta]:
         """The session's runs, only those with one of `statuses` when any are given."""
 
+    def begin_run_seed(self, declaration: SeedDeclaration) -> RunSeed:
+        """Reserve the run id for one operation's initial history (an exact retry returns the same seed)."""
+
+    def append_run_seed(self, command: SeedAppend) -> str:
+        """Append one record to an attempt's body; the assigned position (a retry by key returns it again)."""
+
+    def publish_run_seed(self, publication: SeedPublication) -> None:
+        """Publish the attempt's complete body; only one attempt of a run ever publishes."""
+
+    def find_run_preparation(self, operation: PreparationOperation) -> RunPreparation | None:
+        """The operation's published body, or None while none is."""
+
+    def settle_run_preparation(self, attempt: PreparationAttempt) -> RunPreparation | None:
+        """The published body, or None after abandoning `attempt` for good."""
+
+    def list_run_preparation_records(self, run_id: str, end_id: str, after_id: str = "", limit: int = 512) -> SeedPage:
+        """One page of the published body's compiled-start parts, through `end_id`."""
+
+    def load_run_seed(self, run_id: str, end_id: str) -> RunSeed:
+        """The published initial history whose history ends at `end_id`."""
+
+    def list_run_seed_records(self, run_id: str, end_id: str, after_id: str = "", limit: int = 512) -> SeedPage:
+        """One page of the published initial history records."""
+
     def start_root_run(self, command: RootRunStart) -> RootRunStartResult:
         """Start a run in a session with its started record (an exact retry returns the original)."""
 
@@ -95,6 +131,9 @@ class RuntimeStore(Protocol):
 
     def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult:
         """Start a sessionless child run of a sessionless running parent."""
+
+    def start_synchronous_run(self, command: SynchronousRunStart) -> OneShotRunStartResult:
+        """Start a sessionless run executed synchronously; a retry must repeat the exact command."""
 
     def append_run_record(self, record: RunRecord) -> AppendResult:
         """Append an ordinary record to a running run; an exact retry returns the original id."""
@@ -179,6 +218,62 @@ class EngineRuntimeStore:
             raise SessionPurgedError()
         return session
 
+    # -- initial history and preparations ------------------------------------------
+
+    def begin_run_seed(self, declaration: SeedDeclaration) -> RunSeed:
+        return self._mutate(lambda uow: seed_rules.begin_run_seed(uow, declaration))
+
+    def append_run_seed(self, command: SeedAppend) -> str:
+        return self._mutate(lambda uow: seed_rules.append_run_seed(uow, command))
+
+    def publish_run_seed(self, publication: SeedPublication) -> None:
+        self._mutate(lambda uow: seed_rules.publish_run_seed(uow, publication))
+
+    def find_run_preparation(self, operation: PreparationOperation) -> RunPreparation | None:
+        return self._mutate(lambda uow: seed_rules.find_run_preparation(uow, operation))
+
+    def settle_run_preparation(self, attempt: PreparationAttempt) -> RunPreparation | None:
+        return self._mutate(lambda uow: seed_rules.settle_run_preparation(uow, attempt))
+
+    def load_run_seed(self, run_id: str, end_id: str) -> RunSeed:
+        return self._mutate(lambda uow: seed_rules.published(uow, run_id, end_id)).seed()
+
+    def list_run_seed_records(self, run_id: str, end_id: str, after_id: str = "", limit: int = 512) -> SeedPage:
+        _positive(limit)
+        attempt = self._mutate(lambda uow: seed_rules.published(uow, run_id, end_id))
+        return self._seed_page(attempt, 0, int(attempt.seed_end_id), after_id, limit)
+
+    def list_run_preparation_records(
+        self, run_id: str, end_id: str, after_id: str = "", limit: int = 512
+    ) -> SeedPage:
+        _positive(limit)
+        attempt = self._mutate(lambda uow: seed_rules.published_body(uow, run_id, end_id))
+        return self._seed_page(attempt, int(attempt.seed_end_id), attempt.count, after_id, limit)
+
+    def _seed_page(self, attempt: SeedAttempt, start: int, end: int, after_id: str, limit: int) -> SeedPage:
+        """Records `start` < id <= `end` after `after_id`: at most 512 and within the page byte limit."""
+        after = start
+        if after_id:
+            if not is_decimal(after_id) or after_id != str(int(after_id)) or not start < int(after_id) <= end:
+                raise wrap(InvalidTranscriptPositionError())
+            after = int(after_id)
+        limit = min(limit, MAX_SEED_PAGE_RECORDS)
+        records: list[SeedRecord] = []
+        encoded = 0
+        for record in self._backend.seed_records(attempt.run_id, attempt.attempt_id, after, end):
+            if len(records) == limit:
+                return SeedPage(records=records, next_cursor=records[-1].id)
+            # The page as it would be sent with this record last and its id as the cursor.
+            grown = encoded + len(seed_checks.go_record(record))
+            size = seed_checks.page_bytes(grown, len(records) + 1, record.id)
+            if size > MAX_SEED_PAGE_BYTES:
+                if not records:
+                    raise ContractError(f"seed page size {size} exceeds {MAX_SEED_PAGE_BYTES} bytes")
+                return SeedPage(records=records, next_cursor=records[-1].id)
+            records.append(record)
+            encoded = grown
+        return SeedPage(records=records)
+
     # -- starts and records ------------------------------------------------------
 
     def start_root_run(self, command: RootRunStart) -> RootRunStartResult:
@@ -192,6 +287,9 @@ class EngineRuntimeStore:
 
     def start_one_shot_child_run(self, command: OneShotChildRunStart) -> OneShotChildRunStartResult:
         return self._mutate(lambda uow: engine.start_one_shot_child_run(uow, command, self._clock()))
+
+    def start_synchronous_run(self, command: SynchronousRunStart) -> OneShotRunStartResult:
+        return self._mutate(lambda uow: engine.start_synchronous_run(uow, command, self._clock()))
 
     def append_run_record(self, record: RunRecord) -> AppendResult:
         return self._mutate(lambda uow: engine.append_run_record(uow, record))
@@ -285,6 +383,11 @@ class EngineRuntimeStore:
             events.append(record)
             size += len(record.payload)
         return RunRecordPage(events=events)
+
+
+def _positive(limit: int) -> None:
+    if limit <= 0:
+        raise wrap(InvalidTranscriptPositionError())
 
 
 def _page_start(cursor: str, limit: int) -> int:

@@ -25,6 +25,7 @@ from cairn.runtime.model import (
     CHILD_RUN_LINKED,
     LIFECYCLE_TYPES,
     REASON_SESSION_ENDED,
+    RUN_COMPLETED,
     RUN_STARTED,
     RunRecord,
     RunStart,
@@ -154,15 +155,22 @@ def validate_started_record(run: RunStart, record: RunRecord | None) -> None:
 
 
 def validate_cancellation_record(run: RunStart, record: RunRecord | None) -> None:
+    """What an ended session's start stores: a `session_ended` intent, or (older runtimes) a canceled completion."""
     try:
         if record is None:
             raise fail("cancellation record is required")
         validate_run_record(record)
         if record.timestamp != run.started_at:
             raise fail("timestamp does not match run start")
-        if record.type != CANCELLATION_RECORD_TYPE:
+        if record.type == RUN_COMPLETED:
+            # The shape goa-ai sent up to 0ac5b037 (and the seed document describes):
+            # the run ends canceled at its start instead of recording an intent.
+            completed = decode(codec.decode_run_completed, record.payload)
+            if completed.status != "canceled" or completed.cancellation_reason != REASON_SESSION_ENDED:
+                raise fail(f'canceled run completion must carry reason "{REASON_SESSION_ENDED}"')
+        elif record.type != CANCELLATION_RECORD_TYPE:
             raise fail(f'record has type "{record.type}", want "{CANCELLATION_RECORD_TYPE}"')
-        if decode(codec.decode_cancellation_reason, record.payload) != REASON_SESSION_ENDED:
+        elif decode(codec.decode_cancellation_reason, record.payload) != REASON_SESSION_ENDED:
             raise fail(f'cancellation reason must be "{REASON_SESSION_ENDED}"')
         check_owner(record, run.run_id, run.agent_id, run.session_id)
     except ContractError as error:
