@@ -3,13 +3,22 @@ and `runlog_prefix_test.go`), on the reference store and on broken stores."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import pytest
 
 from cairn.runtime.errors import ContractError, InvalidTranscriptPositionError, RunNotFoundError, is_error
 from cairn.runtime.inmem import InMemoryRuntimeStore
-from cairn.runtime.model import TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED, RunMeta, RunRecord, RunRecordPage
+from cairn.runtime.model import (
+    EMPTY_SEED_END_ID,
+    TRANSCRIPT_APPENDED,
+    TRANSCRIPT_SEEDED,
+    RunMeta,
+    RunRecord,
+    RunRecordPage,
+    RunStart,
+)
 from cairn.transcript.codec import encode_messages
 from cairn.transcript.errors import InvalidHistoryError, MessageFormatError, NoTranscriptError
 from cairn.transcript.model import Message, Role, TextPart, ThinkingPart, ToolResultPart, ToolUsePart
@@ -18,7 +27,7 @@ from cairn.transcript.replay import (
     build_messages_from_run_log_prefix,
     replay_run_log_events,
 )
-from tests.contract.builders import T0, note, root_start, run_start
+from tests.contract.builders import T0, complete, declaration, note, publish_literal, root_start, run_start
 from tests.support.transcripts import assistant, user
 
 
@@ -63,8 +72,23 @@ def test_replay_concatenates_seeded_then_appended_messages_and_skips_other_recor
     assert [(m.role, m.parts[0].text) for m in messages] == [(Role.USER, "hello"), (Role.ASSISTANT, "world")]
 
 
+def seeded_store(publish: Callable[[InMemoryRuntimeStore, RunStart], RunStart]) -> InMemoryRuntimeStore:
+    """A store whose run "run" starts from the seed `publish` published for it."""
+    store = InMemoryRuntimeStore()
+    store.create_session("session", T0)
+    store.start_root_run(root_start(publish(store, run_start())))
+    return store
+
+
+def publish_empty(store: InMemoryRuntimeStore, run: RunStart) -> RunStart:
+    d = declaration(run)
+    store.begin_run_seed(d)
+    store.publish_run_seed(complete(store, d, EMPTY_SEED_END_ID))
+    return replace(run, seed_end_id=EMPTY_SEED_END_ID)
+
+
 def test_a_published_empty_seed_is_an_empty_history():
-    assert build_messages_from_run_log(started_store(seed_end_id="0"), "run") == []
+    assert build_messages_from_run_log(seeded_store(publish_empty), "run") == []
 
 
 def test_a_run_without_transcript_records_has_no_transcript():
@@ -72,9 +96,11 @@ def test_a_run_without_transcript_records_has_no_transcript():
         build_messages_from_run_log(started_store(), "run")
 
 
-def test_a_seed_this_store_cannot_expand_is_refused_rather_than_skipped():
-    with pytest.raises(ContractError, match='starts from published seed "7"'):
-        build_messages_from_run_log(started_store(seed_end_id="7"), "run")
+def test_a_seed_replay_cannot_expand_is_refused_rather_than_skipped():
+    store = seeded_store(publish_literal)
+    seed_end = store.load_run("run").seed_end_id
+    with pytest.raises(ContractError, match=f'starts from published seed "{seed_end}"'):
+        build_messages_from_run_log(store, "run")
 
 
 def test_unknown_runs_and_missing_arguments():

@@ -14,14 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from cairn.runtime.errors import ContractError, InvalidTranscriptPositionError, is_error
-from cairn.runtime.model import MAX_TRANSCRIPT_PAGE_RECORDS, TRANSCRIPT_TYPES, RunMeta, RunRecord, RunRecordPage
+from cairn.runtime.model import (
+    EMPTY_SEED_END_ID,
+    MAX_TRANSCRIPT_PAGE_RECORDS,
+    TRANSCRIPT_TYPES,
+    RunMeta,
+    RunRecord,
+    RunRecordPage,
+)
 from cairn.runtime.store import RuntimeStore
 from cairn.transcript.codec import decode_messages
 from cairn.transcript.errors import MessageFormatError, NoTranscriptError, invalid_history
 from cairn.transcript.model import Message
-
-# goa-ai's `storage.EmptySeedEndID`: a published seed with no messages.
-EMPTY_SEED_END_ID = "0"
 
 PageReader = Callable[[str], RunRecordPage]
 
@@ -101,9 +105,9 @@ def build_messages_from_run_log_prefix(store: RuntimeStore, run_id: str, end_id:
 def _replayable_run(store: RuntimeStore, run_id: str) -> RunMeta:
     meta = store.load_run(run_id)
     if meta.seed_end_id not in ("", EMPTY_SEED_END_ID):
-        # Seed records live outside the run log; replaying without them would
-        # silently drop the start of the conversation.
-        raise _broken(f'run "{run_id}" starts from published seed "{meta.seed_end_id}", which this store does not keep')
+        # Seed records live outside the run log and replay does not expand them yet; replaying
+        # without them would silently drop the start of the conversation.
+        raise _broken(f'run "{run_id}" starts from published seed "{meta.seed_end_id}", which replay does not expand')
     return meta
 
 
