@@ -79,6 +79,19 @@ def _printable(key: str) -> str:
     return json.dumps(key) if not key.isidentifier() else key
 
 
+def sent_size(text: str) -> int:
+    """At most the bytes JSON text takes once answered through Lambda.
+
+    Powertools writes answers ASCII-escaped (`é` becomes `\\u00e9`, six
+    bytes for two in UTF-8) and Lambda's proxy envelope holds the whole body
+    as one JSON string, escaping every quote and backslash again. Exact for
+    text in the Basic Multilingual Plane, a few bytes over for emoji.
+    """
+    escaped = len(json.dumps(text)) - 2  # the body's form, quotes and backslashes escaped once
+    unicode_escapes = escaped - len(text) - text.count('"') - text.count("\\")  # 5 extra bytes per \\uXXXX
+    return escaped + -(-unicode_escapes // 5)  # the envelope doubles each escape's backslash
+
+
 def canonical(value: Any) -> str:
     """Compact, key-sorted JSON text of a parsed value."""
     try:

@@ -411,3 +411,32 @@ def test_validated_bodies_must_be_json_unless_empty(moto_api: LambdaClient):
     assert (refused.status, refused.error_code) == (415, "unsupported_media_type")
     charset = {"Content-Type": "application/json; charset=utf-8"}
     assert moto_api.request("POST", "/api/v1/addresses", body='{"task_id": "x"}', headers=charset).status == 201
+
+
+# -- answers Lambda can carry -------------------------------------------------
+
+LAMBDA_ANSWER_LIMIT = 6 * 1024 * 1024
+
+
+def test_a_feed_of_escaped_text_answers_in_pages_lambda_can_carry(moto_api: LambdaClient):
+    """Six posts of 333,300 "€" (each under 1 MB) once made a 13 MB answer: Lambda refuses those, so no poll got past them."""
+    created = moto_api.provision()
+    inbox = path_of(created["endpoints"]["inbox_url"])
+    for n in range(6):
+        body = json.dumps({"type": f"big.{n}", "data": "€" * 333_300}, ensure_ascii=False).encode()
+        assert moto_api.request("POST", inbox, body=body, headers={"Content-Type": "application/json"}).status == 202
+    events_path = path_of(created["endpoints"]["events_url"])
+    seen: list[str] = []
+    after, pages = 0, 0
+    while True:
+        event = moto_api.event("GET", f"{events_path}?after={after}&limit=100", token=created["credentials"]["read_token"])
+        answer = moto_api.app.resolve(event, {})
+        assert len(json.dumps(answer)) < LAMBDA_ANSWER_LIMIT  # as Lambda writes the proxy answer
+        page = json.loads(answer["body"])
+        seen += [event["type"] for event in page["events"]]
+        pages += 1
+        if not page["has_more"]:
+            break
+        after = page["next_cursor"]
+    assert seen == [f"big.{n}" for n in range(6)], "nothing lost, nothing repeated"
+    assert pages > 1

@@ -22,10 +22,22 @@ class Feed:
         self._settings = settings
         self._clock = clock
 
-    def poll(self, address_id: str, read_token: str | None, *, after: int, wait: float, limit: int) -> FeedPage:
+    def poll(
+        self,
+        address_id: str,
+        read_token: str | None,
+        *,
+        after: int,
+        wait: float,
+        limit: int,
+        nesting: int = 1,
+    ) -> FeedPage:
         """Events after `after`; with `wait`, block until one exists or time runs out.
 
-        A long-poll counts once against the per-address poll rate.
+        A long-poll counts once against the per-address poll rate. `nesting`
+        is how many times the answer's JSON is written inside another JSON
+        string (MCP puts the page in a tool result: 2); each doubles the
+        escaping, so the page budget is divided by it.
         """
         authenticate(self._table, address_id, read_token, now=self._clock())
         self.count_poll(address_id)
@@ -37,7 +49,7 @@ class Feed:
                     after=after,
                     limit=limit,
                     now=self._clock(),
-                    max_bytes=self._settings.max_page_bytes,
+                    max_bytes=self._settings.max_page_bytes // nesting,
                 )
                 remaining = deadline - time.monotonic()
                 if page.events or remaining <= 0:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from cairn import credentials
+from cairn import credentials, jsontext
 from cairn.addresses.models import (
     AddressRecord,
     AppendResult,
@@ -275,7 +275,12 @@ class AddressTable:
     # -- reads ---------------------------------------------------------------
 
     def list_events(self, address_id: str, *, after: int, limit: int, now: float, max_bytes: int) -> FeedPage:
-        """Up to `limit` live events after sequence `after`, oldest first."""
+        """Up to `limit` live events after sequence `after`, oldest first, within `max_bytes` as sent.
+
+        An answer is measured as Lambda will carry it (`jsontext.sent_size`), so
+        a page of escaped text cannot outgrow its budget; the first event
+        always comes, and one event (a 1 MB body) is far below Lambda's cap.
+        """
         pk = keys.address_pk(address_id)
         events: list[Event] = []
         size = 0
@@ -293,7 +298,7 @@ class AddressTable:
             if len(events) == limit:
                 return FeedPage(events=events, has_more=True)
             event = self._event_from_item(item)
-            size += len(event.data_json)
+            size += _sent_size(event)
             if events and size > max_bytes:
                 return FeedPage(events=events, has_more=True)
             events.append(event)
@@ -395,3 +400,13 @@ def _duplicate(item: dict[str, Any], claim: IdempotencyClaim) -> AppendResult:
             "This Idempotency-Key was already used with a different request body.",
         )
     return AppendResult(events=[address_items.claimed_ref(item)], duplicate=True)
+
+
+# An event's id, sequence, times and field names in an answer.
+_EVENT_FRAME_BYTES = 256
+
+
+def _sent_size(event: Event) -> int:
+    """What one event adds to a feed answer, escaped as Lambda carries it."""
+    labels = jsontext.sent_size(jsontext.canonical(event.type)) + jsontext.sent_size(jsontext.canonical(event.source))
+    return jsontext.sent_size(event.data_json) + labels + _EVENT_FRAME_BYTES

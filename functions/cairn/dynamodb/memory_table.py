@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from cairn import jsontext
 from cairn.dynamodb import blobs, keys, memory_items, table_ops
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n
 from cairn.errors import PayloadTooLarge, Unavailable
@@ -117,7 +118,8 @@ class MemoryTable:
                 return MemoryPage(events=events, has_more=True)
             legacy = keys.legacy_memory_chunk_prefix(get_int(item, "seq"))
             data = blobs.read(self._client, self._table, item, legacy_prefix=legacy) or b""
-            size += len(data)
+            # Measured as Lambda carries it: escaping can make text several times its stored size.
+            size += jsontext.sent_size(data.decode("utf-8", "replace"))
             if events and max_bytes is not None and size > max_bytes:
                 return MemoryPage(events=events, has_more=True)
             events.append(memory_items.event_from_item(item, data))

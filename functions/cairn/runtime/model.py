@@ -245,6 +245,9 @@ class RunRecordPage:
 
 # -- initial history ("seeds") and preparations -----------------------------------
 
+# A page of run records stops before its payloads pass this (base64 makes them a third larger
+# in an answer), so every page fits a Lambda answer; a page always holds its first record.
+MAX_RECORD_PAGE_PAYLOAD_BYTES = 3_000_000
 EMPTY_SEED_END_ID = "0"
 MAX_SEED_COMMAND_BYTES = 1_000_000
 # One append's limit plus page framing and two assigned 19-digit positions, less a run id.

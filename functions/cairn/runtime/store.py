@@ -22,6 +22,7 @@ from cairn.runtime.errors import (
     wrap,
 )
 from cairn.runtime.model import (
+    MAX_RECORD_PAGE_PAYLOAD_BYTES,
     MAX_SEED_PAGE_BYTES,
     MAX_SEED_PAGE_RECORDS,
     MAX_TRANSCRIPT_PAGE_BYTES,
@@ -328,9 +329,11 @@ class EngineRuntimeStore:
         after = _page_start(cursor, limit)
         self.load_run(run_id)
         events: list[RunRecord] = []
+        size = 0
         # One item beyond the page tells whether another page follows.
         for record in self._backend.records(run_id, after, page_size=limit + 1):
-            if len(events) == limit:
+            size += len(record.payload)
+            if len(events) == limit or (events and size > MAX_RECORD_PAGE_PAYLOAD_BYTES):
                 return RunRecordPage(events=events, next_cursor=events[-1].id)
             events.append(record)
         return RunRecordPage(events=events)
@@ -340,11 +343,15 @@ class EngineRuntimeStore:
         self._readable_session(session_id)
         events: list[RunRecord] = []
         position = after  # the cursor is a position in the session's list, not a record id
+        size = 0
         for pointer in self._backend.pointers(session_id, after):
             if len(events) == limit:
                 return RunRecordPage(events=events, next_cursor=str(position))
             record = self._backend.record(pointer.run_id, pointer.record_id)
             if record is not None:
+                size += len(record.payload)
+                if events and size > MAX_RECORD_PAGE_PAYLOAD_BYTES:
+                    return RunRecordPage(events=events, next_cursor=str(position))
                 events.append(record)
             position = pointer.position
         return RunRecordPage(events=events)

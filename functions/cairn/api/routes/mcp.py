@@ -73,7 +73,12 @@ class ServiceOperations:
         settings = self._services.settings
         limit = min(arguments.limit or settings.default_page_limit, settings.max_page_limit)
         page = self._services.feed.poll(
-            arguments.address_id, arguments.read_token, after=arguments.after, wait=arguments.wait, limit=limit
+            arguments.address_id,
+            arguments.read_token,
+            after=arguments.after,
+            wait=arguments.wait,
+            limit=limit,
+            nesting=2,  # the page is JSON text inside the JSON-RPC answer
         )
         return _json(presenters.feed(page, arguments.after))
 

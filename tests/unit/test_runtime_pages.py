@@ -1,0 +1,50 @@
+"""Pages of run records fit a Lambda answer whatever their records hold."""
+
+from __future__ import annotations
+
+import json
+
+from cairn.runtime import wire
+from cairn.runtime.inmem import InMemoryRuntimeStore
+from cairn.runtime.model import MAX_RECORD_PAGE_PAYLOAD_BYTES
+from tests.contract.builders import T0, note, root_start, run_start
+
+LAMBDA_ANSWER_LIMIT = 6 * 1024 * 1024
+PAYLOAD = b'{"text":"' + b"x" * 899_980 + b'"}'  # 900 KB: a page of 100 would be 120 MB in an answer
+
+
+def read_all(list_page) -> tuple[list[str], list[int]]:
+    ids, sizes, cursor = [], [], ""
+    while True:
+        page = list_page(cursor)
+        sizes.append(len(json.dumps({"body": json.dumps(wire.encode(page))})))
+        ids += [record.id for record in page.events]
+        if not page.next_cursor:
+            return ids, sizes
+        cursor = page.next_cursor
+
+
+def test_record_pages_stop_before_lambda_cannot_carry_them_and_lose_nothing():
+    store = InMemoryRuntimeStore()
+    store.create_session("session", T0)
+    run = run_start()
+    store.start_root_run(root_start(run))
+    for n in range(8):
+        store.append_run_record(note(run, f"big-{n}", body=PAYLOAD))
+    by_run = read_all(lambda cursor: store.list_run_records(run.run_id, cursor, 100))
+    by_session = read_all(lambda cursor: store.list_session_run_records("session", cursor, 100))
+    for ids, sizes in (by_run, by_session):
+        assert ids == [str(n) for n in range(1, 10)], "every record once, in order"
+        assert len(sizes) > 1 and max(sizes) < LAMBDA_ANSWER_LIMIT
+    assert MAX_RECORD_PAGE_PAYLOAD_BYTES * 4 // 3 < LAMBDA_ANSWER_LIMIT
+
+
+def test_small_records_still_fill_the_page_the_caller_asked_for():
+    store = InMemoryRuntimeStore()
+    store.create_session("session", T0)
+    run = run_start()
+    store.start_root_run(root_start(run))
+    for n in range(5):
+        store.append_run_record(note(run, f"small-{n}"))
+    page = store.list_run_records(run.run_id, "", 4)
+    assert [record.id for record in page.events] == ["1", "2", "3", "4"] and page.next_cursor == "4"
