@@ -24,13 +24,20 @@ def read_all(list_page) -> tuple[list[str], list[int]]:
         cursor = page.next_cursor
 
 
-def test_record_pages_stop_before_lambda_cannot_carry_them_and_lose_nothing():
+def store_with_notes(count: int, **note_fields) -> InMemoryRuntimeStore:
+    """A session whose run "run" has its start record and `count` notes."""
     store = InMemoryRuntimeStore()
     store.create_session("session", T0)
     run = run_start()
     store.start_root_run(root_start(run))
-    for n in range(8):
-        store.append_run_record(note(run, f"big-{n}", body=PAYLOAD))
+    for n in range(count):
+        store.append_run_record(note(run, f"note-{n}", **note_fields))
+    return store
+
+
+def test_record_pages_stop_before_lambda_cannot_carry_them_and_lose_nothing():
+    store = store_with_notes(8, body=PAYLOAD)
+    run = run_start()
     by_run = read_all(lambda cursor: store.list_run_records(run.run_id, cursor, 100))
     by_session = read_all(lambda cursor: store.list_session_run_records("session", cursor, 100))
     for ids, sizes in (by_run, by_session):
@@ -40,11 +47,5 @@ def test_record_pages_stop_before_lambda_cannot_carry_them_and_lose_nothing():
 
 
 def test_small_records_still_fill_the_page_the_caller_asked_for():
-    store = InMemoryRuntimeStore()
-    store.create_session("session", T0)
-    run = run_start()
-    store.start_root_run(root_start(run))
-    for n in range(5):
-        store.append_run_record(note(run, f"small-{n}"))
-    page = store.list_run_records(run.run_id, "", 4)
+    page = store_with_notes(5).list_run_records(run_start().run_id, "", 4)
     assert [record.id for record in page.events] == ["1", "2", "3", "4"] and page.next_cursor == "4"
