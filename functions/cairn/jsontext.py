@@ -87,6 +87,8 @@ def sent_size(text: str) -> int:
     as one JSON string, escaping every quote and backslash again. Exact for
     text in the Basic Multilingual Plane, a few bytes over for emoji.
     """
+    if text.isascii():  # the common case, without writing the text out again
+        return len(text) + text.count('"') + text.count("\\")
     escaped = len(json.dumps(text)) - 2  # the body's form, quotes and backslashes escaped once
     unicode_escapes = escaped - len(text) - text.count('"') - text.count("\\")  # 5 extra bytes per \\uXXXX
     return escaped + -(-unicode_escapes // 5)  # the envelope doubles each escape's backslash

@@ -170,6 +170,22 @@ def test_an_idempotent_retry_returns_the_first_event(stores: Stores) -> None:
         append(stores.addresses, record, event(2), now=NOW, idempotency=reused)
 
 
+def test_a_live_earlier_claim_makes_the_append_its_duplicate_in_the_same_commit(stores: Stores) -> None:
+    """How mail ingested under its receiver id is found again once ingest claims the Message-ID header."""
+    record = new_address(stores, now=NOW)
+    older = IdempotencyClaim(key_digest=credentials.digest("receiver-id"), request_digest=credentials.digest("m1"))
+    newer = IdempotencyClaim(key_digest=credentials.digest("header-id"), request_digest=credentials.digest("h1"))
+    first = append(stores.addresses, record, event(1), now=NOW, idempotency=older)
+    again = append(stores.other, record, event(1), now=NOW + 1, idempotency=newer, earlier_claims=[older])
+    assert again.duplicate and again.events == first.events
+    assert stores.addresses.count_events(record.id, now=NOW).retained == 1
+    assert stores.addresses.claimed_event(record.id, newer.key_digest, now=NOW) is None, "checked, never taken"
+    fresh = append(stores.addresses, record, event(2), now=NOW, idempotency=newer, earlier_claims=[
+        IdempotencyClaim(key_digest=credentials.digest("never-used"), request_digest=credentials.digest("x"))
+    ])
+    assert not fresh.duplicate and fresh.events[0].sequence == 2
+
+
 def test_an_expired_claim_is_free_again(stores: Stores) -> None:
     record = new_address(stores, now=NOW)
     claim = IdempotencyClaim(key_digest=credentials.digest("key"), request_digest=credentials.digest("body"))

@@ -59,6 +59,9 @@ class AppendRequest:
     credential: Credential | None
     now: float
     idempotency: IdempotencyClaim | None = None
+    # Claims an earlier form of the same request may hold (checked, never taken): a live one makes
+    # the append a duplicate of its event, decided in the same commit.
+    earlier_claims: Sequence[IdempotencyClaim] = ()
     state: StateChanges | None = None
     # The head's sequence when the caller has just read it; else a guess.
     last_sequence: int | None = None

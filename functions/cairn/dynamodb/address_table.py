@@ -51,6 +51,7 @@ class _Layout:
     """Where the optional actions sit in one append transaction."""
 
     idempotency: int | None = None
+    earlier_claims: int = 0
     quota: int | None = None
     state: int = 0
 
@@ -211,6 +212,20 @@ class AddressTable:
             put["Put"]["ExpressionAttributeValues"] = {":now": n(int(now))}
             put["Put"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             actions.append(put)
+        layout.earlier_claims = len(actions)
+        for earlier in request.earlier_claims:
+            claim_key = key(pk, keys.idempotency_sk(earlier.key_digest))
+            actions.append(
+                {
+                    "ConditionCheck": {
+                        "TableName": self._table,
+                        "Key": claim_key,
+                        "ConditionExpression": "attribute_not_exists(pk) OR expires_at <= :now",
+                        "ExpressionAttributeValues": {":now": n(int(now))},
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+            )
         # Events expire in sequence order, so the feed holds fewer than the
         # maximum exactly when the event `max_events` places back is gone.
         oldest_allowed = new_last - self._max_events
@@ -261,6 +276,10 @@ class AddressTable:
             reason = reasons[layout.idempotency]
             if reason.get("Code") == CONDITION_FAILED and reason.get("Item"):
                 return _duplicate(reason["Item"], request.idempotency)
+        for offset, earlier in enumerate(request.earlier_claims):
+            reason = reasons[layout.earlier_claims + offset]
+            if reason.get("Code") == CONDITION_FAILED and reason.get("Item"):
+                return _duplicate(reason["Item"], earlier)
         if stale or contended:
             return last
         if layout.quota is not None and reasons[layout.quota].get("Code") == CONDITION_FAILED:

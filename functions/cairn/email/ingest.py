@@ -173,15 +173,18 @@ class EmailIngest:
         )
 
     def _append(self, address_id: str, claims: list[IdempotencyClaim], event: NewEvent) -> AppendResult:
-        now = self._clock()
         first, *earlier = claims
-        # An event ingested before header claims holds only its receiver-id claim.
-        for claim in earlier:
-            claimed = self._table.claimed_event(address_id, claim.key_digest, now=now)
-            if claimed is not None:
-                return AppendResult(events=[claimed], duplicate=True)
+        # An event ingested before header claims holds only its receiver-id claim: checked in the same
+        # commit, so the header costs no read.
         result = self._table.append(
-            AppendRequest(address_id=address_id, events=[event], credential=None, now=now, idempotency=first)
+            AppendRequest(
+                address_id=address_id,
+                events=[event],
+                credential=None,
+                now=self._clock(),
+                idempotency=first,
+                earlier_claims=earlier,
+            )
         )
         if not result.duplicate:
             self._waiter.notify(address_id)
