@@ -28,7 +28,7 @@ _CERTIFICATE_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate
 # The application's `email_ingress_surface` rule (functions/cairn/settings.py);
 # `http` and `state` name inbox posts and state changes, so mail may not take them.
 _SURFACE_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
-_RESERVED_SURFACES = frozenset({"http", "state"})
+_RESERVED_SURFACES = frozenset({"http", "state", "outbound"})
 _TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}")
 
 # API Gateway ends every request at 29 s; a long-poll must answer before that.
@@ -56,6 +56,10 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "state_max_bytes": 65_536,
     "email_text_max_bytes": 256 * 1024,
     "email_attachment_max_bytes": 10_000_000,
+    "outbound_max_sends_per_day": 20,
+    "outbound_max_text_bytes": 10_000,
+    "outbound_max_contacts": 10,
+    "outbound_verifications_per_day": 20,
 }
 
 # Zero means "never wait": the one limit for which zero makes sense.

@@ -115,3 +115,64 @@ class Unavailable(RetryLater):
 
     def __init__(self, message: str = "Storage is busy; retry shortly.", *, retry_after: int = 1) -> None:
         super().__init__(message, retry_after=retry_after)
+
+
+class OutboundNotConfigured(CairnError):
+    """This deployment has no way to send mail."""
+
+    code = "outbound_not_configured"
+
+    def __init__(self) -> None:
+        super().__init__("Outbound email is not configured on this server.")
+
+
+class UnknownRecipient(CairnError):
+    """The recipient is not one of the address's contacts."""
+
+    code = "unknown_recipient"
+
+
+class RecipientNotVerified(CairnError):
+    """The recipient is a contact whose code has not been confirmed."""
+
+    code = "recipient_not_verified"
+
+
+class TooManyRecipients(CairnError):
+    code = "too_many_recipients"
+
+
+class HeaderInjection(CairnError):
+    """A line break (or another control character) where a header value goes."""
+
+    code = "header_injection"
+
+
+class PlainTextOnly(CairnError):
+    """HTML, attachments or another non-text part in an outbound message."""
+
+    code = "plain_text_only"
+
+
+class InvalidReplyTo(CairnError):
+    """`reply_to_event_id` is not a retained mail this address received."""
+
+    code = "invalid_reply_to_event"
+
+
+class ContactLimitReached(CairnError):
+    code = "contact_limit_reached"
+
+
+class WrongCode(CairnError):
+    code = "wrong_code"
+
+
+class TooManyAttempts(CairnError):
+    """Every attempt at the current code is used: ask for a new one."""
+
+    code = "too_many_attempts"
+
+
+class CodeExpired(CairnError):
+    code = "code_expired"

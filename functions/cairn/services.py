@@ -16,13 +16,17 @@ from cairn.addresses.state import AddressState
 from cairn.clock import Clock, system_clock
 from cairn.dynamodb.address_table import AddressTable
 from cairn.dynamodb.client import make_client
+from cairn.dynamodb.contact_table import ContactTable
 from cairn.dynamodb.memory_table import MemoryTable
 from cairn.dynamodb.ratelimit import RateLimiter
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.state_table import StateTable
 from cairn.dynamodb.waiters import PollingWaiter
 from cairn.email.attachments import EmailAttachments
+from cairn.email.contacts import Contacts
 from cairn.email.ingest import EmailIngest
+from cairn.email.outbound_ports import OutboundMailer
+from cairn.email.sending import Sending
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.store import RuntimeStore
 from cairn.settings import Settings
@@ -38,6 +42,8 @@ class Services:
     state: AddressState
     email: EmailIngest
     attachments: EmailAttachments
+    contacts: Contacts
+    sending: Sending
     runtime: RuntimeStore
     memory: MemoryStore
 
@@ -49,7 +55,9 @@ class Services:
         client=None,
         waiter: Waiter | None = None,
         clock: Clock = system_clock,
+        mailer: OutboundMailer | None = None,
     ) -> Services:
+        """`mailer` carries outbound mail; without one, `settings.outbound` chooses (SES, or none)."""
         client = client or make_client(settings)
         waiter = waiter or PollingWaiter()
         table = AddressTable(
@@ -62,6 +70,8 @@ class Services:
         state_table = StateTable(client, settings.table_name)
         feed = Feed(table, limiter, waiter, settings, clock)
         raw_messages = raw_message_store(settings)
+        mailer = mailer or _configured_mailer(settings)
+        contacts = ContactTable(client, settings.table_name)
         return cls(
             settings=settings,
             provisioning=Provisioning(table, state_table, limiter, settings, clock),
@@ -70,6 +80,17 @@ class Services:
             state=AddressState(table, state_table, waiter, settings, clock),
             email=EmailIngest(table, raw_messages, waiter, settings, clock),
             attachments=EmailAttachments(table, raw_messages, feed, settings, clock),
+            contacts=Contacts(table, contacts, limiter, mailer, settings, clock),
+            sending=Sending(table, contacts, mailer, waiter, settings, clock),
             runtime=DynamoRuntimeStore(client, settings.table_name),
             memory=MemoryStore(MemoryTable(client, settings.table_name), clock),
         )
+
+
+def _configured_mailer(settings: Settings) -> OutboundMailer | None:
+    if settings.outbound != "ses":
+        return None
+    # Loaded only where SES sends: its client costs import time every other function would pay.
+    from cairn.email.ses_mailer import SesMailer
+
+    return SesMailer.for_region(settings.region, settings.ses_configuration_set)

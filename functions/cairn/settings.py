@@ -15,8 +15,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DAY_SECONDS = 86_400
 SURFACE_NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
-# The surfaces of inbox posts and state changes (cairn.addresses.models).
-RESERVED_SURFACES = frozenset({"http", "state"})
+# The surfaces of inbox posts, state changes and Cairn's own mail (cairn.addresses.models).
+RESERVED_SURFACES = frozenset({"http", "state", "outbound"})
 
 
 class Settings(BaseSettings):
@@ -63,6 +63,16 @@ class Settings(BaseSettings):
     # The `ingress_surface` of received mail: `resend` lets agents written for
     # AgentAddress keep checking the value they know.
     email_ingress_surface: str = Field(default="email", pattern=SURFACE_NAME_PATTERN)
+
+    # Outbound mail. `outbound` names the mailer: `none` (routes answer
+    # `outbound_not_configured`) or `ses` (SES v2 from `<address>@email_domain`,
+    # events through `ses_configuration_set`); `cairn serve` picks its own.
+    outbound: str = Field(default="none", pattern=r"^(none|ses)$")
+    ses_configuration_set: str | None = None
+    outbound_max_sends_per_day: int = Field(default=20, ge=1)
+    outbound_max_text_bytes: int = Field(default=10_000, ge=1)
+    outbound_max_contacts: int = Field(default=10, ge=1)
+    outbound_verifications_per_day: int = Field(default=20, ge=1)
 
     @field_validator("email_ingress_surface")
     @classmethod

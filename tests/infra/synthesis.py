@@ -49,6 +49,10 @@ FULL_CONTEXT = {
     "state_max_bytes": 131_072,
     "email_text_max_bytes": 100_000,
     "email_attachment_max_bytes": 4_000_000,
+    "outbound_max_sends_per_day": 50,
+    "outbound_max_text_bytes": 20_000,
+    "outbound_max_contacts": 5,
+    "outbound_verifications_per_day": 7,
 }
 
 

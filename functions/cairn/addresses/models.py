@@ -32,6 +32,8 @@ class AddressRecord:
 # deployment's `email_ingress_surface` setting (`email` by default).
 HTTP_SURFACE = "http"
 STATE_SURFACE = "state"
+# Cairn's own outbound mail: `email.sent` and its outcome.
+OUTBOUND_SURFACE = "outbound"
 
 
 @dataclass(frozen=True)

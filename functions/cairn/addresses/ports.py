@@ -65,6 +65,18 @@ class AppendRequest:
     state: StateChanges | None = None
     # The head's sequence when the caller has just read it; else a guess.
     last_sequence: int | None = None
+    # Feed slots held for events promised later (an outbound mail's outcome): +1 reserves one
+    # beside these events, -1 spends a reservation on them. Reserved slots count as used.
+    outcome_slots: int = 0
+    # A send counted against the address's daily allowance in the same commit.
+    send_allowance: SendAllowance | None = None
+
+
+@dataclass(frozen=True)
+class SendAllowance:
+    """At most `limit` sends per address per UTC day; a refusal is `RateLimited` until the next day."""
+
+    limit: int
 
 
 class StateMoved(Exception):
@@ -125,8 +137,8 @@ class StateStore(Protocol):
 
 
 class RateLimiter(Protocol):
-    def hit(self, scope: str, subject: str, *, limit: int, now: float) -> int | None:
-        """Count one use; the seconds to wait when over `limit`, else None."""
+    def hit(self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = 60) -> int | None:
+        """Count one use in a fixed window; the seconds to wait when over `limit`, else None."""
 
 
 class Subscription(Protocol):

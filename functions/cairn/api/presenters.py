@@ -12,6 +12,9 @@ from cairn.addresses.state import StateWrite
 from cairn.addresses.state_model import StateEntry, StateUsage
 from cairn.api import schemas, urls
 from cairn.clock import iso
+from cairn.email.contacts import ContactChange
+from cairn.email.outbound_ports import Contact
+from cairn.email.sending import SendResult
 from cairn.settings import Settings
 
 
@@ -125,4 +128,31 @@ def state_batch(writes: list[StateWrite], usage: StateUsage, settings: Settings)
 def state_usage(usage: StateUsage, settings: Settings) -> schemas.StateUsageOut:
     return schemas.StateUsageOut(
         keys=usage.keys, bytes=usage.bytes, max_keys=settings.state_max_keys, max_bytes=settings.state_max_bytes
+    )
+
+
+def contact(found: Contact) -> schemas.ContactOut:
+    return schemas.ContactOut(
+        email=found.email,
+        status=found.status,
+        created_at=iso(found.created_at),
+        verified_at=None if found.verified_at is None else iso(found.verified_at),
+    )
+
+
+def contacts(found: list[Contact], *, configured: bool) -> schemas.ContactsResponse:
+    return schemas.ContactsResponse(contacts=[contact(each) for each in found], outbound_configured=configured)
+
+
+def contact_change(change: ContactChange) -> schemas.ContactResponse:
+    shown = contact(change.contact)
+    return schemas.ContactResponse(contact=shown, code_sent=change.code_sent, email=shown.email, status=shown.status)
+
+
+def sent(result: SendResult) -> schemas.SendResponse:
+    return schemas.SendResponse(
+        status="accepted" if result.status == "accepted" else "failed",
+        message_id=result.message_id,
+        event=schemas.EventRefOut(id=result.event.id, sequence=result.event.sequence),
+        duplicate=result.duplicate,
     )

@@ -226,3 +226,54 @@ class MemorySnapshotResponse(BaseModel):
     events: list[MemoryEventOut]
     next_cursor: int = Field(description="Pass as `after` to continue; equals `after` when the page is empty.")
     has_more: bool
+
+
+class ContactOut(BaseModel):
+    email: str
+    status: Literal["pending", "verified"]
+    created_at: str
+    verified_at: str | None
+
+
+class ContactsResponse(BaseModel):
+    contacts: list[ContactOut]
+    outbound_configured: bool = Field(description="Whether this server can send mail at all.")
+
+
+class ContactRequest(BaseModel):
+    email: str = Field(max_length=320, description="The contact's address; without `code`, a code is mailed to it.")
+    code: str | None = Field(default=None, max_length=64, description="The six-digit code mailed to the contact.")
+
+
+class ContactResponse(BaseModel):
+    contact: ContactOut
+    code_sent: bool = Field(description="Whether a new code was mailed by this request.")
+    # The AgentAddress client reads the contact's fields at the top level too.
+    email: str
+    status: Literal["pending", "verified"]
+
+
+class RemovedContactResponse(BaseModel):
+    email: str
+    removed: bool
+
+
+class SendRequest(BaseModel):
+    # Other fields are read to refuse them with their own code (html, attachments, cc...).
+    model_config = ConfigDict(extra="allow")
+
+    to: str | list[str] = Field(description="One verified contact.")
+    subject: str | None = Field(default=None, description="One line; defaults to `Re: ...` when replying.")
+    text: str = Field(description="Plain text, at most `outbound_max_text_bytes` UTF-8 bytes.")
+    reply_to_event_id: str | None = Field(
+        default=None, description="A retained `email.received` event of this address to answer."
+    )
+
+
+class SendResponse(BaseModel):
+    status: Literal["accepted", "failed"] = Field(
+        description="`accepted`: the carrier took the message (not yet delivered); `failed`: it refused at once."
+    )
+    message_id: str = Field(description="The message's Message-ID header; outcome events carry it.")
+    event: EventRefOut = Field(description="The `email.sent` event.")
+    duplicate: bool

@@ -21,6 +21,8 @@ CREDENTIAL_ATTRIBUTES = {
 }
 READ_TOKEN = CREDENTIAL_ATTRIBUTES[CredentialKind.READ_TOKEN]
 LAST_SEQUENCE = "last_seq"
+# Feed slots held for outbound mail outcomes not yet recorded.
+PENDING_OUTCOMES = "pending_outcomes"
 INGRESS_SURFACE = "ingress_surface"
 DELETED = "deleted"
 

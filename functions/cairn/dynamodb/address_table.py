@@ -32,10 +32,16 @@ from cairn.addresses.models import (
     event_id,
 )
 from cairn.addresses.ports import AppendRequest, StateMoved
-from cairn.dynamodb import address_items, blobs, keys, state_items, table_ops
-from cairn.dynamodb.address_items import CREDENTIAL_ATTRIBUTES, DELETED, LAST_SEQUENCE, READ_TOKEN
+from cairn.dynamodb import address_items, blobs, keys, outbound_items, state_items, table_ops
+from cairn.dynamodb.address_items import (
+    CREDENTIAL_ATTRIBUTES,
+    DELETED,
+    LAST_SEQUENCE,
+    PENDING_OUTCOMES,
+    READ_TOKEN,
+)
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
-from cairn.errors import IdempotencyKeyReused, QuotaExceeded, Unauthorized, Unavailable
+from cairn.errors import IdempotencyKeyReused, QuotaExceeded, RateLimited, Unauthorized, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -53,6 +59,7 @@ class _Layout:
     idempotency: int | None = None
     earlier_claims: int = 0
     quota: int | None = None
+    allowance: int | None = None
     state: int = 0
 
 
@@ -65,6 +72,8 @@ class AddressTable:
         self._retention = retention_seconds
         self._max_events = max_events
         self._hints: dict[str, int] = {}
+        # The head's reserved outcome slots as last seen, guessed like the sequence.
+        self._pending: dict[str, int] = {}
         self._hints_lock = threading.Lock()
         # Writers in one process take turns per address (striped), so they
         # never race each other's transactions; other processes still can.
@@ -147,7 +156,8 @@ class AddressTable:
         deadline = time.monotonic() + _APPEND_BUDGET_SECONDS
         attempt = 0
         while True:
-            actions, refs, layout = self._append_actions(request, last)
+            pending = self._pending.get(request.address_id, 0)
+            actions, refs, layout = self._append_actions(request, last, pending)
             try:
                 table_ops.transact_write(self._client, actions)
             except ClientError as error:
@@ -165,23 +175,33 @@ class AddressTable:
                 last = max(outcome, self._hint(request.address_id))
                 continue
             self._remember(request.address_id, last + len(request.events))
+            self._remember_pending(request.address_id, max(0, pending + request.outcome_slots))
             return AppendResult(events=refs)
 
-    def _append_actions(self, request: AppendRequest, last: int) -> tuple[list[dict], list[EventRef], _Layout]:
+    def _append_actions(
+        self, request: AppendRequest, last: int, pending: int
+    ) -> tuple[list[dict], list[EventRef], _Layout]:
         pk = keys.address_pk(request.address_id)
         now = request.now
         new_last = last + len(request.events)
+        new_pending = max(0, pending + request.outcome_slots)
+        # The reserved outcome slots are part of the head's guess, so the quota below counts them exactly.
         condition = (
             "#last = :last AND attribute_not_exists(#deleted)"
             " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
+            " AND (attribute_not_exists(#pending) OR #pending = :pending)"
         )
-        names = {"#last": LAST_SEQUENCE, "#deleted": DELETED}
-        values = {":new": n(new_last), ":last": n(last), ":now": n(int(now))}
+        names = {"#last": LAST_SEQUENCE, "#deleted": DELETED, "#pending": PENDING_OUTCOMES}
+        values = {":new": n(new_last), ":last": n(last), ":now": n(int(now)), ":pending": n(pending)}
+        update = "SET #last = :new"
+        if new_pending != pending:
+            update += ", #pending = :new_pending"
+            values[":new_pending"] = n(new_pending)
         head: dict[str, Any] = {
             "Update": {
                 "TableName": self._table,
                 "Key": key(pk, keys.META),
-                "UpdateExpression": "SET #last = :new",
+                "UpdateExpression": update,
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -227,8 +247,9 @@ class AddressTable:
                 }
             )
         # Events expire in sequence order, so the feed holds fewer than the
-        # maximum exactly when the event `max_events` places back is gone.
-        oldest_allowed = new_last - self._max_events
+        # maximum exactly when the event `max_events` places back is gone
+        # (reserved outcome slots count as events already there).
+        oldest_allowed = new_last + new_pending - self._max_events
         if oldest_allowed >= 1:
             layout.quota = len(actions)
             actions.append(
@@ -240,6 +261,13 @@ class AddressTable:
                         "ExpressionAttributeValues": {":now": n(int(now))},
                     }
                 }
+            )
+        if request.send_allowance is not None:
+            layout.allowance = len(actions)
+            actions.append(
+                outbound_items.send_count_action(
+                    self._table, request.address_id, limit=request.send_allowance.limit, now=now
+                )
             )
         layout.state = len(actions)
         if request.state is not None:
@@ -268,7 +296,9 @@ class AddressTable:
             if not head or DELETED in head or not _head_admits(head, request):
                 raise Unauthorized()
             current = get_int(head, LAST_SEQUENCE)
-            stale = current != last
+            current_pending = get_int(head, PENDING_OUTCOMES)
+            stale = current != last or current_pending != self._pending.get(request.address_id, 0)
+            self._remember_pending(request.address_id, current_pending)
             last = current
         elif head_reason.get("Code") not in ("None", None):
             return last
@@ -282,6 +312,11 @@ class AddressTable:
                 return _duplicate(reason["Item"], earlier)
         if stale or contended:
             return last
+        if layout.allowance is not None and reasons[layout.allowance].get("Code") == CONDITION_FAILED:
+            raise RateLimited(
+                "This address has sent its maximum of mails for today (UTC).",
+                retry_after=outbound_items.seconds_to_next_day(request.now),
+            )
         if layout.quota is not None and reasons[layout.quota].get("Code") == CONDITION_FAILED:
             raise QuotaExceeded(
                 f"The address holds the maximum of {self._max_events} retained events.",
@@ -398,9 +433,16 @@ class AddressTable:
             if last > self._hints.get(address_id, -1) or last == 0:
                 self._hints[address_id] = last
 
+    def _remember_pending(self, address_id: str, pending: int) -> None:
+        with self._hints_lock:
+            if len(self._pending) >= _HINT_CAPACITY:
+                self._pending.clear()
+            self._pending[address_id] = pending
+
     def _forget(self, address_id: str) -> None:
         with self._hints_lock:
             self._hints.pop(address_id, None)
+            self._pending.pop(address_id, None)
 
 
 def _head_admits(head: dict[str, Any], request: AppendRequest) -> bool:

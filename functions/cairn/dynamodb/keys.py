@@ -3,6 +3,7 @@
 Sequences are zero-padded so that string order equals numeric order.
 
   A#<address>        META | STATE (usage) | S#<key> | I#<sha256(idempotency key)> | E#<seq> event
+                     | OUT outbound counters | OC#<email> contact
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
                      | Q#<run> initial history of the session
   R#<run>            META | E#<seq> record | K#<sha256(event key)> guard | CKPT checkpoint
@@ -69,6 +70,15 @@ def state_key_of(sk: str) -> str:
 
 def idempotency_sk(key_digest: str) -> str:
     return f"I#{key_digest}"
+
+
+OUTBOUND = "OUT"
+CONTACT_PREFIX = "OC#"
+
+
+def contact_sk(email: str) -> str:
+    """A contact of an address, under its lower-cased email."""
+    return f"{CONTACT_PREFIX}{email}"
 
 
 # -- runtime ---------------------------------------------------------------------
@@ -146,6 +156,7 @@ def rate_pk(scope: str, subject: str) -> str:
 
 
 def rate_sk(window: int) -> str:
+    """One fixed window: its number counts windows (a minute, a day) since the epoch."""
     return f"W#{window}"
 
 

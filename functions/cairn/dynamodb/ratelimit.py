@@ -1,4 +1,4 @@
-"""Fixed one-minute windows counted in DynamoDB, shared by every instance."""
+"""Fixed windows (one minute unless a caller asks for longer) counted in DynamoDB, shared by every instance."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ class RateLimiter:
         self._client = client
         self._table = table_name
 
-    def hit(self, scope: str, subject: str, *, limit: int, now: float) -> int | None:
+    def hit(
+        self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = WINDOW_SECONDS
+    ) -> int | None:
         """Count one use; return the seconds to wait when over `limit`, else None."""
-        window = int(now) // WINDOW_SECONDS
+        window = int(now) // window_seconds
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -32,11 +34,11 @@ class RateLimiter:
                 ExpressionAttributeValues={
                     ":one": n(1),
                     ":limit": n(limit),
-                    ":expires": n((window + 2) * WINDOW_SECONDS),
+                    ":expires": n((window + 2) * window_seconds),
                 },
             )
         except ClientError as error:
             if error_code(error) == "ConditionalCheckFailedException":
-                return max(1, (window + 1) * WINDOW_SECONDS - int(now))
+                return max(1, (window + 1) * window_seconds - int(now))
             raise
         return None

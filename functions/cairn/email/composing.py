@@ -1,0 +1,103 @@
+"""Outbound messages as bytes: plain text, one recipient, headers that cannot be injected.
+
+Built with the standard library's `email` package (`policy.SMTP`: CRLF
+lines, RFC 2047 words for non-ASCII subjects). Every value that becomes a
+header is checked here first: a line break or another control character is
+refused (`HeaderInjection`), never folded or stripped, so what a caller
+sends is either the header it meant or an error.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email import policy
+from email.message import EmailMessage
+from email.utils import format_datetime
+
+from cairn.email.outbound_ports import ComposedMessage
+from cairn.errors import HeaderInjection, InvalidRequest
+
+MAX_EMAIL_LENGTH = 254
+MAX_SUBJECT_CHARS = 500
+MAX_REFERENCES = 20
+_EMAIL = re.compile(
+    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+_MESSAGE_ID = re.compile(r"<[\x21-\x3b\x3d\x3f-\x7e]{1,250}>")
+
+
+@dataclass(frozen=True)
+class Thread:
+    """The received mail a message answers: its `Message-ID`, `References` and subject."""
+
+    message_id: str | None
+    references: tuple[str, ...]
+    subject: str
+
+
+def contact_email(value: object, *, field: str) -> str:
+    """One plain address (`name@example.com`), lower-cased; the refusals a caller can act on."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field} must be one email address.", field=field)
+    if _CONTROL.search(value):
+        raise HeaderInjection(f"{field} must not contain line breaks or control characters.", field=field)
+    text = value.strip()
+    if len(text) > MAX_EMAIL_LENGTH or not _EMAIL.fullmatch(text):
+        raise InvalidRequest(f"{field} must be one plain email address like name@example.com.", field=field)
+    return text.lower()
+
+
+def subject_line(value: object) -> str:
+    """A one-line subject of at most `MAX_SUBJECT_CHARS` characters."""
+    if not isinstance(value, str):
+        raise InvalidRequest("subject must be a string.", field="subject")
+    if _CONTROL.search(value):
+        raise HeaderInjection("subject must be one line, without control characters.", field="subject")
+    if len(value) > MAX_SUBJECT_CHARS:
+        raise InvalidRequest(f"subject must be at most {MAX_SUBJECT_CHARS} characters.", field="subject")
+    return value
+
+
+def reply_subject(thread: Thread) -> str:
+    """`Re: <subject>` of the mail answered, once."""
+    original = _CONTROL.sub(" ", thread.subject).strip()[: MAX_SUBJECT_CHARS - 4]
+    return original if original.lower().startswith("re:") else f"Re: {original}".rstrip()
+
+
+def new_message_id(domain: str) -> str:
+    """A `Message-ID` with 128 random bits, on the sending domain."""
+    return f"<{secrets.token_hex(16)}@{domain}>"
+
+
+def compose(
+    *,
+    sender: str,
+    recipient: str,
+    subject: str,
+    text: str,
+    message_id: str,
+    now: float,
+    thread: Thread | None = None,
+    auto_submitted: bool = False,
+) -> ComposedMessage:
+    """The message's bytes; `thread` adds `In-Reply-To` and `References` (RFC 5322 §3.6.4)."""
+    message = EmailMessage(policy=policy.SMTP)
+    message["From"] = sender
+    message["To"] = recipient
+    message["Subject"] = subject
+    message["Date"] = format_datetime(datetime.fromtimestamp(now, UTC))
+    message["Message-ID"] = message_id
+    if thread is not None and thread.message_id and _MESSAGE_ID.fullmatch(thread.message_id):
+        earlier = [ref for ref in thread.references if _MESSAGE_ID.fullmatch(ref)]
+        message["In-Reply-To"] = thread.message_id
+        message["References"] = " ".join([*earlier[-(MAX_REFERENCES - 1) :], thread.message_id])
+    if auto_submitted:
+        # RFC 3834: no vacation or other automatic answer should come back to it.
+        message["Auto-Submitted"] = "auto-generated"
+    message.set_content(text, subtype="plain", charset="utf-8", cte="quoted-printable")
+    return ComposedMessage(sender=sender, recipient=recipient, message_id=message_id, raw=message.as_bytes())

@@ -1,0 +1,123 @@
+"""What outbound mail needs from the world: a mailer and a contact book.
+
+`OutboundMailer` hands a composed message to whatever carries mail (SES in
+AWS, an SMTP relay or an outbox folder under `cairn serve`); `ContactStore`
+keeps each address's contacts and their verification codes. Feed events
+(`email.sent` and its outcome) go through `cairn.addresses.ports`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+ContactStatus = Literal["pending", "verified"]
+# The outcome events a send ends with, one per send.
+OUTCOMES = ("delivered", "bounced", "complained", "failed")
+Outcome = Literal["delivered", "bounced", "complained", "failed"]
+
+
+@dataclass(frozen=True)
+class ComposedMessage:
+    """A message ready to go: its envelope, its `Message-ID` and its bytes (RFC 5322)."""
+
+    sender: str
+    recipient: str
+    message_id: str
+    raw: bytes
+    # Labels the carrier reports back with its outcome events (SES message tags), so an
+    # outcome finds its address and send without a lookup; empty for verification codes.
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """What the carrier said when it took a message.
+
+    `outcome` is the final word when the carrier gives it at once (a local
+    relay or the outbox: `delivered`); None when it arrives later as an
+    event (SES).
+    """
+
+    provider_message_id: str
+    outcome: Outcome | None = None
+
+
+class OutboundMailer(Protocol):
+    def send(self, message: ComposedMessage) -> Handoff:
+        """Hand the message over; raises `MailerError` when the carrier refused or was unreachable."""
+
+
+class MailerError(Exception):
+    """The carrier did not take the message; `permanent` when asking again cannot help."""
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent
+
+
+@dataclass(frozen=True)
+class Contact:
+    """A person an address may mail, once they have confirmed a code sent to them."""
+
+    email: str
+    status: ContactStatus
+    created_at: float
+    verified_at: float | None = None
+
+
+@dataclass(frozen=True)
+class PendingCode:
+    """The digest of a contact's current code and what is left of it."""
+
+    salt: str
+    digest: str
+    expires_at: float
+    sent_at: float
+    attempts: int
+
+
+class ContactStore(Protocol):
+    """Contacts of an address and their codes; items live and die with the address."""
+
+    def list(self, address_id: str) -> list[Contact]:
+        """Every contact, oldest first."""
+
+    def get(self, address_id: str, email: str) -> tuple[Contact, PendingCode | None] | None:
+        """One contact and its current code (None once verified), or None."""
+
+    def put_code(
+        self,
+        address_id: str,
+        email: str,
+        code: PendingCode,
+        *,
+        now: float,
+        address_expires_at: float | None,
+        max_contacts: int,
+        resend_after: float,
+    ) -> None:
+        """Create a pending contact, or replace its code when the last one is older than `resend_after`.
+
+        Raises `ContactLimitReached` when a new contact would pass
+        `max_contacts`, `RateLimited` when the last code is too recent and
+        `ContactVerified` when the contact needs no code.
+        """
+
+    def spend_attempt(self, address_id: str, email: str, *, now: float, max_attempts: int) -> PendingCode:
+        """Count one attempt at the current code and return it.
+
+        Raises `TooManyAttempts`, `CodeExpired`, `ContactVerified`, or
+        `UnknownRecipient` when there is no such contact.
+        """
+
+    def mark_verified(self, address_id: str, email: str, code_digest: str, *, now: float) -> Contact | None:
+        """Verify the contact if its code is still `code_digest`; None when it was replaced meanwhile."""
+
+    def remove(self, address_id: str, email: str) -> bool:
+        """Remove a contact; False when there was none."""
+
+
+class ContactVerified(Exception):
+    """The contact is verified already: there is no code to send or check."""

@@ -1,0 +1,285 @@
+"""Send plain-text mail from an address to one verified contact, and record how it ended.
+
+A send is one append: the `email.sent` event, the idempotency claim of its
+key, one more feed slot reserved for the outcome and one count against the
+day's allowance commit together or not at all, and only then is the
+message handed to the carrier. A retry with the same key and body finds
+the claim and answers with the original, without sending again, for as
+long as the `email.sent` event is retained (30 days by default, well past
+a day). The outcome (`email.delivered`, `email.bounced`,
+`email.complained` or `email.failed`) spends the reserved slot, once per
+send: it is claimed under the send's event id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from cairn import credentials, jsontext
+from cairn.addresses.access import authenticate
+from cairn.addresses.models import OUTBOUND_SURFACE, AppendResult, EventRef, IdempotencyClaim, NewEvent, sequence_of
+from cairn.addresses.ports import AddressStore, AppendRequest, Credential, CredentialKind, SendAllowance, Waiter
+from cairn.clock import Clock
+from cairn.email import composing
+from cairn.email.ingest import EVENT_TYPE as RECEIVED_TYPE
+from cairn.email.outbound_ports import ContactStore, MailerError, OutboundMailer, Outcome
+from cairn.errors import (
+    InvalidReplyTo,
+    InvalidRequest,
+    OutboundNotConfigured,
+    PayloadTooLarge,
+    PlainTextOnly,
+    QuotaExceeded,
+    RecipientNotVerified,
+    TooManyRecipients,
+    Unauthorized,
+    UnknownRecipient,
+)
+from cairn.settings import Settings
+
+SENT_TYPE = "email.sent"
+EVENT_SOURCE = "email"
+# Carrier tags (SES message tags) that lead an outcome back to its send.
+ADDRESS_TAG = "cairn_address"
+SEND_TAG = "cairn_send"
+_RECIPIENT_FIELDS = ("cc", "bcc")
+_NON_TEXT_FIELDS = ("html", "attachments", "headers", "content_type")
+_FIELDS = ("to", "subject", "text", "reply_to_event_id")
+
+logger = Logger(service="cairn")
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """`status` is `accepted` once the carrier took it, `failed` when it refused at once."""
+
+    status: str
+    message_id: str
+    event: EventRef
+    duplicate: bool
+
+
+class Sending:
+    def __init__(
+        self,
+        table: AddressStore,
+        contacts: ContactStore,
+        mailer: OutboundMailer | None,
+        waiter: Waiter,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self._table = table
+        self._contacts = contacts
+        self._mailer = mailer
+        self._waiter = waiter
+        self._settings = settings
+        self._clock = clock
+
+    def send(self, address_id: str, read_token: str | None, idempotency_key: str | None, body: Any) -> SendResult:
+        fields = self._fields(body)
+        key = self._key(idempotency_key)
+        now = self._clock()
+        record = authenticate(self._table, address_id, read_token, now=now)
+        if self._mailer is None:
+            raise OutboundNotConfigured()
+        recipient = fields["to"]
+        found = self._contacts.get(address_id, recipient)
+        if found is None:
+            raise UnknownRecipient("The recipient is not a contact of this address; add and verify it first.")
+        if found[0].status != "verified":
+            raise RecipientNotVerified("The recipient has not confirmed its code yet.")
+        thread = self._thread(address_id, fields["reply_to_event_id"], now=now)
+        subject = fields["subject"]
+        if subject is None:
+            if thread is None:
+                raise InvalidRequest("subject is required unless reply_to_event_id is given.", field="subject")
+            subject = composing.reply_subject(thread)
+        message = composing.compose(
+            sender=record.email,
+            recipient=recipient,
+            subject=subject,
+            text=fields["text"],
+            message_id=composing.new_message_id(self._settings.email_domain),
+            now=now,
+            thread=thread,
+        )
+        data = {
+            "message_id": message.message_id,
+            "from": record.email,
+            "to": recipient,
+            "subject": subject,
+            "text": fields["text"],
+            "reply_to_event_id": fields["reply_to_event_id"],
+        }
+        event = NewEvent(
+            type=SENT_TYPE, source=EVENT_SOURCE, data_json=jsontext.canonical(data), ingress_surface=OUTBOUND_SURFACE
+        )
+        result = self._table.append(
+            AppendRequest(
+                address_id=address_id,
+                events=[event],
+                credential=Credential(CredentialKind.READ_TOKEN, record.read_token_digest),
+                now=now,
+                idempotency=_send_claim(key, fields),
+                outcome_slots=1,
+                send_allowance=SendAllowance(limit=self._settings.outbound_max_sends_per_day),
+            )
+        )
+        (ref,) = result.events
+        if result.duplicate:
+            return self._original(address_id, ref, now=now)
+        self._waiter.notify(address_id)
+        tagged = dataclasses.replace(message, tags=((ADDRESS_TAG, address_id), (SEND_TAG, ref.id)))
+        try:
+            handoff = self._mailer.send(tagged)
+        except MailerError as error:
+            logger.warning("outbound mail refused", extra={"address_id": address_id, "reason": error.reason})
+            self.record_outcome(address_id, ref.id, "failed", message_id=message.message_id, detail=error.reason)
+            return SendResult(status="failed", message_id=message.message_id, event=ref, duplicate=False)
+        if handoff.outcome is not None:
+            self.record_outcome(
+                address_id,
+                ref.id,
+                handoff.outcome,
+                message_id=message.message_id,
+                provider_message_id=handoff.provider_message_id,
+            )
+        return SendResult(status="accepted", message_id=message.message_id, event=ref, duplicate=False)
+
+    def record_outcome(
+        self,
+        address_id: str,
+        send_event_id: str,
+        outcome: Outcome,
+        *,
+        message_id: str | None,
+        provider_message_id: str | None = None,
+        detail: str | None = None,
+    ) -> AppendResult | None:
+        """Append the send's one outcome event in the slot its send reserved; later reports are duplicates.
+
+        An address deleted or expired since the send is logged and skipped:
+        the carrier would only report again into the same refusal.
+        """
+        data = {
+            "send_event_id": send_event_id,
+            "message_id": message_id,
+            "provider_message_id": provider_message_id,
+            "detail": detail,
+        }
+        claim_key = "email-outcome\x00" + send_event_id
+        try:
+            result = self._table.append(
+                AppendRequest(
+                    address_id=address_id,
+                    events=[
+                        NewEvent(
+                            type=f"email.{outcome}",
+                            source=EVENT_SOURCE,
+                            data_json=jsontext.canonical(data),
+                            ingress_surface=OUTBOUND_SURFACE,
+                        )
+                    ],
+                    credential=None,
+                    now=self._clock(),
+                    idempotency=IdempotencyClaim(
+                        key_digest=credentials.digest(claim_key), request_digest=credentials.digest(claim_key)
+                    ),
+                    outcome_slots=-1,
+                )
+            )
+        except (Unauthorized, QuotaExceeded) as refusal:
+            logger.info("outcome not recorded", extra={"address_id": address_id, "reason": refusal.code})
+            return None
+        if not result.duplicate:
+            self._waiter.notify(address_id)
+        return result
+
+    def _original(self, address_id: str, ref: EventRef, *, now: float) -> SendResult:
+        event = self._table.load_event(address_id, ref.sequence, now=now)
+        message_id = event.data.get("message_id", "") if event is not None else ""
+        return SendResult(status="accepted", message_id=message_id, event=ref, duplicate=True)
+
+    def _fields(self, body: Any) -> dict[str, Any]:
+        """The message a body asks for, or the refusal that says what is wrong with it."""
+        if not isinstance(body, dict):
+            raise InvalidRequest("The body must be a JSON object with to, subject and text.")
+        several = isinstance(body.get("to"), list) and len(body["to"]) > 1
+        if several or any(name in body for name in _RECIPIENT_FIELDS):
+            raise TooManyRecipients("A message goes to exactly one verified contact.")
+        if any(name in body for name in _NON_TEXT_FIELDS):
+            raise PlainTextOnly("Only plain text can be sent: no html, attachments or headers.")
+        unknown = sorted(set(body) - set(_FIELDS))
+        if unknown:
+            raise InvalidRequest(f"Unknown field: {unknown[0]}.", field=unknown[0])
+        to = body.get("to")
+        if isinstance(to, list):
+            to = to[0] if to else None
+        if isinstance(to, str) and ("," in to or ";" in to):
+            raise TooManyRecipients("A message goes to exactly one verified contact.")
+        recipient = composing.contact_email(to, field="to")
+        text = body.get("text")
+        if not isinstance(text, str) or not text:
+            raise PlainTextOnly("text must be a non-empty string of plain text.", field="text")
+        limit = self._settings.outbound_max_text_bytes
+        if len(text.encode("utf-8", "surrogatepass")) > limit:
+            raise PayloadTooLarge(f"text exceeds {limit} bytes.", max_bytes=limit)
+        subject = body.get("subject")
+        reply_to = body.get("reply_to_event_id")
+        if reply_to is not None and not isinstance(reply_to, str):
+            raise InvalidReplyTo("reply_to_event_id must be the id of an email.received event.")
+        return {
+            "to": recipient,
+            "subject": None if subject is None else composing.subject_line(subject),
+            "text": text,
+            "reply_to_event_id": reply_to,
+        }
+
+    def _key(self, idempotency_key: str | None) -> str:
+        limit = self._settings.max_idempotency_key_length
+        if not idempotency_key or len(idempotency_key) > limit or not idempotency_key.isprintable():
+            raise InvalidRequest(
+                f"An Idempotency-Key header of 1 to {limit} printable characters is required.",
+                field="Idempotency-Key",
+            )
+        return idempotency_key
+
+    def _thread(self, address_id: str, reply_to: str | None, *, now: float) -> composing.Thread | None:
+        """The received mail `reply_to` names: retained, of this address, and really delivered by mail."""
+        if reply_to is None:
+            return None
+        sequence = sequence_of(reply_to)
+        event = None if sequence is None else self._table.load_event(address_id, sequence, now=now)
+        if (
+            event is None
+            or event.id != reply_to
+            or event.type != RECEIVED_TYPE
+            or event.ingress_surface != self._settings.email_ingress_surface
+            or not isinstance(event.data, dict)
+        ):
+            raise InvalidReplyTo(
+                "reply_to_event_id must name a retained email.received event that came to this address by mail.",
+                reply_to_event_id=reply_to,
+            )
+        data = event.data
+        message_id = data.get("internet_message_id")
+        references = data.get("references")
+        subject = data.get("subject")
+        return composing.Thread(
+            message_id=message_id if isinstance(message_id, str) else None,
+            references=tuple(ref for ref in references if isinstance(ref, str)) if isinstance(references, list) else (),
+            subject=subject if isinstance(subject, str) else "",
+        )
+
+
+def _send_claim(key: str, fields: dict[str, Any]) -> IdempotencyClaim:
+    """The key's claim, apart from inbox keys (the NUL no header carries), and the message it came with."""
+    return IdempotencyClaim(
+        key_digest=credentials.digest("email-send\x00" + key),
+        request_digest=credentials.digest(jsontext.canonical(fields)),
+    )
