@@ -10,6 +10,7 @@ the expected revision of a write in the body and of a delete as a bare
 
 from __future__ import annotations
 
+import json
 import re
 import smtplib
 from email.message import EmailMessage
@@ -150,3 +151,62 @@ def test_only_mail_carries_the_mail_surface_an_agent_checks(
         openapi = http.get(f"{served.base_url}/openapi.json").json()
         assert "ingress_surface" in openapi["components"]["schemas"]["EventOut"]["required"]
         assert "`resend`" in http.get(f"{served.base_url}/skill.md").text
+
+
+def test_the_public_client_mail_commands_work_unchanged(served: ServeProcess, tmp_path: Path):
+    """`contacts`, `contact <email> [code]` and `send <message.json> <key>`, as `agentaddress.mjs` sends them.
+
+    The CLI's `privateRequest`: the address root from `events_url`, the read
+    token as Bearer, `content-type: application/json` only with a body, the
+    message file's JSON as the body and the key in a lower-case
+    `idempotency-key` header; any 2xx answer is success.
+    """
+    person = "approver@example.org"
+    with httpx.Client(timeout=TIMEOUT) as http:
+        body = http.post(
+            f"{served.base_url}/api/v1/addresses",
+            json={"name": "mail-task", "task_id": "mail-task"},
+            headers={"content-type": "application/json"},
+        ).json()
+        root = body["endpoints"]["events_url"].removesuffix("/events")
+        bearer = {"authorization": f"Bearer {body['credentials']['read_token']}"}
+        with_body = {"content-type": "application/json", **bearer}
+
+        # contacts
+        listed = http.get(f"{root}/email/contacts", headers=bearer)
+        assert listed.status_code == 200
+        assert listed.json() == {"contacts": [], "outbound_configured": True}
+
+        # contact <email>: the code goes to the person (here: the outbox of `cairn serve`), never to the agent
+        asked = http.post(f"{root}/email/contacts", content=json.dumps({"email": person}), headers=with_body)
+        assert asked.is_success and asked.json()["status"] == "pending"
+        [mail] = (tmp_path / "data" / "outbox").glob("*.eml")
+        code = re.search(rb"code is: (\d{6})", mail.read_bytes()).group(1).decode()
+        assert code not in asked.text
+
+        # contact <email> <code>
+        verified = http.post(
+            f"{root}/email/contacts", content=json.dumps({"email": person, "code": code}), headers=with_body
+        )
+        assert verified.is_success and verified.json()["status"] == "verified"
+
+        # send <message.json> <idempotency-key>
+        message = {"to": person, "subject": "Approve the deploy?", "text": "Reply APPROVE or REJECT."}
+        key = "deploy-approval-1"
+        sent = http.post(
+            f"{root}/email/send", content=json.dumps(message), headers={**with_body, "idempotency-key": key}
+        )
+        assert sent.is_success and sent.json()["status"] == "accepted"
+        retried = http.post(
+            f"{root}/email/send", content=json.dumps(message), headers={**with_body, "idempotency-key": key}
+        )
+        assert retried.is_success and retried.json()["message_id"] == sent.json()["message_id"]
+        assert len(list((tmp_path / "data" / "outbox").glob("*.eml"))) == 2
+
+        # What the CLI reads of a refusal: `error.code`.
+        stranger = http.post(
+            f"{root}/email/send",
+            content=json.dumps({**message, "to": "someone@example.org"}),
+            headers={**with_body, "idempotency-key": "other-1"},
+        )
+        assert stranger.status_code == 422 and stranger.json()["error"]["code"] == "unknown_recipient"

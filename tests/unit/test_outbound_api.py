@@ -326,3 +326,21 @@ def test_without_a_mailer_the_routes_say_outbound_is_not_configured(moto_api: La
         "POST", f"{root}/email/send", json_body=message(), headers={"Idempotency-Key": "k"}, token=token
     )
     assert (sent.status, sent.error_code) == (409, "outbound_not_configured")
+
+
+def test_discovery_says_whether_this_server_sends_mail(out: Outbound, moto_api: LambdaClient):
+    sending = out.api.request("GET", "/.well-known/agentaddress.json").json()
+    assert "outbound_email" in sending["capabilities"] and sending["outbound_email"]["configured"] is True
+    assert sending["outbound_email"]["max_sends_per_day"] == 3
+    assert "This server sends mail" in out.api.request("GET", "/skill.md").text
+    silent = moto_api.request("GET", "/.well-known/agentaddress.json").json()
+    assert "outbound_email" not in silent["capabilities"] and silent["outbound_email"]["configured"] is False
+    assert "outbound_not_configured" in moto_api.request("GET", "/skill.md").text
+
+
+def test_the_outbound_routes_are_documented(out: Outbound):
+    paths = out.api.request("GET", "/openapi.json").json()["paths"]
+    contacts = "/api/v1/addresses/{address_id}/email/contacts"
+    assert {"get", "post"} <= set(paths[contacts]) and "delete" in paths[contacts + "/{email}"]
+    send = paths["/api/v1/addresses/{address_id}/email/send"]["post"]
+    assert {"200", "202"} <= set(send["responses"])

@@ -23,6 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=int, default=8787, help="HTTP port (default 8787)")
     parser.add_argument("--smtp-port", type=int, default=2525, help="SMTP port for inbound mail (default 2525)")
+    parser.add_argument(
+        "--smtp-relay",
+        metavar="HOST:PORT",
+        help="send outbound mail through this SMTP server (default: write .eml files to <data dir>/outbox)",
+    )
     parser.add_argument("--data-dir", type=Path, default=Path(".cairn/data"), help="DynamoDB Local data folder")
     parser.add_argument("--dynamodb-endpoint", help="use this DynamoDB instead of starting DynamoDB Local")
     parser.add_argument("--table", help="table name (default: CAIRN_TABLE_NAME or 'cairn')")

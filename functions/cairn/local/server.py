@@ -16,6 +16,7 @@ from cairn.dynamodb.table import ensure_table
 from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
+from cairn.local.outbound import OutboxMailer, SmtpRelayMailer, parse_relay
 from cairn.local.smtp import start_listener
 from cairn.services import Services
 from cairn.settings import Settings
@@ -55,7 +56,19 @@ def _runtime_key(args: argparse.Namespace) -> str | None:
     return args.runtime_key
 
 
+def _mailer(args: argparse.Namespace) -> OutboxMailer | SmtpRelayMailer:
+    """The relay named by `--smtp-relay`, else the outbox folder in the data directory."""
+    if args.smtp_relay:
+        return SmtpRelayMailer(*parse_relay(args.smtp_relay))
+    return OutboxMailer(args.data_dir / "outbox")
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        mailer = _mailer(args)
+    except ValueError as error:
+        print(f"cairn serve: --smtp-relay: {error}", file=sys.stderr)
+        return 2
     overrides = {"table_name": args.table} if args.table else {}
     runtime_key = _runtime_key(args)
     if runtime_key:
@@ -73,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings(dynamodb_endpoint=endpoint, email_blob_dir=args.data_dir / "email", **overrides)
         client = make_client(settings)
         ensure_table(client, settings.table_name)
-        services = Services.build(settings, client=client, waiter=NotifyingWaiter())
+        services = Services.build(settings, client=client, waiter=NotifyingWaiter(), mailer=mailer)
         app = create_app(services)
         try:
             listener = start_listener(
@@ -88,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         stack.callback(listener.stop)
         print(f"SMTP on {args.host}:{args.smtp_port}, mail for @{settings.email_domain}", flush=True)
+        outgoing = f"relay {args.smtp_relay}" if args.smtp_relay else f"{args.data_dir / 'outbox'} (.eml files)"
+        print(f"Outbound mail to {outgoing}", flush=True)
         config = uvicorn.Config(
             ResolverBridge(
                 app.resolve, host_names=host_names(args, settings), trust_forwarded=args.trust_forwarded_headers

@@ -43,7 +43,28 @@ def _template(name: str) -> str:
     return resources.files("cairn.api").joinpath("static", name).read_text()
 
 
-def render(name: str, base: str, settings: Settings) -> str:
+OUTBOUND_AVAILABLE = (
+    "This server sends mail: verify a contact, then send to it (below). "
+    "Sends per address per UTC day: {sends}; contacts per address: {contacts}; text up to {text} bytes."
+)
+OUTBOUND_MISSING = (
+    "This server does not send mail: the routes below answer 409 `outbound_not_configured` "
+    "(and `GET .../email/contacts` says `outbound_configured: false`)."
+)
+
+
+def outbound_note(settings: Settings, *, configured: bool) -> str:
+    """The guide's sentence on whether this deployment sends mail, with its limits."""
+    if not configured:
+        return OUTBOUND_MISSING
+    return OUTBOUND_AVAILABLE.format(
+        sends=settings.outbound_max_sends_per_day,
+        contacts=settings.outbound_max_contacts,
+        text=settings.outbound_max_text_bytes,
+    )
+
+
+def render(name: str, base: str, settings: Settings, *, outbound_configured: bool = False) -> str:
     values = {
         "BASE_URL": base,
         "MAX_EVENTS": settings.max_events,
@@ -55,6 +76,7 @@ def render(name: str, base: str, settings: Settings) -> str:
         "STATE_MAX_BYTES": settings.state_max_bytes,
         "MAX_ATTACHMENT_BYTES": settings.email_attachment_max_bytes,
         "EMAIL_SURFACE": settings.email_ingress_surface,
+        "OUTBOUND": outbound_note(settings, configured=outbound_configured),
     }
     text = _template(name)
     for placeholder, value in values.items():
@@ -62,7 +84,7 @@ def render(name: str, base: str, settings: Settings) -> str:
     return text
 
 
-def capabilities(settings: Settings) -> dict:
+def capabilities(settings: Settings, *, outbound_configured: bool = False) -> dict:
     return {
         "service": "cairn",
         "version": cairn.__version__,
@@ -77,6 +99,7 @@ def capabilities(settings: Settings) -> dict:
             "state",
             "state_batch",
             "email",
+            *(["outbound_email"] if outbound_configured else []),
             "mcp",
         ],
         "limits": {
@@ -99,6 +122,15 @@ def capabilities(settings: Settings) -> dict:
             "accounting": "per key: UTF-8 bytes of the key + UTF-8 bytes of the value as canonical JSON "
             f"(sorted keys, no whitespace) + {PER_KEY_OVERHEAD} bytes of metadata",
         },
+        "outbound_email": {
+            "configured": outbound_configured,
+            "max_sends_per_day": settings.outbound_max_sends_per_day,
+            "max_contacts": settings.outbound_max_contacts,
+            "max_text_bytes": settings.outbound_max_text_bytes,
+            "verifications_per_day": settings.outbound_verifications_per_day,
+            "feed_slots_per_send": 2,
+            "outcome_events": ["email.delivered", "email.bounced", "email.complained", "email.failed"],
+        },
     }
 
 
@@ -120,6 +152,7 @@ def with_error_responses(document: dict) -> dict:
 
 def register(app, services: Services) -> None:
     settings = services.settings
+    outbound = services.contacts.configured
 
     def base() -> str:
         return urls.base_url(app.current_event, settings.public_base_url)
@@ -129,7 +162,7 @@ def register(app, services: Services) -> None:
 
     @app.get("/skill.md", include_in_schema=False)
     def skill():
-        return text(render("skill.md", base(), settings), "text/markdown; charset=utf-8")
+        return text(render("skill.md", base(), settings, outbound_configured=outbound), "text/markdown; charset=utf-8")
 
     @app.get("/llms.txt", include_in_schema=False)
     def llms():
@@ -137,7 +170,7 @@ def register(app, services: Services) -> None:
 
     @app.get("/.well-known/agentaddress.json", include_in_schema=False)
     def well_known() -> dict:
-        return capabilities(settings)
+        return capabilities(settings, outbound_configured=outbound)
 
     def openapi_document() -> dict:
         document = app.get_openapi_json_schema(
@@ -154,8 +187,9 @@ def register(app, services: Services) -> None:
 
     @app.get("/llms-full.txt", include_in_schema=False)
     def llms_full():
-        guide = render("skill.md", base(), settings)
-        document = full_guide.render(guide, openapi_document(), documented_codes(), capabilities(settings))
+        guide = render("skill.md", base(), settings, outbound_configured=outbound)
+        offered = capabilities(settings, outbound_configured=outbound)
+        document = full_guide.render(guide, openapi_document(), documented_codes(), offered)
         return text(document, content_types.TEXT_PLAIN)
 
     @app.get("/healthz", include_in_schema=False)

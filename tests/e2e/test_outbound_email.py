@@ -1,0 +1,147 @@
+"""Outbound mail over HTTP on `cairn serve`, through a real SMTP relay the test runs.
+
+A person's mailbox is an aiosmtpd server: the verification code is read out
+of the mail it received, the answer to the sent mail goes back through
+Cairn's own SMTP listener, and one feed shows the whole conversation.
+"""
+
+from __future__ import annotations
+
+import re
+import smtplib
+import threading
+import time
+from collections.abc import Iterator
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from pathlib import Path
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from cairn.local.dynamodb_local import DynamoDBLocal, free_port
+from tests.e2e.test_serve import auth, provision
+from tests.support.serve import ServeProcess
+
+PERSON = "ada@example.org"
+
+
+class Mailbox:
+    """aiosmtpd handler keeping every message the relay is handed."""
+
+    def __init__(self) -> None:
+        self.messages: list[EmailMessage] = []
+        self.arrived = threading.Condition()
+
+    async def handle_DATA(self, server, session, envelope) -> str:
+        message = BytesParser(policy=policy.default).parsebytes(envelope.content)
+        with self.arrived:
+            self.messages.append(message)
+            self.arrived.notify_all()
+        return "250 2.0.0 OK"
+
+    def wait_for(self, count: int, timeout: float = 10) -> EmailMessage:
+        with self.arrived:
+            assert self.arrived.wait_for(lambda: len(self.messages) >= count, timeout)
+            return self.messages[count - 1]
+
+
+@pytest.fixture
+def relay() -> Iterator[tuple[Mailbox, int]]:
+    mailbox = Mailbox()
+    port = free_port()
+    controller = Controller(mailbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield mailbox, port
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def relayed(
+    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path, relay: tuple[Mailbox, int]
+) -> Iterator[ServeProcess]:
+    _, port = relay
+    extra = ["--smtp-relay", f"127.0.0.1:{port}"]
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=extra) as s:
+        yield s
+
+
+def test_verify_send_and_read_the_answer_in_one_feed(relayed: ServeProcess, relay: tuple[Mailbox, int]):
+    mailbox, _ = relay
+    with relayed.client() as client:
+        created = provision(client)
+        root = created["endpoints"]["address_url"]
+        headers = auth(created)
+
+        asked = client.post(f"{root}/email/contacts", json={"email": PERSON}, headers=headers)
+        assert asked.status_code == 202, asked.text
+        code_mail = mailbox.wait_for(1)
+        assert code_mail["From"] == created["address"]["email"] and code_mail["To"] == PERSON
+        code = re.search(r"code is: (\d{6})", code_mail.get_content()).group(1)
+        assert code not in asked.text
+        verified = client.post(f"{root}/email/contacts", json={"email": PERSON, "code": code}, headers=headers)
+        assert verified.status_code == 200 and verified.json()["contact"]["status"] == "verified"
+
+        message = {"to": PERSON, "subject": "May I pay invoice 42?", "text": "Answer yes or no."}
+        sent = client.post(f"{root}/email/send", json=message, headers={**headers, "Idempotency-Key": "ask-42"})
+        assert sent.status_code == 202, sent.text
+        question = mailbox.wait_for(2)
+        assert question["Message-ID"] == sent.json()["message_id"]
+        assert question.get_content().strip() == "Answer yes or no."
+
+        answer = EmailMessage()
+        answer["From"] = PERSON
+        answer["To"] = question["From"]
+        answer["Subject"] = "Re: " + question["Subject"]
+        answer["In-Reply-To"] = question["Message-ID"]
+        answer["References"] = question["Message-ID"]
+        answer.set_content("Yes, pay it.")
+        with smtplib.SMTP("127.0.0.1", relayed.smtp_port, timeout=10) as smtp:
+            assert smtp.send_message(answer) == {}
+
+        events = _events_until(client, created, count=3)
+        assert [(e["type"], e["ingress_surface"]) for e in events] == [
+            ("email.sent", "outbound"),
+            ("email.delivered", "outbound"),
+            ("email.received", "email"),
+        ]
+        assert [e["sequence"] for e in events] == [1, 2, 3]
+        assert events[1]["data"]["message_id"] == sent.json()["message_id"]
+        assert events[2]["data"]["in_reply_to"] == sent.json()["message_id"]
+        assert events[2]["data"]["text"].strip() == "Yes, pay it."
+
+        again = client.post(f"{root}/email/send", json=message, headers={**headers, "Idempotency-Key": "ask-42"})
+        assert again.status_code == 200 and again.json()["event"] == sent.json()["event"]
+        time.sleep(0.5)
+        assert len(mailbox.messages) == 2, "a retry with the same key sent the mail again"
+
+
+def test_without_a_relay_mail_lands_in_the_outbox_folder(served: ServeProcess, tmp_path: Path):
+    with served.client() as client:
+        created = provision(client)
+        root = created["endpoints"]["address_url"]
+        headers = auth(created)
+        assert client.post(f"{root}/email/contacts", json={"email": PERSON}, headers=headers).status_code == 202
+        outbox = tmp_path / "data" / "outbox"
+        [code_file] = list(outbox.glob("*.eml"))
+        assert code_file.stat().st_mode & 0o077 == 0
+        code = re.search(rb"code is: (\d{6})", code_file.read_bytes()).group(1).decode()
+        client.post(f"{root}/email/contacts", json={"email": PERSON, "code": code}, headers=headers)
+        message = {"to": PERSON, "subject": "Hello", "text": "Written offline."}
+        sent = client.post(f"{root}/email/send", json=message, headers={**headers, "Idempotency-Key": "k"})
+        assert sent.status_code == 202
+        assert len(list(outbox.glob("*.eml"))) == 2
+        types = [e["type"] for e in _events_until(client, created, count=2)]
+        assert types == ["email.sent", "email.delivered"]
+
+
+def _events_until(client, created: dict, *, count: int) -> list[dict]:
+    deadline = time.monotonic() + 20
+    while True:
+        reply = client.get(created["endpoints"]["events_url"], params={"wait": 2}, headers=auth(created))
+        events = reply.json()["events"]
+        if len(events) >= count or time.monotonic() > deadline:
+            return events
