@@ -122,8 +122,8 @@ class OutboundNotConfigured(CairnError):
 
     code = "outbound_not_configured"
 
-    def __init__(self) -> None:
-        super().__init__("Outbound email is not configured on this server.")
+    def __init__(self, message: str = "Outbound email is not configured on this server.", **details: Any) -> None:
+        super().__init__(message, **details)
 
 
 class UnknownRecipient(CairnError):

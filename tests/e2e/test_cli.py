@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -140,3 +141,27 @@ def test_credential_files_others_could_read_or_swap_are_refused(cli: Cli, tmp_pa
     path.symlink_to(elsewhere)
     linked = cli("state", "keys", "private")
     assert (linked.code, linked.error["code"]) == (2, "unsafe_file")
+
+
+def test_mail_commands_verify_a_contact_and_send(cli: Cli, served: ServeProcess):
+    assert cli("provision", "mailer").code == 0
+    assert cli("mail", "contacts", "mailer").json() == {"contacts": [], "outbound_configured": True}
+    assert cli("mail", "add-contact", "mailer", "ada@example.org").json()["status"] == "pending"
+    [mail] = (served.data_dir / "outbox").glob("*.eml")
+    code = re.search(rb"code is: (\d{6})", mail.read_bytes()).group(1).decode()
+    wrong = cli("mail", "verify-contact", "mailer", "ada@example.org", "000000" if code != "000000" else "111111")
+    assert (wrong.code, wrong.error["code"]) == (2, "wrong_code")
+    assert cli("mail", "verify-contact", "mailer", "ada@example.org", code).json()["status"] == "verified"
+    send = ("mail", "send", "mailer", "ada@example.org", "-", "--subject", "Report", "--idempotency-key", "r1")
+    sent = cli(*send, stdin="All done.\n")
+    assert sent.code == 0 and sent.json()["status"] == "accepted"
+    assert cli(*send, stdin="All done.\n").json()["duplicate"] is True
+    reused = cli(*send, stdin="Something else.\n")
+    assert (reused.code, reused.error["code"]) == (3, "idempotency_key_reused")
+    stranger = cli("mail", "send", "mailer", "bob@example.org", "Hi", "--subject", "x", "--idempotency-key", "r2")
+    assert (stranger.code, stranger.error["code"]) == (4, "unknown_recipient")
+    assert cli("mail", "remove-contact", "mailer", "ada@example.org").json() == {
+        "email": "ada@example.org",
+        "removed": True,
+    }
+    assert all(cli.read_token("mailer") not in output for output in cli.outputs)

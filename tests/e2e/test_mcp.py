@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -17,12 +19,16 @@ from tests.support.serve import ServeProcess
 
 TOOLS = [
     "acknowledge_event",
+    "add_contact",
     "create_return_address",
     "delete_state",
     "get_state",
+    "list_contacts",
     "list_state",
     "poll_events",
+    "send_email",
     "set_state",
+    "verify_contact",
 ]
 
 
@@ -53,6 +59,15 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
     acked = await client.call_tool("acknowledge_event", {**creds, "event_id": callback["id"]})
     deleted = await client.call_tool("delete_state", {**creds, "key": "plan", "if_revision": 1})
     refused = await client.call_tool("poll_events", {**creds, "read_token": "crt_wrong"})
+
+    person = {**creds, "email": "ada@example.org"}
+    asked = await client.call_tool("add_contact", person)
+    code = outbox_code(served)
+    wrong = await client.call_tool("verify_contact", {**person, "code": "000000" if code != "000000" else "111111"})
+    verified = await client.call_tool("verify_contact", {**person, "code": code})
+    message = {**creds, "to": "ada@example.org", "subject": "Hi", "text": "From a tool.", "idempotency_key": "t1"}
+    sent = await client.call_tool("send_email", message)
+    contacts = await client.call_tool("list_contacts", creds)
     with pytest.raises(MCPError):
         await client.call_tool("launch_rockets", {})
     return {
@@ -66,7 +81,21 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
         "acked": acked.structured_content,
         "deleted": deleted.structured_content,
         "refused": (refused.is_error, refused.structured_content),
+        "mail": {
+            "asked": asked.structured_content["status"],
+            "code_shown": code in json.dumps(asked.structured_content),
+            "wrong": wrong.structured_content["error"]["code"],
+            "verified": verified.structured_content["status"],
+            "sent": sent.structured_content["status"],
+            "contacts": contacts.structured_content,
+        },
     }
+
+
+def outbox_code(served: ServeProcess) -> str:
+    """The code in the verification mail `cairn serve` wrote to its outbox (no relay configured)."""
+    [mail] = (served.data_dir / "outbox").glob("*.eml")
+    return re.search(rb"code is: (\d{6})", mail.read_bytes()).group(1).decode()
 
 
 def check(seen: dict[str, Any], served: ServeProcess) -> None:
@@ -84,6 +113,11 @@ def check(seen: dict[str, Any], served: ServeProcess) -> None:
     assert seen["deleted"] == {"key": "plan", "deleted": True, "revision": 2}
     is_error, body = seen["refused"]
     assert is_error and body["error"]["code"] == "unauthorized"
+    mail = seen["mail"]
+    assert (mail["asked"], mail["code_shown"], mail["wrong"]) == ("pending", False, "wrong_code")
+    assert (mail["verified"], mail["sent"]) == ("verified", "accepted")
+    assert mail["contacts"]["outbound_configured"] is True
+    assert [contact["status"] for contact in mail["contacts"]["contacts"]] == ["verified"]
 
 
 def test_streamable_http_on_cairn_serve(served: ServeProcess):

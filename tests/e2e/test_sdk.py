@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import smtplib
 import stat
 import threading
@@ -13,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from cairn.client import Address, CursorFile, Inbox, NotFound, RevisionConflict, Unauthorized
+from cairn.client import (
+    Address,
+    CursorFile,
+    Inbox,
+    NotFound,
+    RevisionConflict,
+    Unauthorized,
+    UnknownRecipient,
+    WrongCode,
+)
 from tests.support.serve import ServeProcess
 
 
@@ -184,3 +194,31 @@ def test_the_runtime_store_client_is_part_of_the_sdk(served: ServeProcess):
 
     store = HttpRuntimeStore(served.base_url)
     assert store.create_session("sdk-session", datetime(2026, 1, 1, tzinfo=UTC)).id == "sdk-session"
+
+
+def _outbox_code(served: ServeProcess) -> str:
+    """The newest code `cairn serve` mailed into its outbox (no relay configured)."""
+    newest = max((served.data_dir / "outbox").glob("*.eml"), key=lambda path: path.stat().st_mtime_ns)
+    return re.search(rb"code is: (\d{6})", newest.read_bytes()).group(1).decode()
+
+
+def test_mail_from_the_address_to_a_verified_contact(served: ServeProcess, address: Address):
+    assert str(address.email).endswith("@cairn.localhost")
+    assert address.email.contacts() == {"contacts": [], "outbound_configured": True}
+    asked = address.email.add_contact("ada@example.org")
+    assert (asked["status"], asked["code_sent"]) == ("pending", True)
+    with pytest.raises(WrongCode) as wrong:
+        address.email.verify_contact("ada@example.org", "12345x")
+    assert wrong.value.status == 400 and wrong.value.details["attempts_left"] == 4
+    verified = address.email.verify_contact("ada@example.org", _outbox_code(served))
+    assert verified["status"] == "verified"
+    with pytest.raises(UnknownRecipient):
+        address.email.send("bob@example.org", "Hello.", subject="Hi", idempotency_key="m0")
+    sent = address.email.send("ada@example.org", "Hello.", subject="Hi", idempotency_key="m1")
+    again = address.email.send("ada@example.org", "Hello.", subject="Hi", idempotency_key="m1")
+    assert (sent["status"], sent["duplicate"], again["duplicate"]) == ("accepted", False, True)
+    assert again["message_id"] == sent["message_id"]
+    types = [event["type"] for event in address.events.poll()["events"]]
+    assert types == ["email.sent", "email.delivered"]
+    address.email.remove_contact("ada@example.org")
+    assert address.email.contacts()["contacts"] == []

@@ -41,7 +41,8 @@ class ServeProcess:
             command += ["--dynamodb-endpoint", dynamodb_endpoint]
         if table:
             command += ["--table", table]
-        command += ["--data-dir", str(data_dir or workdir / "data")]
+        self.data_dir = data_dir or workdir / "data"
+        command += ["--data-dir", str(self.data_dir)]
         self._command = command + (extra_args or [])
         self._env = {**os.environ, "CAIRN_POLL_RATE_PER_MINUTE": "100000", "CAIRN_CREATE_RATE_PER_MINUTE": "100000"}
         self._env.update(env or {})

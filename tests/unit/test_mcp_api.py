@@ -17,6 +17,10 @@ TOOL_NAMES = {
     "set_state",
     "delete_state",
     "list_state",
+    "list_contacts",
+    "add_contact",
+    "verify_contact",
+    "send_email",
 }
 
 

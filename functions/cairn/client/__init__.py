@@ -4,6 +4,7 @@
     addr.save("address.json")                         # owner-only; the read token is inside
     addr = Address.restore("address.json")            # in any later process
     addr.state.update("progress", lambda p: {**(p or {}), "step": 2})
+    addr.email.send("ada@example.org", "Done.", subject="Report", idempotency_key="report-1")
     for event in addr.events.follow(cursor_file="cursor"):
         handle(event)                                 # acknowledged once this returns
 
@@ -20,38 +21,60 @@ from cairn.client.private import UnsafeFile
 from cairn.errors import (
     AttachmentUnavailable,
     CairnError,
+    CodeExpired,
+    ContactLimitReached,
+    HeaderInjection,
     IdempotencyKeyReused,
     InvalidJson,
+    InvalidReplyTo,
     InvalidRequest,
     NotFound,
+    OutboundNotConfigured,
     PayloadTooLarge,
+    PlainTextOnly,
     QuotaExceeded,
     RateLimited,
+    RecipientNotVerified,
     RevisionConflict,
     StateLimitExceeded,
+    TooManyAttempts,
+    TooManyRecipients,
     Unauthorized,
     Unavailable,
+    UnknownRecipient,
+    WrongCode,
 )
 
 __all__ = [
     "Address",
     "AttachmentUnavailable",
     "CairnError",
+    "CodeExpired",
     "ConnectionFailed",
+    "ContactLimitReached",
     "CursorFile",
+    "HeaderInjection",
     "HttpClient",
     "IdempotencyKeyReused",
     "Inbox",
     "InvalidJson",
+    "InvalidReplyTo",
     "InvalidRequest",
     "NotFound",
+    "OutboundNotConfigured",
     "PayloadTooLarge",
+    "PlainTextOnly",
     "QuotaExceeded",
     "RateLimited",
+    "RecipientNotVerified",
     "RetryPolicy",
     "RevisionConflict",
     "StateLimitExceeded",
+    "TooManyAttempts",
+    "TooManyRecipients",
     "Unauthorized",
     "Unavailable",
+    "UnknownRecipient",
     "UnsafeFile",
+    "WrongCode",
 ]

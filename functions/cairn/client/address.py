@@ -13,6 +13,7 @@ from cairn.client.attachments import Attachments
 from cairn.client.events import Events
 from cairn.client.http import HttpClient, json_body
 from cairn.client.inbox import Inbox
+from cairn.client.mailbox import Mailbox
 from cairn.client.private import read_private, write_private
 from cairn.client.state import State
 
@@ -102,8 +103,14 @@ class Address:
     # -- about it --------------------------------------------------------------
 
     @property
-    def email(self) -> str | None:
-        return self._document["address"].get("email")
+    def email(self) -> Mailbox:
+        """The address's email (a `str`), whose methods manage contacts and send mail from it."""
+        return Mailbox(
+            self._document["address"].get("email") or "",
+            http=self._http,
+            address_url=self.address_url,
+            read_token=self.read_token,
+        )
 
     @property
     def inbox_url(self) -> str | None:
@@ -141,4 +148,4 @@ class Address:
 
     def __repr__(self) -> str:
         # Never the read token: reprs end up in logs and tracebacks.
-        return f"Address(id={self.id!r}, email={self.email!r})"
+        return f"Address(id={self.id!r}, email={str(self.email)!r})"

@@ -1,4 +1,4 @@
-"""The agent-side `cairn` commands: provision, state, events, inbox and mcp.
+"""The agent-side `cairn` commands: provision, state, events, inbox, mail and mcp.
 
 Answers are JSON on stdout; failures are `{"error": {"code", "message", ...}}`
 on stderr with an exit code that says what to do next (`EXIT_*`). The read
@@ -37,6 +37,8 @@ _EXIT_BY_CODE = {
     "idempotency_key_reused": EXIT_CONFLICT,
     "not_found": EXIT_NOT_FOUND,
     "unauthorized": EXIT_NOT_FOUND,
+    "wrong_code": EXIT_USAGE,
+    "unknown_recipient": EXIT_NOT_FOUND,
 }
 
 DEFAULT_URL = "http://127.0.0.1:8787"
@@ -138,6 +140,35 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     post.add_argument("--idempotency-key", help="repeat with the same key to deliver at most once")
     post.set_defaults(handler=run_inbox_post)
 
+    mail = commands.add_parser("mail", help="write back by email: verified contacts and plain-text sends")
+    mail_commands = mail.add_subparsers(dest="mail_command", required=True)
+    contacts = mail_commands.add_parser("contacts", help="list contacts and whether the server sends mail")
+    contacts.add_argument("task")
+    contacts.set_defaults(handler=run_mail_contacts)
+    add = mail_commands.add_parser("add-contact", help="mail a six-digit code to a person")
+    add.add_argument("task")
+    add.add_argument("email")
+    add.set_defaults(handler=run_mail_add_contact)
+    verify = mail_commands.add_parser("verify-contact", help="confirm a contact with the code they received")
+    verify.add_argument("task")
+    verify.add_argument("email")
+    verify.add_argument("code")
+    verify.set_defaults(handler=run_mail_verify_contact)
+    remove = mail_commands.add_parser("remove-contact", help="remove a contact")
+    remove.add_argument("task")
+    remove.add_argument("email")
+    remove.set_defaults(handler=run_mail_remove_contact)
+    send = mail_commands.add_parser("send", help="send plain text to one verified contact")
+    send.add_argument("task")
+    send.add_argument("to")
+    send.add_argument("text", help="the message, or - to read it from stdin")
+    send.add_argument("--subject", help="one line (default when replying: Re: <subject of the mail answered>)")
+    send.add_argument("--reply-to", metavar="EVENT_ID", help="an email.received event to answer in its thread")
+    send.add_argument(
+        "--idempotency-key", required=True, help="repeat with the same key after a failure: never mails twice"
+    )
+    send.set_defaults(handler=run_mail_send)
+
     mcp = commands.add_parser("mcp", parents=[url], help="serve the MCP tools on stdio for the server at --url")
     mcp.set_defaults(handler=run_mcp)
 
@@ -236,6 +267,30 @@ def run_events_ack(args: argparse.Namespace, context: Context) -> dict[str, Any]
 def run_inbox_post(args: argparse.Namespace, context: Context) -> Any:
     payload = _json_argument(args.payload)
     return context.address(args.task).inbox.post(payload, idempotency_key=args.idempotency_key)
+
+
+def run_mail_contacts(args: argparse.Namespace, context: Context) -> Any:
+    return context.address(args.task).email.contacts()
+
+
+def run_mail_add_contact(args: argparse.Namespace, context: Context) -> Any:
+    return context.address(args.task).email.add_contact(args.email)
+
+
+def run_mail_verify_contact(args: argparse.Namespace, context: Context) -> Any:
+    return context.address(args.task).email.verify_contact(args.email, args.code)
+
+
+def run_mail_remove_contact(args: argparse.Namespace, context: Context) -> dict[str, Any]:
+    context.address(args.task).email.remove_contact(args.email)
+    return {"email": args.email, "removed": True}
+
+
+def run_mail_send(args: argparse.Namespace, context: Context) -> Any:
+    text = sys.stdin.read() if args.text == "-" else args.text
+    return context.address(args.task).email.send(
+        args.to, text, subject=args.subject, reply_to_event_id=args.reply_to, idempotency_key=args.idempotency_key
+    )
 
 
 def run_mcp(args: argparse.Namespace, context: Context) -> None:

@@ -17,17 +17,28 @@ import httpx
 from cairn.errors import (
     AttachmentUnavailable,
     CairnError,
+    CodeExpired,
+    ContactLimitReached,
+    HeaderInjection,
     IdempotencyKeyReused,
     InvalidJson,
+    InvalidReplyTo,
     InvalidRequest,
     NotFound,
+    OutboundNotConfigured,
     PayloadTooLarge,
+    PlainTextOnly,
     QuotaExceeded,
     RateLimited,
+    RecipientNotVerified,
     RevisionConflict,
     StateLimitExceeded,
+    TooManyAttempts,
+    TooManyRecipients,
     Unauthorized,
     Unavailable,
+    UnknownRecipient,
+    WrongCode,
 )
 
 # Classes whose constructor takes the message and the details as they are.
@@ -42,6 +53,17 @@ _PLAIN: dict[str, type[CairnError]] = {
         PayloadTooLarge,
         AttachmentUnavailable,
         IdempotencyKeyReused,
+        OutboundNotConfigured,
+        UnknownRecipient,
+        RecipientNotVerified,
+        TooManyRecipients,
+        HeaderInjection,
+        PlainTextOnly,
+        InvalidReplyTo,
+        ContactLimitReached,
+        WrongCode,
+        TooManyAttempts,
+        CodeExpired,
     )
 }
 

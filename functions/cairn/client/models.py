@@ -108,3 +108,33 @@ class Download(TypedDict):
     path: str
     size: int
     content_type: str
+
+
+class Contact(TypedDict):
+    email: str
+    status: Literal["pending", "verified"]
+    created_at: str
+    verified_at: str | None
+
+
+class ContactListing(TypedDict):
+    contacts: list[Contact]
+    outbound_configured: bool
+
+
+class ContactChange(TypedDict):
+    """A contact after a request; `code_sent` says whether a code was mailed by it."""
+
+    contact: Contact
+    code_sent: bool
+    email: str
+    status: Literal["pending", "verified"]
+
+
+class SendReceipt(TypedDict):
+    """`accepted`: the carrier took the message; the feed reports its outcome later."""
+
+    status: Literal["accepted", "failed"]
+    message_id: str
+    event: EventRef
+    duplicate: bool

@@ -60,6 +60,24 @@ class ClientOperations:
     def list_state(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
         return self._address(arguments).state.keys()
 
+    def list_contacts(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
+        return self._address(arguments).email.contacts()
+
+    def add_contact(self, arguments: tools.ContactArguments) -> Mapping[str, Any]:
+        return self._address(arguments).email.add_contact(arguments.email)
+
+    def verify_contact(self, arguments: tools.VerifyContact) -> Mapping[str, Any]:
+        return self._address(arguments).email.verify_contact(arguments.email, arguments.code)
+
+    def send_email(self, arguments: tools.SendEmail) -> Mapping[str, Any]:
+        return self._address(arguments).email.send(
+            arguments.to,
+            arguments.text,
+            subject=arguments.subject,
+            reply_to_event_id=arguments.reply_to_event_id,
+            idempotency_key=arguments.idempotency_key,
+        )
+
     def _address(self, arguments: tools.AddressArguments) -> Address:
         return Address.connect(self._base_url, arguments.address_id, arguments.read_token, http=self._http)
 

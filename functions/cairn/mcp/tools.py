@@ -100,6 +100,28 @@ class DeleteState(StateKeyArguments):
     if_revision: int | None = Field(default=None, ge=0, description="Delete only if the key is at revision N.")
 
 
+class ContactArguments(AddressArguments):
+    email: str = Field(max_length=320, description="The person's email address.")
+
+
+class VerifyContact(ContactArguments):
+    code: str = Field(max_length=64, description="The six-digit code the person received and told you.")
+
+
+class SendEmail(AddressArguments):
+    to: str = Field(max_length=320, description="One verified contact (see list_contacts).")
+    text: str = Field(description="Plain text (10,000 bytes by default).")
+    subject: str | None = Field(
+        default=None, max_length=500, description="One line; leave out when replying to get `Re: <subject>`."
+    )
+    reply_to_event_id: str | None = Field(
+        default=None, description="An `email.received` event of this address to answer in its thread."
+    )
+    idempotency_key: str = Field(
+        min_length=1, max_length=255, description="Your key for this message; repeat it on retry: never mails twice."
+    )
+
+
 class Operations(Protocol):
     """What the tools do, answering with the REST endpoints' JSON; refusals raise `CairnError`."""
 
@@ -116,6 +138,14 @@ class Operations(Protocol):
     def delete_state(self, arguments: DeleteState) -> Mapping[str, Any]: ...
 
     def list_state(self, arguments: AddressArguments) -> Mapping[str, Any]: ...
+
+    def list_contacts(self, arguments: AddressArguments) -> Mapping[str, Any]: ...
+
+    def add_contact(self, arguments: ContactArguments) -> Mapping[str, Any]: ...
+
+    def verify_contact(self, arguments: VerifyContact) -> Mapping[str, Any]: ...
+
+    def send_email(self, arguments: SendEmail) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -144,10 +174,15 @@ class ToolSpec:
         )
 
 
-def _hints(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
-    # Cairn is the tools' whole world: none reaches outside it.
+def _hints(
+    *, read_only: bool = False, destructive: bool = False, idempotent: bool = False, open_world: bool = False
+) -> ToolAnnotations:
+    # Cairn is the tools' whole world, but for the mail tools, which write to people outside it.
     return ToolAnnotations(
-        read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=False
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=open_world,
     )
 
 
@@ -236,6 +271,47 @@ LIST_STATE = ToolSpec(
     AddressArguments,
     _hints(read_only=True),
 )
+LIST_CONTACTS = ToolSpec(
+    "list_contacts",
+    "List mail contacts",
+    "Returns the people this address may email, each `pending` or `verified`, and `outbound_configured` "
+    "(whether this server sends mail at all). Changes nothing.",
+    AddressArguments,
+    _hints(read_only=True),
+)
+ADD_CONTACT = ToolSpec(
+    "add_contact",
+    "Ask a person for a mail code",
+    "Mails a six-digit code to `email` from this address, saying which task asks and that ignoring it is "
+    "safe; the contact is `pending` until verify_contact. Ask the person for the code; it is never shown to "
+    "you otherwise. Asking again replaces the code (not sooner than a minute later: `rate_limited`). Fails "
+    "with `contact_limit_reached` (10 contacts by default), `outbound_not_configured`, and `rate_limited` "
+    "beyond the codes an address may mail per day.",
+    ContactArguments,
+    _hints(open_world=True),
+)
+VERIFY_CONTACT = ToolSpec(
+    "verify_contact",
+    "Confirm a mail contact",
+    "Verifies `email` with the code the person received. A code expires after 15 minutes and allows 5 "
+    "attempts; fails with `wrong_code` (with `attempts_left`), `code_expired` or `too_many_attempts` (ask "
+    "for a new one with add_contact). Verifying a verified contact again succeeds.",
+    VerifyContact,
+    _hints(idempotent=True),
+)
+SEND_EMAIL = ToolSpec(
+    "send_email",
+    "Send an email",
+    "Sends plain text from this address to one verified contact; the answer comes back as an "
+    "`email.received` event in the feed. Appends `email.sent` now and one outcome event later "
+    "(`email.delivered`, `email.bounced`, `email.complained` or `email.failed`). Repeating the same "
+    "`idempotency_key` and message returns the original without mailing again (use it after a timeout); "
+    "another message under the key fails with `idempotency_key_reused`. Fails with `unknown_recipient`, "
+    "`recipient_not_verified`, `header_injection`, `invalid_reply_to_event`, `quota_exceeded` (full feed) "
+    "and `rate_limited` (sends per day).",
+    SendEmail,
+    _hints(idempotent=True, open_world=True),
+)
 # AgentAddress's poll_events answers at once: no `wait` input.
 POLL_EVENTS_NOW = ToolSpec(
     "poll_events",
@@ -284,7 +360,19 @@ class Toolset:
 
 CAIRN = Toolset(
     INSTRUCTIONS,
-    (CREATE_RETURN_ADDRESS, POLL_EVENTS, ACKNOWLEDGE_EVENT, GET_STATE, SET_STATE, DELETE_STATE, LIST_STATE),
+    (
+        CREATE_RETURN_ADDRESS,
+        POLL_EVENTS,
+        ACKNOWLEDGE_EVENT,
+        GET_STATE,
+        SET_STATE,
+        DELETE_STATE,
+        LIST_STATE,
+        LIST_CONTACTS,
+        ADD_CONTACT,
+        VERIFY_CONTACT,
+        SEND_EMAIL,
+    ),
 )
 AGENTADDRESS = Toolset(AGENTADDRESS_INSTRUCTIONS, (CREATE_RETURN_ADDRESS, POLL_EVENTS_NOW, ACKNOWLEDGE_EVENT))
 

@@ -105,6 +105,29 @@ class ServiceOperations:
         return _json(presenters.state_listing(entries, usage, self._services.settings))
 
 
+    def list_contacts(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
+        contacts = self._services.contacts
+        found = contacts.list(arguments.address_id, arguments.read_token)
+        return _json(presenters.contacts(found, configured=contacts.configured))
+
+    def add_contact(self, arguments: tools.ContactArguments) -> Mapping[str, Any]:
+        change = self._services.contacts.request_code(arguments.address_id, arguments.read_token, arguments.email)
+        return _json(presenters.contact_change(change))
+
+    def verify_contact(self, arguments: tools.VerifyContact) -> Mapping[str, Any]:
+        change = self._services.contacts.verification(
+            arguments.address_id, arguments.read_token, arguments.email, arguments.code
+        )
+        return _json(presenters.contact_change(change))
+
+    def send_email(self, arguments: tools.SendEmail) -> Mapping[str, Any]:
+        message = arguments.model_dump(include={"to", "subject", "text", "reply_to_event_id"}, exclude_none=True)
+        result = self._services.sending.send(
+            arguments.address_id, arguments.read_token, arguments.idempotency_key, message
+        )
+        return _json(presenters.sent(result))
+
+
 def _json(answer: BaseModel) -> Mapping[str, Any]:
     """A tool's result is the JSON body the REST route answers with."""
     return answer.model_dump(mode="json")
