@@ -15,6 +15,7 @@ from infra.config import StageConfig
 from infra.downloads import DownloadFunction
 from infra.email import InboundEmail
 from infra.function import ServiceFunction
+from infra.outbound import OutboundEmail
 from infra.storage import CairnTable
 
 
@@ -23,7 +24,8 @@ class CairnStack(Stack):
 
     Always: the table, the API function behind API Gateway, alarms. With an
     email domain: the raw-message bucket, the ingest function and the SES
-    receipt rules that feed it.
+    receipt rules that feed it, and outbound mail (SES identity,
+    configuration set, outcome topic and function).
     """
 
     def __init__(
@@ -81,6 +83,17 @@ class CairnStack(Stack):
                     reader.add_environment(name, value)
             functions["email-ingest"] = email.ingest.function
             functions["downloads"] = downloads
+            outbound = OutboundEmail(
+                self,
+                "Outbound",
+                domain=config.email_domain,
+                config=config,
+                code=code,
+                environment=environment,
+            )
+            outbound.grant_send(api_function)
+            storage.grant_store_access(outbound.recorder.function)
+            functions["outbound-outcomes"] = outbound.recorder.function
         api = CairnApi(self, "Api", handler=api_function, config=config, downloads=downloads)
 
         Alarms(

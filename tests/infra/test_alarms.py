@@ -30,6 +30,8 @@ def test_every_failure_has_an_alarm(default: Synthesis, full: Synthesis) -> None
         "email-failed-ingest",
         "downloads-errors",
         "downloads-throttles",
+        "outbound-outcomes-errors",
+        "outbound-outcomes-throttles",
     }
 
 

@@ -18,6 +18,7 @@ FUNCTION = "AWS::Lambda::Function"
 API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
 EMAIL_HANDLER = "cairn.entrypoints.email_handler.lambda_handler"
 DOWNLOAD_HANDLER = "cairn.entrypoints.streaming.main"
+OUTCOME_HANDLER = "cairn.entrypoints.outbound_events_handler.lambda_handler"
 
 
 def cairn_functions(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
@@ -61,9 +62,9 @@ def test_without_email_only_the_api_function_exists(default: Synthesis) -> None:
     assert handlers == {API_HANDLER}
 
 
-def test_with_email_the_ingest_and_download_functions_exist(full: Synthesis) -> None:
+def test_with_email_the_ingest_download_and_outcome_functions_exist(full: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(full).values()}
-    assert handlers == {API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER}
+    assert handlers == {API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER, OUTCOME_HANDLER}
 
 
 def test_every_handler_resolves_to_a_function_in_the_code_asset(full: Synthesis) -> None:
@@ -121,7 +122,7 @@ def test_ingest_function_has_time_for_a_large_message(full: Synthesis) -> None:
     assert properties["Timeout"] >= 60
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER, OUTCOME_HANDLER])
 def test_every_limit_from_context_reaches_the_environment(full: Synthesis, handler: str) -> None:
     _, properties = function_by_handler(full, handler)
     variables = properties["Environment"]["Variables"]

@@ -1,0 +1,87 @@
+"""Outbound email: SES sends from the domain's identity only, and its outcomes reach the outcome function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.infra.synthesis import Synthesis
+from tests.infra.test_functions import (
+    API_HANDLER,
+    OUTCOME_HANDLER,
+    as_list,
+    cairn_functions,
+    function_by_handler,
+    policy_statements,
+    role_of,
+)
+
+CONFIGURATION_SET = "AWS::SES::ConfigurationSet"
+
+
+def send_statements(synthesis: Synthesis, role_id: str) -> list[dict[str, Any]]:
+    return [s for s in policy_statements(synthesis, role_id) if "ses:SendEmail" in as_list(s["Action"])]
+
+
+def test_without_an_email_domain_nothing_sends(default: Synthesis) -> None:
+    for resource_type in (CONFIGURATION_SET, "AWS::SES::EmailIdentity", "AWS::SNS::Topic"):
+        default.template.resource_count_is(resource_type, 0)
+    _, api = function_by_handler(default, API_HANDLER)
+    assert "CAIRN_OUTBOUND" not in api["Environment"]["Variables"]
+    assert send_statements(default, role_of(api)) == []
+
+
+def test_the_api_function_sends_through_ses_and_the_configuration_set(full: Synthesis) -> None:
+    _, configuration_set = full.only(CONFIGURATION_SET)
+    assert configuration_set["Properties"]["Name"] == "cairn-prod-outbound"
+    _, identity = full.only("AWS::SES::EmailIdentity")
+    assert identity["Properties"]["EmailIdentity"] == "mail.example.com"
+    _, api = function_by_handler(full, API_HANDLER)
+    variables = api["Environment"]["Variables"]
+    assert (variables["CAIRN_OUTBOUND"], variables["CAIRN_SES_CONFIGURATION_SET"]) == ("ses", "cairn-prod-outbound")
+
+
+def test_only_the_api_function_may_send_and_only_from_the_domain(full: Synthesis) -> None:
+    senders = {
+        properties["Properties"]["Handler"]
+        for properties in cairn_functions(full).values()
+        if send_statements(full, role_of(properties["Properties"]))
+    }
+    assert senders == {API_HANDLER}
+    _, api = function_by_handler(full, API_HANDLER)
+    [statement] = send_statements(full, role_of(api))
+    assert as_list(statement["Action"]) == ["ses:SendEmail"]
+    resources = [str(resource) for resource in as_list(statement["Resource"])]
+    assert len(resources) == 2
+    assert any(":identity/mail.example.com" in resource for resource in resources)
+    assert any(":configuration-set/cairn-prod-outbound" in resource for resource in resources)
+    assert statement["Condition"] == {
+        "StringLike": {"ses:FromAddress": "addr_*@mail.example.com"},
+        "StringEquals": {"ses:ApiVersion": "2"},
+    }
+
+
+def test_outcomes_flow_from_the_configuration_set_to_the_outcome_function(full: Synthesis) -> None:
+    configuration_set_id, _ = full.only(CONFIGURATION_SET)
+    topic_id, topic = full.only("AWS::SNS::Topic")
+    assert "KmsMasterKeyId" in topic["Properties"]
+    _, destination = full.only("AWS::SES::ConfigurationSetEventDestination")
+    definition = destination["Properties"]["EventDestination"]
+    assert definition["SnsDestination"] == {"TopicARN": {"Ref": topic_id}}
+    assert sorted(definition["MatchingEventTypes"]) == ["bounce", "complaint", "delivery", "reject", "renderingFailure"]
+    outcome_id, outcome = function_by_handler(full, OUTCOME_HANDLER)
+    _, subscription = full.only("AWS::SNS::Subscription")
+    assert subscription["Properties"]["Protocol"] == "lambda"
+    assert subscription["Properties"]["TopicArn"] == {"Ref": topic_id}
+    assert subscription["Properties"]["Endpoint"] == {"Fn::GetAtt": [outcome_id, "Arn"]}
+    # SES may publish for this configuration set only, and the function writes the table.
+    [publish] = [
+        statement
+        for policy in full.resources("AWS::SNS::TopicPolicy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement.get("Principal") == {"Service": "ses.amazonaws.com"}
+    ]
+    assert publish["Action"] == "sns:Publish" and publish["Effect"] == "Allow"
+    source = publish["Condition"]["StringEquals"]["AWS:SourceArn"]["Fn::Join"][1]
+    assert source[-2:] == [":configuration-set/", {"Ref": configuration_set_id}]
+    actions = {action for s in policy_statements(full, role_of(outcome)) for action in as_list(s["Action"])}
+    assert any(action.startswith("dynamodb:") for action in actions)
