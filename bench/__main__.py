@@ -43,6 +43,10 @@ when it ends. What it measures, in the order printed:
 9. Attachment downloads of 1, 4 and 8 MB: the resolver's buffered answer
    against the download function's streaming loop posting to a Runtime API
    endpoint on 127.0.0.1, in the same process; the ratio is what streaming adds.
+10. Outbound mail: DynamoDB calls and time per code request, verification,
+   send and repeated send (`Contacts`, `Sending` with the SMTP relay mailer
+   of `cairn serve --smtp-relay`, an aiosmtpd relay in this process), and
+   sends per second by 1 and 4 senders on one address.
 
 Last comes one summary table: each benchmark's headline figures, beside the
 baseline it was measured against.
@@ -69,6 +73,7 @@ from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
 from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
+from bench.outbound import measure_outbound
 from bench.report import Table
 from bench.runtime_appends import measure_appends
 from bench.runtime_calls import measure_runtime_calls
@@ -92,6 +97,7 @@ RUNTIME_TABLE = "bench-runtime"
 TRANSCRIPT_TABLE = "bench-transcripts"
 EMAIL_TABLE = "bench-email"
 DOWNLOAD_TABLE = "bench-downloads"
+OUTBOUND_TABLE = "bench-outbound"
 
 
 @dataclass(frozen=True)
@@ -146,46 +152,49 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             create_rate_per_minute=1_000_000_000,
         )
         client = make_client(settings)
-        for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE):
+        tables_used = (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE)
+        for table in (*tables_used, OUTBOUND_TABLE):
             ensure_table(client, table)
 
-        _progress("1/14 DynamoDB calls per operation")
+        _progress("1/15 DynamoDB calls per operation")
         calls = measure_calls(settings, plan.repeats)
-        _progress("2/14 DynamoDB calls per state operation")
+        _progress("2/15 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
-        _progress("3/14 raw TransactWriteItems baseline")
+        _progress("3/15 raw TransactWriteItems baseline")
         baseline, raw = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("4/14 raw compare-and-set baseline")
+        _progress("4/15 raw compare-and-set baseline")
         # A client of its own: its calls are counted.
         cas_baseline, raw_cas = measure_cas_baseline(make_client(settings), RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("5/14 HTTP throughput against cairn serve")
+        _progress("5/15 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
             throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
-            _progress("6/14 long-poll wake-up")
+            _progress("6/15 long-poll wake-up")
             wakeup = measure_wakeup(server, plan.trials)
-            _progress("7/14 state compare-and-set over HTTP")
+            _progress("7/15 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
-        _progress("8/14 DynamoDB calls per runtime store operation")
+        _progress("8/15 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
-        _progress("9/14 runtime store appends")
+        _progress("9/15 runtime store appends")
         appends = measure_appends(settings, RUNTIME_TABLE, plan.seconds, plan.warmup)
-        _progress(f"10/14 list_run_records pages (writing a {plan.history:,}-record history first)")
+        _progress(f"10/15 list_run_records pages (writing a {plan.history:,}-record history first)")
         pages = measure_pages(settings, RUNTIME_TABLE, plan.history, plan.trials)
-        _progress("11/14 initial-history seed pages of 10 and 300 chained turns (writing the chains first)")
+        _progress("11/15 initial-history seed pages of 10 and 300 chained turns (writing the chains first)")
         seed_pages = measure_seed_pages(settings, RUNTIME_TABLE, plan.trials)
-        _progress("12/14 transcript replay (writing a 1,000-message transcript first)")
+        _progress("12/15 transcript replay (writing a 1,000-message transcript first)")
         replay = measure_replay(settings, TRANSCRIPT_TABLE, plan.trials)
-        _progress("13/14 email ingest of a 1 MB message")
+        _progress("13/15 email ingest of a 1 MB message")
         ingest = measure_ingest(settings, EMAIL_TABLE, workdir / "email", plan.trials)
-        _progress("14/14 attachment downloads, buffered and streamed")
+        _progress("14/15 attachment downloads, buffered and streamed")
         downloads = measure_downloads(settings, DOWNLOAD_TABLE, workdir / "downloads", plan.trials)
+        _progress("15/15 outbound mail: codes, sends, sends per second to a local SMTP relay")
+        outbound = measure_outbound(settings, OUTBOUND_TABLE, plan.trials, plan.seconds, plan.warmup)
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,
         "replay": replay,
-        "ingest": ingest, "downloads": downloads,
+        "ingest": ingest, "downloads": downloads, "outbound": outbound,
     }  # fmt: skip
     # The detailed tables, then one that gathers every benchmark's headline figures.
     return [*tables.values(), summarize(tables)]

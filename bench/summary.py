@@ -113,6 +113,13 @@ def _downloads(tables: dict[str, Table]) -> tuple[str, str]:
     return f"{row[0]}: {row[2]:.0f} ms streamed", f"buffered {row[1]:.0f} ms (x{row[5]})"
 
 
+def _outbound(tables: dict[str, Table]) -> tuple[str, str]:
+    rows = {name: _cells(tables["outbound"], name) for name in ("ask for a code", "verify with the code", "send")}
+    calls = " / ".join(f"{row['DynamoDB calls per operation'].total:g}" for row in rows.values())
+    rate = _cells(tables["outbound"], "sends/s, 1 sender(s) on one address")["p50 ms"]
+    return calls, f"{rate} to a local SMTP relay"
+
+
 _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("DynamoDB calls: provision / inbox post / duplicate post / poll / ack", _address_calls),
     ("inbox posts/s over HTTP: 1 client / 8 clients one address / 8 addresses", _against_raw("posts_vs_raw")),
@@ -126,4 +133,5 @@ _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("transcript replay, 1,000 messages: calls, p50 / p99", _replay),
     ("email ingest, 1 MB message, 1 address: p50 / p99", _ingest),
     ("largest attachment download, p50", _downloads),
+    ("outbound mail calls: code request / verification / send", _outbound),
 ]
