@@ -1,5 +1,8 @@
 """Outbound email in AWS: SES v2 sends from the email domain, and their outcomes come back as events.
 
+The domain's SES identity is the operator's (account-wide, shared with
+receiving; see the README): the stack names it in IAM and owns the rest.
+
 The API function sends with `ses:SendEmail`, allowed only on this domain's
 identity and this stack's configuration set, and only from an address of
 the domain. The configuration set publishes delivery, bounce, complaint,
@@ -54,13 +57,6 @@ class OutboundEmail(Construct):
         self.configuration_set_name = f"{config.stack_name}-outbound"
         self.configuration_set = ses.ConfigurationSet(
             self, "ConfigurationSet", configuration_set_name=self.configuration_set_name
-        )
-        # Easy DKIM: the identity's DKIM records are published in the domain's DNS with its MX record.
-        self.identity = ses.EmailIdentity(
-            self,
-            "Identity",
-            identity=ses.Identity.domain(domain),
-            configuration_set=self.configuration_set,
         )
         key = kms.Key(
             self,
