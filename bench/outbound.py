@@ -95,8 +95,9 @@ def _measure(
     table.notes += [
         "Calls per operation include the read-token check (GetItem of the head). A send: the contact "
         "(GetItem), the append (one TransactWriteItems: head, email.sent, idempotency claim, daily count), "
-        "then, after the relay took it, the email.delivered append. The same send again: head, contact, the "
-        "append that finds the claim, and the sent event's GetItem for its message id; nothing is mailed.",
+        "the hand-off lease (UpdateItem), then, after the relay took it, the hand-off marked done (UpdateItem) "
+        "and the email.delivered append. The same send again: head, contact, the append that finds the claim, "
+        "the sent event's GetItem for its message id and the lease refused as done; nothing is mailed.",
         "Asking for a code (a new contact): head, the replacement of a code (UpdateItem, which finds no "
         "contact), the contact and the contact count (TransactWriteItems), the daily verification count "
         "(UpdateItem), the contact's GetItem for the answer; then the mail. "

@@ -20,6 +20,7 @@ from cairn.dynamodb.contact_table import ContactTable
 from cairn.dynamodb.memory_table import MemoryTable
 from cairn.dynamodb.ratelimit import RateLimiter
 from cairn.dynamodb.raw_messages import raw_message_store
+from cairn.dynamodb.send_ledger import SendLedger
 from cairn.dynamodb.state_table import StateTable
 from cairn.dynamodb.waiters import PollingWaiter
 from cairn.email.attachments import EmailAttachments
@@ -81,7 +82,9 @@ class Services:
             email=EmailIngest(table, raw_messages, waiter, settings, clock),
             attachments=EmailAttachments(table, raw_messages, feed, settings, clock),
             contacts=Contacts(table, contacts, limiter, mailer, settings, clock),
-            sending=Sending(table, contacts, mailer, waiter, settings, clock),
+            sending=Sending(
+                table, contacts, SendLedger(client, settings.table_name), mailer, waiter, settings, clock
+            ),
             runtime=DynamoRuntimeStore(client, settings.table_name),
             memory=MemoryStore(MemoryTable(client, settings.table_name), clock),
         )

@@ -22,6 +22,11 @@ STATUS = "status"
 ATTEMPTS = "code_attempts"
 CODE_DIGEST = "code_digest"
 CODE_FIELDS = ("code_salt", CODE_DIGEST, "code_expires_at", "code_sent_at", ATTEMPTS)
+# On an `email.sent` event item: the hand-off to the carrier, leased, then done.
+HANDOFF_LEASE = "handoff_lease"
+HANDED_OFF_AT = "handed_off_at"
+HANDOFF_OUTCOME = "handoff_outcome"
+PROVIDER_MESSAGE_ID = "provider_message_id"
 
 
 def seconds_to_next_day(now: float) -> int:

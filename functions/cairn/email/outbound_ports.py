@@ -119,5 +119,31 @@ class ContactStore(Protocol):
         """Remove a contact; False when there was none."""
 
 
+@dataclass(frozen=True)
+class HandoffTurn:
+    """Whose turn it is to hand a recorded send to the carrier.
+
+    `yours`: this caller's; `busy`: another caller's, within its lease;
+    `done`: nobody's, the carrier had it (with what it said, to record the
+    outcome again if that was lost) or the send is gone.
+    """
+
+    kind: Literal["yours", "done", "busy"]
+    outcome: Outcome | None = None
+    provider_message_id: str | None = None
+
+
+class HandoffLedger(Protocol):
+    """Which recorded sends have reached the carrier, so a retry finishes a lost hand-off exactly once."""
+
+    def take_turn(self, address_id: str, sequence: int, *, now: float, lease_seconds: float) -> HandoffTurn:
+        """Claim the hand-off of the send at `sequence` for `lease_seconds` unless it is done or leased."""
+
+    def done(
+        self, address_id: str, sequence: int, *, now: float, outcome: Outcome | None, provider_message_id: str | None
+    ) -> None:
+        """Record that the carrier had the send, and the outcome it gave at once (`failed` for a refusal)."""
+
+
 class ContactVerified(Exception):
     """The contact is verified already: there is no code to send or check."""

@@ -3,10 +3,13 @@
 A send is one append: the `email.sent` event, the idempotency claim of its
 key, one more feed slot reserved for the outcome and one count against the
 day's allowance commit together or not at all, and only then is the
-message handed to the carrier. A retry with the same key and body finds
-the claim and answers with the original, without sending again, for as
-long as the `email.sent` event is retained (30 days by default, well past
-a day). The outcome (`email.delivered`, `email.bounced`,
+message handed to the carrier, under a lease in the `HandoffLedger`. A
+retry with the same key and body finds the claim and answers with the
+original: if that send never reached the carrier (its answer or its process
+was lost after the commit) and is less than a day old, the retry takes the
+lease and hands the same message (same `Message-ID`) over itself; otherwise
+nothing is sent again, for as long as the `email.sent` event is retained.
+The outcome (`email.delivered`, `email.bounced`,
 `email.complained` or `email.failed`) spends the reserved slot, once per
 send: it is claimed under the send's event id.
 """
@@ -26,7 +29,14 @@ from cairn.addresses.ports import AddressStore, AppendRequest, Credential, Crede
 from cairn.clock import Clock
 from cairn.email import composing
 from cairn.email.ingest import EVENT_TYPE as RECEIVED_TYPE
-from cairn.email.outbound_ports import ContactStore, MailerError, OutboundMailer, Outcome
+from cairn.email.outbound_ports import (
+    ComposedMessage,
+    ContactStore,
+    HandoffLedger,
+    MailerError,
+    OutboundMailer,
+    Outcome,
+)
 from cairn.errors import (
     InvalidReplyTo,
     InvalidRequest,
@@ -49,6 +59,11 @@ SEND_TAG = "cairn_send"
 _RECIPIENT_FIELDS = ("cc", "bcc")
 _NON_TEXT_FIELDS = ("html", "attachments", "headers", "content_type")
 _FIELDS = ("to", "subject", "text", "reply_to_event_id")
+# A retry finishes a lost hand-off within this long of the send; later, the send stays as recorded.
+RECOVERY_SECONDS = 86_400
+# How long one caller holds a hand-off: past the carrier's longest answer (an SMTP relay's 30 s).
+# A retry within it answers with the original; a retry after it finishes a hand-off that died.
+HANDOFF_LEASE_SECONDS = 60
 
 logger = Logger(service="cairn")
 
@@ -68,6 +83,7 @@ class Sending:
         self,
         table: AddressStore,
         contacts: ContactStore,
+        ledger: HandoffLedger,
         mailer: OutboundMailer | None,
         waiter: Waiter,
         settings: Settings,
@@ -75,6 +91,7 @@ class Sending:
     ) -> None:
         self._table = table
         self._contacts = contacts
+        self._ledger = ledger
         self._mailer = mailer
         self._waiter = waiter
         self._settings = settings
@@ -115,6 +132,9 @@ class Sending:
             "subject": subject,
             "text": fields["text"],
             "reply_to_event_id": fields["reply_to_event_id"],
+            # What a retry needs to compose the same message again.
+            "in_reply_to": None if thread is None else thread.message_id,
+            "references": [] if thread is None else list(thread.references),
         }
         event = NewEvent(
             type=SENT_TYPE, source=EVENT_SOURCE, data_json=jsontext.canonical(data), ingress_surface=OUTBOUND_SURFACE
@@ -134,13 +154,33 @@ class Sending:
         if result.duplicate:
             return self._original(address_id, ref, now=now)
         self._waiter.notify(address_id)
+        turn = self._ledger.take_turn(address_id, ref.sequence, now=now, lease_seconds=HANDOFF_LEASE_SECONDS)
+        if turn.kind != "yours":
+            # A retry racing this very request took the hand-off: the message goes once, from there.
+            return SendResult(status="accepted", message_id=message.message_id, event=ref, duplicate=False)
+        status = self._hand_off(address_id, ref, message)
+        return SendResult(status=status, message_id=message.message_id, event=ref, duplicate=False)
+
+    def _hand_off(self, address_id: str, ref: EventRef, message: ComposedMessage) -> str:
+        """Give the message to the carrier and record what it said; `accepted` or `failed`."""
+        mailer = self._mailer
+        assert mailer is not None  # checked before anything was recorded
         tagged = dataclasses.replace(message, tags=((ADDRESS_TAG, address_id), (SEND_TAG, ref.id)))
         try:
-            handoff = self._mailer.send(tagged)
+            handoff = mailer.send(tagged)
         except MailerError as error:
             logger.warning("outbound mail refused", extra={"address_id": address_id, "reason": error.reason})
+            self._ledger.done(address_id, ref.sequence, now=self._clock(), outcome="failed", provider_message_id=None)
             self.record_outcome(address_id, ref.id, "failed", message_id=message.message_id, detail=error.reason)
-            return SendResult(status="failed", message_id=message.message_id, event=ref, duplicate=False)
+            return "failed"
+        # Recorded before the outcome: a retry that finds it done records a lost outcome, never mails again.
+        self._ledger.done(
+            address_id,
+            ref.sequence,
+            now=self._clock(),
+            outcome=handoff.outcome,
+            provider_message_id=handoff.provider_message_id,
+        )
         if handoff.outcome is not None:
             self.record_outcome(
                 address_id,
@@ -149,7 +189,7 @@ class Sending:
                 message_id=message.message_id,
                 provider_message_id=handoff.provider_message_id,
             )
-        return SendResult(status="accepted", message_id=message.message_id, event=ref, duplicate=False)
+        return "accepted"
 
     def record_outcome(
         self,
@@ -201,9 +241,27 @@ class Sending:
         return result
 
     def _original(self, address_id: str, ref: EventRef, *, now: float) -> SendResult:
+        """The first send's answer; a hand-off it lost (less than a day ago) is finished now, once."""
         event = self._table.load_event(address_id, ref.sequence, now=now)
-        message_id = event.data.get("message_id", "") if event is not None else ""
-        return SendResult(status="accepted", message_id=message_id, event=ref, duplicate=True)
+        data = event.data if event is not None and isinstance(event.data, dict) else {}
+        message_id = str(data.get("message_id", ""))
+        status = "accepted"
+        if event is not None and now - event.created_at < RECOVERY_SECONDS:
+            turn = self._ledger.take_turn(address_id, ref.sequence, now=now, lease_seconds=HANDOFF_LEASE_SECONDS)
+            if turn.kind == "yours":
+                logger.info("finishing a lost hand-off", extra={"address_id": address_id, "event_id": ref.id})
+                status = self._hand_off(address_id, ref, _recomposed(data, now=now))
+            elif turn.outcome is not None:
+                # The carrier's answer came, but its outcome event may not have: it is claimed once.
+                self.record_outcome(
+                    address_id,
+                    ref.id,
+                    turn.outcome,
+                    message_id=message_id,
+                    provider_message_id=turn.provider_message_id,
+                )
+                status = "failed" if turn.outcome == "failed" else "accepted"
+        return SendResult(status=status, message_id=message_id, event=ref, duplicate=True)
 
     def _fields(self, body: Any) -> dict[str, Any]:
         """The message a body asks for, or the refusal that says what is wrong with it."""
@@ -275,6 +333,25 @@ class Sending:
             references=tuple(ref for ref in references if isinstance(ref, str)) if isinstance(references, list) else (),
             subject=subject if isinstance(subject, str) else "",
         )
+
+
+def _recomposed(data: dict[str, Any], *, now: float) -> ComposedMessage:
+    """The message a recorded `email.sent` event describes, with its original `Message-ID`."""
+    references = data.get("references")
+    thread = composing.Thread(
+        message_id=data.get("in_reply_to"),
+        references=tuple(references) if isinstance(references, list) else (),
+        subject="",
+    )
+    return composing.compose(
+        sender=str(data["from"]),
+        recipient=str(data["to"]),
+        subject=str(data["subject"]),
+        text=str(data["text"]),
+        message_id=str(data["message_id"]),
+        now=now,
+        thread=thread if thread.message_id else None,
+    )
 
 
 def _send_claim(key: str, fields: dict[str, Any]) -> IdempotencyClaim:
