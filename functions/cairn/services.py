@@ -57,6 +57,7 @@ class Services:
             settings.table_name,
             retention_seconds=settings.event_retention_seconds,
             max_events=settings.max_events,
+            owner_reserve=settings.owner_reserved_events,
         )
         limiter = RateLimiter(client, settings.table_name)
         state_table = StateTable(client, settings.table_name)
@@ -68,7 +69,7 @@ class Services:
             inbox=Inbox(table, waiter, settings, clock),
             feed=feed,
             state=AddressState(table, state_table, waiter, settings, clock),
-            email=EmailIngest(table, raw_messages, waiter, settings, clock),
+            email=EmailIngest(table, raw_messages, limiter, waiter, settings, clock),
             attachments=EmailAttachments(table, raw_messages, feed, settings, clock),
             runtime=DynamoRuntimeStore(client, settings.table_name),
             memory=MemoryStore(MemoryTable(client, settings.table_name), clock),

@@ -117,3 +117,19 @@ def test_a_message_sent_twice_makes_one_event_and_mail_without_message_id_makes_
             headers=auth(created),
         )
         assert replayed.json() == {"duplicate": True, "event": {"id": approval["id"], "sequence": approval["sequence"]}}
+
+
+def test_mail_past_an_address_rate_is_refused_at_rcpt_for_that_address_only(tmp_path, dynamodb_local, local_table):
+    env = {"CAIRN_EMAIL_RATE_PER_MINUTE": "1"}
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+        with server.client() as client:
+            busy, quiet = provision(client), provision(client)
+            recipients = [busy["address"]["email"], quiet["address"]["email"]]
+            with smtplib.SMTP("127.0.0.1", server.smtp_port, timeout=10) as smtp:
+                assert smtp.sendmail("a@example.org", recipients[:1], "Subject: one\r\n\r\n1\r\n") == {}
+                refused = smtp.sendmail("a@example.org", recipients, "Subject: two\r\n\r\n2\r\n")
+            assert refused == {recipients[0]: (450, refused[recipients[0]][1])}
+            busy_events = client.get(busy["endpoints"]["events_url"], headers=auth(busy)).json()["events"]
+            quiet_events = client.get(quiet["endpoints"]["events_url"], headers=auth(quiet)).json()["events"]
+            assert [event["data"]["subject"] for event in busy_events] == ["one"]
+            assert [event["data"]["subject"] for event in quiet_events] == ["two"]

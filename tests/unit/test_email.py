@@ -243,7 +243,7 @@ def test_the_same_message_id_at_another_address_is_that_address_own_event(mail: 
 
 
 def test_mail_for_expired_addresses_or_full_feeds_is_dropped_quietly(make_mailroom, clock):
-    mail = make_mailroom(max_events=1)
+    mail = make_mailroom(max_events=1, owner_reserved_events=0)
     full, expiring = mail.api.provision(), mail.api.provision(expires_in_seconds=60)
     mail.receive(fixture_message("plain.eml", email_of(full)), [email_of(full)])
     mail.receive(fixture_message("alternative.eml", email_of(full)), [email_of(full)])
@@ -473,3 +473,14 @@ def test_huge_headers_are_cut_to_sane_sizes_and_flagged(mail: Mailroom):
     assert len(data["references"]) == 100 and data["references"][0] == "<0@thread.example>"
     assert data["truncated_fields"] == ["cc", "references", "subject"]
     assert data["text"] == "hello\n"
+
+
+def test_mail_past_an_address_rate_is_dropped_until_the_next_minute(make_mailroom, clock):
+    mail = make_mailroom(email_rate_per_minute=2)
+    created, other = mail.api.provision(), mail.api.provision()
+    for fixture in ("plain.eml", "alternative.eml", "html_only.eml"):
+        mail.receive(fixture_message(fixture, email_of(created)), [email_of(created), email_of(other)])
+    assert len(mail.emails(created)) == len(mail.emails(other)) == 2
+    clock.advance(60)
+    mail.receive(fixture_message("html_only.eml", email_of(created)), [email_of(created)])
+    assert len(mail.emails(created)) == 3

@@ -225,7 +225,7 @@ def test_key_limit_is_exact(state: StateClient):
 
 
 def test_full_feed_blocks_state_writes(moto_env, clock):
-    api = LambdaClient.on_moto(clock, max_events=2)
+    api = LambdaClient.on_moto(clock, max_events=2, owner_reserved_events=0)
     state = StateClient(api, api.provision())
     state.put("a", 1)
     state.put("a", 2)

@@ -23,6 +23,7 @@ READ_TOKEN = CREDENTIAL_ATTRIBUTES[CredentialKind.READ_TOKEN]
 LAST_SEQUENCE = "last_seq"
 INGRESS_SURFACE = "ingress_surface"
 DELETED = "deleted"
+TRIMMED_THROUGH = "trimmed_through"
 
 
 def head_item(record: AddressRecord) -> Item:
@@ -58,6 +59,7 @@ def record_from_item(item: Item) -> AddressRecord | None:
         read_token_digest=get_s(item, READ_TOKEN) or "",
         inbox_secret_digest=get_s(item, CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]) or "",
         last_sequence=get_int(item, LAST_SEQUENCE),
+        trimmed_through=get_int(item, TRIMMED_THROUGH),
     )
 
 

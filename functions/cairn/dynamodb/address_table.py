@@ -29,13 +29,16 @@ from cairn.addresses.models import (
     FeedCounts,
     FeedPage,
     IdempotencyClaim,
+    TrimResult,
     event_id,
 )
 from cairn.addresses.ports import AppendRequest, StateMoved
+from cairn.addresses.quota import FeedQuota
 from cairn.dynamodb import address_items, blobs, keys, state_items, table_ops
 from cairn.dynamodb.address_items import CREDENTIAL_ATTRIBUTES, DELETED, LAST_SEQUENCE, READ_TOKEN
+from cairn.dynamodb.feed_trim import trim_feed
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
-from cairn.errors import IdempotencyKeyReused, QuotaExceeded, Unauthorized, Unavailable
+from cairn.errors import IdempotencyKeyReused, Unauthorized, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -59,11 +62,19 @@ class _Layout:
 class AddressTable:
     """Storage of address heads, events and idempotency records."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str, *, retention_seconds: int, max_events: int) -> None:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        retention_seconds: int,
+        max_events: int,
+        owner_reserve: int = 0,
+    ) -> None:
         self._client = client
         self._table = table_name
         self._retention = retention_seconds
-        self._max_events = max_events
+        self._quota = FeedQuota(max_events, owner_reserve)
         self._hints: dict[str, int] = {}
         self._hints_lock = threading.Lock()
         # Writers in one process take turns per address (striped), so they
@@ -226,9 +237,10 @@ class AddressTable:
                     }
                 }
             )
-        # Events expire in sequence order, so the feed holds fewer than the
-        # maximum exactly when the event `max_events` places back is gone.
-        oldest_allowed = new_last - self._max_events
+        # Events expire in sequence order and trims remove the oldest, so the
+        # feed holds fewer than the writer's capacity exactly when the event
+        # that many places back is gone.
+        oldest_allowed = new_last - self._quota.capacity(request.writer)
         if oldest_allowed >= 1:
             layout.quota = len(actions)
             actions.append(
@@ -283,10 +295,7 @@ class AddressTable:
         if stale or contended:
             return last
         if layout.quota is not None and reasons[layout.quota].get("Code") == CONDITION_FAILED:
-            raise QuotaExceeded(
-                f"The address holds the maximum of {self._max_events} retained events.",
-                max_events=self._max_events,
-            )
+            raise self._quota.refusal(request.writer)
         if any(reason.get("Code") == CONDITION_FAILED for reason in reasons[layout.state :]):
             raise StateMoved()
         return last
@@ -379,6 +388,27 @@ class AddressTable:
                 return None
             raise
         return address_items.event_from_item(response["Attributes"], get_s(response["Attributes"], "data"))
+
+    def trim(
+        self,
+        address_id: str,
+        read_token_digest: str,
+        *,
+        floor: int,
+        through: int,
+        include_unacknowledged: bool,
+        now: float,
+    ) -> TrimResult:
+        return trim_feed(
+            self._client,
+            self._table,
+            address_id,
+            read_token_digest,
+            floor=floor,
+            through=through,
+            include_unacknowledged=include_unacknowledged,
+            now=now,
+        )
 
     # -- helpers -------------------------------------------------------------
 

@@ -21,11 +21,11 @@ from aws_lambda_powertools import Logger
 from cairn import credentials, jsontext
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
-from cairn.addresses.ports import AddressStore, AppendRequest, Waiter
+from cairn.addresses.ports import AddressStore, AppendRequest, RateLimiter, Waiter
 from cairn.clock import Clock
 from cairn.email import mime
 from cairn.email.ports import RawMessageStore
-from cairn.errors import NotFound, QuotaExceeded, Unauthorized
+from cairn.errors import NotFound, QuotaExceeded, RateLimited, Unauthorized
 from cairn.settings import Settings
 
 EVENT_TYPE = "email.received"
@@ -54,6 +54,9 @@ class Delivery:
     message_id: str
     recipients: Sequence[str]
     verdicts: Verdicts = field(default_factory=Verdicts)
+    # The receiver already counted each recipient against the per-address mail rate
+    # (`cairn serve`'s SMTP listener does, so it can refuse at RCPT).
+    rate_counted: bool = False
 
 
 def email_claims(message_id: str, internet_message_id: str | None) -> list[IdempotencyClaim]:
@@ -94,10 +97,17 @@ class StoredMessageMissing(Exception):
 
 class EmailIngest:
     def __init__(
-        self, table: AddressStore, raw_messages: RawMessageStore, waiter: Waiter, settings: Settings, clock: Clock
+        self,
+        table: AddressStore,
+        raw_messages: RawMessageStore,
+        limiter: RateLimiter,
+        waiter: Waiter,
+        settings: Settings,
+        clock: Clock,
     ) -> None:
         self._table = table
         self._raw_messages = raw_messages
+        self._limiter = limiter
         self._waiter = waiter
         self._settings = settings
         self._clock = clock
@@ -106,10 +116,11 @@ class EmailIngest:
         """Append the message to every live address among its recipients.
 
         Returns the event each address got. Strangers, unknown, expired or
-        deleted addresses and full feeds are logged and skipped, never
-        raised: the receiver would only redeliver into the same refusal.
-        Storage trouble and a message missing from storage are raised, so
-        the receiver retries and, failing that, keeps the delivery.
+        deleted addresses, addresses past their mail rate and full feeds are
+        logged with the reason and skipped, never raised: the receiver would
+        only redeliver into the same refusal. Storage trouble and a message
+        missing from storage are raised, so the receiver retries and,
+        failing that, keeps the delivery.
         """
         address_ids = self._address_ids(delivery)
         if not address_ids:
@@ -123,13 +134,29 @@ class EmailIngest:
         results: dict[str, AppendResult] = {}
         for address_id in address_ids:
             try:
+                if not delivery.rate_counted:
+                    self.count_message(address_id)
                 results[address_id] = self._append(address_id, claims, event)
-            except (Unauthorized, QuotaExceeded) as refusal:
+            except (Unauthorized, QuotaExceeded, RateLimited) as refusal:
                 logger.info(
                     "email not delivered",
                     extra={"message_id": delivery.message_id, "address_id": address_id, "reason": refusal.code},
                 )
         return results
+
+    def count_message(self, address_id: str) -> None:
+        """One message against the address's mail rate; `RateLimited` when it is spent for this minute."""
+        limit = self._settings.email_rate_per_minute
+        retry_after = self._limiter.hit("email", address_id, limit=limit, now=self._clock())
+        if retry_after is not None:
+            raise RateLimited(f"At most {limit} messages per address per minute.", retry_after=retry_after)
+
+    def recipient_address(self, recipient: str) -> str | None:
+        """The address id a recipient names at the email domain, or None for anyone else."""
+        local, _, domain = recipient.strip().strip("<>").lower().rpartition("@")
+        if domain != self._settings.email_domain.lower() or not _ADDRESS_ID.fullmatch(local):
+            return None
+        return local
 
     def replay(self, address_id: str, read_token: str | None, message_id: str) -> AppendResult:
         """Ingest a stored message for one address again (recovery).
@@ -152,8 +179,8 @@ class EmailIngest:
         """Recipients that are Cairn addresses, each once, in envelope order."""
         found: list[str] = []
         for recipient in delivery.recipients:
-            local, _, domain = recipient.strip().strip("<>").lower().rpartition("@")
-            if domain != self._settings.email_domain.lower() or not _ADDRESS_ID.fullmatch(local):
+            local = self.recipient_address(recipient)
+            if local is None:
                 logger.info("email for a stranger", extra={"message_id": delivery.message_id, "recipient": recipient})
             elif local not in found:
                 found.append(local)
