@@ -23,6 +23,7 @@ from cairn.dynamodb.state_table import StateTable
 from cairn.dynamodb.waiters import PollingWaiter
 from cairn.email.attachments import EmailAttachments
 from cairn.email.ingest import EmailIngest
+from cairn.email.retention import MailRetention
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.store import RuntimeStore
 from cairn.settings import Settings
@@ -63,9 +64,12 @@ class Services:
         state_table = StateTable(client, settings.table_name)
         feed = Feed(table, limiter, waiter, settings, clock)
         raw_messages = raw_message_store(settings)
+        mail_retention = MailRetention(table, raw_messages, settings, clock)
         return cls(
             settings=settings,
-            provisioning=Provisioning(table, state_table, limiter, settings, clock),
+            provisioning=Provisioning(
+                table, state_table, limiter, settings, clock, before_delete=mail_retention.forget_address
+            ),
             inbox=Inbox(table, waiter, settings, clock),
             feed=feed,
             state=AddressState(table, state_table, waiter, settings, clock),

@@ -77,6 +77,7 @@ class Feed:
             address_id,
             record.read_token_digest,
             floor=record.trimmed_through,
+            last=record.last_sequence,
             through=min(through, record.last_sequence),
             include_unacknowledged=include_unacknowledged,
             now=now,
@@ -97,8 +98,13 @@ class Feed:
         return event
 
     def count_poll(self, address_id: str) -> None:
-        """One use of the per-address poll rate; polls and attachment downloads share it."""
-        limit = self._settings.poll_rate_per_minute
-        retry_after = self._limiter.hit("poll", address_id, limit=limit, now=self._clock())
-        if retry_after is not None:
-            raise RateLimited(f"At most {limit} polls per address per minute.", retry_after=retry_after)
+        """One use of the per-address poll rate; polls, describes and attachment downloads share it."""
+        count_read(self._limiter, self._settings, address_id, now=self._clock())
+
+
+def count_read(limiter: RateLimiter, settings: Settings, address_id: str, *, now: float) -> None:
+    """One use of the per-address read rate (`RateLimited` when spent): every read that costs storage counts."""
+    limit = settings.poll_rate_per_minute
+    retry_after = limiter.hit("poll", address_id, limit=limit, now=now)
+    if retry_after is not None:
+        raise RateLimited(f"At most {limit} polls per address per minute.", retry_after=retry_after)

@@ -120,12 +120,14 @@ class AddressStore(Protocol):
         read_token_digest: str,
         *,
         floor: int,
+        last: int,
         through: int,
         include_unacknowledged: bool,
         now: float,
     ) -> TrimResult:
         """Remove the oldest events up to `through`, stopping before the first live unacknowledged one
-        unless `include_unacknowledged`; the head keeps how far the feed is trimmed (`floor` as read).
+        unless `include_unacknowledged`; the head keeps how far the feed is trimmed (`floor` and `last`
+        as read).
         `Unauthorized` when the digest no longer opens the address."""
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from cairn.addresses.models import AddressRecord, Event, EventRef, IdempotencyClaim, NewEvent, legacy_surface
 from cairn.addresses.ports import CredentialKind
-from cairn.dynamodb import blobs, keys
+from cairn.dynamodb import blobs, feed_counts, keys
 from cairn.dynamodb.items import get_int, get_n, get_s, key, n, s
 
 Item = dict[str, Any]
@@ -35,6 +35,7 @@ def head_item(record: AddressRecord) -> Item:
         READ_TOKEN: s(record.read_token_digest),
         CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]: s(record.inbox_secret_digest),
         LAST_SEQUENCE: n(0),
+        feed_counts.COUNTED: {"BOOL": True},
     }
     if record.task_id is not None:
         item["task_id"] = s(record.task_id)

@@ -15,7 +15,7 @@ import hmac
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -34,7 +34,7 @@ from cairn.addresses.models import (
 )
 from cairn.addresses.ports import AppendRequest, StateMoved
 from cairn.addresses.quota import FeedQuota
-from cairn.dynamodb import address_items, blobs, keys, state_items, table_ops
+from cairn.dynamodb import address_items, blobs, feed_counts, keys, state_items, table_ops
 from cairn.dynamodb.address_items import CREDENTIAL_ATTRIBUTES, DELETED, LAST_SEQUENCE, READ_TOKEN
 from cairn.dynamodb.feed_trim import trim_feed
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
@@ -186,13 +186,15 @@ class AddressTable:
             "#last = :last AND attribute_not_exists(#deleted)"
             " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
         )
-        names = {"#last": LAST_SEQUENCE, "#deleted": DELETED}
-        values = {":new": n(new_last), ":last": n(last), ":now": n(int(now))}
+        expires_at = int(now) + self._retention
+        counted = feed_counts.on_append(last, len(request.events), expires_at, self._quota.max_events)
+        names = {"#last": LAST_SEQUENCE, "#deleted": DELETED, **counted.names}
+        values = {":new": n(new_last), ":last": n(last), ":now": n(int(now)), **counted.values}
         head: dict[str, Any] = {
             "Update": {
                 "TableName": self._table,
                 "Key": key(pk, keys.META),
-                "UpdateExpression": "SET #last = :new",
+                "UpdateExpression": counted.expression(leading_sets="#last = :new"),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -205,7 +207,6 @@ class AddressTable:
         head["Update"]["ConditionExpression"] = condition
         actions: list[dict] = [head]
         refs: list[EventRef] = []
-        expires_at = int(now) + self._retention
         for offset, event in enumerate(request.events, start=1):
             sequence = last + offset
             ref = EventRef(id=event_id(sequence, credentials.new_suffix()), sequence=sequence)
@@ -333,8 +334,12 @@ class AddressTable:
         return FeedPage(events=events, has_more=False)
 
     def count_events(self, address_id: str, *, now: float) -> FeedCounts:
-        retained = unacknowledged = 0
+        """The feed's depth from the head's counters (`feed_counts`); read from the events for older heads."""
         pk = keys.address_pk(address_id)
+        head = self._client.get_item(TableName=self._table, Key=key(pk, keys.META), ConsistentRead=True).get("Item")
+        if head and feed_counts.COUNTED in head:
+            return feed_counts.counts(head, now=now)
+        retained = unacknowledged = 0
         projection = "expires_at, acknowledged_at"
         for item in table_ops.query_prefix(
             self._client, self._table, pk, keys.EVENT_PREFIX, ProjectionExpression=projection
@@ -368,26 +373,68 @@ class AddressTable:
         return address_items.claimed_ref(item)
 
     def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
-        """Mark an event handled; the first acknowledgement's time is kept."""
+        """Mark an event handled; the first acknowledgement's time is kept.
+
+        The first one is counted on the head in the same transaction
+        (`feed_counts`); a repeat reads the event and changes nothing.
+        """
         pk = keys.address_pk(address_id)
+        event = self._acknowledgeable(address_id, sequence, event_id_text, now=now)
+        if event is None:
+            return None
+        if event.acknowledged_at is not None:
+            return event
+        counted = feed_counts.on_acknowledge(sequence)
+        acknowledged_at = round(now, 3)
+        actions = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(pk, keys.event_sk(sequence)),
+                    "UpdateExpression": "SET acknowledged_at = :at",
+                    "ConditionExpression": (
+                        "event_id = :id AND expires_at > :now AND attribute_not_exists(acknowledged_at)"
+                    ),
+                    "ExpressionAttributeValues": {
+                        ":at": n(acknowledged_at),
+                        ":id": s(event_id_text),
+                        ":now": n(int(now)),
+                    },
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(pk, keys.META),
+                    "UpdateExpression": counted.expression(),
+                    "ConditionExpression": "attribute_exists(pk)",
+                    "ExpressionAttributeNames": counted.names,
+                    "ExpressionAttributeValues": counted.values,
+                }
+            },
+        ]
         try:
-            response = self._client.update_item(
-                TableName=self._table,
-                Key=key(pk, keys.event_sk(sequence)),
-                UpdateExpression="SET acknowledged_at = if_not_exists(acknowledged_at, :now)",
-                ConditionExpression="event_id = :id AND expires_at > :now_s",
-                ExpressionAttributeValues={
-                    ":now": n(round(now, 3)),
-                    ":id": s(event_id_text),
-                    ":now_s": n(int(now)),
-                },
-                ReturnValues="ALL_NEW",
-            )
+            table_ops.transact_write(self._client, actions)
         except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                return None
-            raise
-        return address_items.event_from_item(response["Attributes"], get_s(response["Attributes"], "data"))
+            if error_code(error) != "TransactionCanceledException":
+                raise
+            reasons = cancellation_reasons(error)
+            if not any(reason.get("Code") == CONDITION_FAILED for reason in reasons):
+                raise Unavailable("The address is too busy right now; retry shortly.") from error
+            # Acknowledged by a racing request (its time is kept), trimmed, or the address is gone.
+            again = self._acknowledgeable(address_id, sequence, event_id_text, now=now)
+            return again if again is not None and again.acknowledged_at is not None else None
+        return replace(event, acknowledged_at=acknowledged_at)
+
+    def _acknowledgeable(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
+        """The live event with this id, its data only when inline (an acknowledgement answers without it)."""
+        response = self._client.get_item(
+            TableName=self._table, Key=key(keys.address_pk(address_id), keys.event_sk(sequence)), ConsistentRead=True
+        )
+        item = response.get("Item")
+        if not item or get_int(item, "expires_at") <= now or get_s(item, "event_id") != event_id_text:
+            return None
+        return address_items.event_from_item(item, get_s(item, "data"))
 
     def trim(
         self,
@@ -395,6 +442,7 @@ class AddressTable:
         read_token_digest: str,
         *,
         floor: int,
+        last: int,
         through: int,
         include_unacknowledged: bool,
         now: float,
@@ -405,6 +453,7 @@ class AddressTable:
             address_id,
             read_token_digest,
             floor=floor,
+            counted_from=max(last - self._quota.max_events + 1, 0),
             through=through,
             include_unacknowledged=include_unacknowledged,
             now=now,

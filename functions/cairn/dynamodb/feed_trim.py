@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from cairn.addresses.models import TrimResult
-from cairn.dynamodb import blobs, keys, table_ops
+from cairn.dynamodb import blobs, feed_counts, keys, table_ops
 from cairn.dynamodb.address_items import DELETED, READ_TOKEN, TRIMMED_THROUGH
 from cairn.dynamodb.items import error_code, get_int, get_s, key, n, s
 from cairn.errors import Unauthorized, Unavailable
@@ -37,6 +37,7 @@ def trim_feed(
     read_token_digest: str,
     *,
     floor: int,
+    counted_from: int,
     through: int,
     include_unacknowledged: bool,
     now: float,
@@ -45,11 +46,14 @@ def trim_feed(
 
     Without `include_unacknowledged` the trim stops before the first live
     event not yet acknowledged: that event and all after it stay.
-    `floor` is the head's `trimmed_through` as the caller read it.
+    `floor` is the head's `trimmed_through` as the caller read it; the
+    head's counters (`feed_counts`) of sequences from `counted_from` on
+    are reduced by what the trim removes, in the update that marks it.
     """
     pk = keys.address_pk(address_id)
     cut = through
     doomed: list[dict[str, Any]] = []
+    acknowledged: list[int] = []
     trimmed = 0
     events = table_ops.query_range(
         client,
@@ -68,8 +72,10 @@ def trim_feed(
             break
         doomed.extend(_item_keys(client, table, item))
         trimmed += live and sequence > floor
+        if "acknowledged_at" in item:
+            acknowledged.append(sequence)
     cut = max(cut, floor)
-    _mark(client, table, pk, read_token_digest, cut)
+    _mark(client, table, pk, read_token_digest, cut, _uncounted(floor, cut, counted_from, acknowledged))
     table_ops.batch_delete(
         client,
         table,
@@ -79,19 +85,44 @@ def trim_feed(
     return TrimResult(trimmed=trimmed, trimmed_through=cut)
 
 
-def _mark(client: DynamoDBClient, table: str, pk: str, read_token_digest: str, cut: int) -> None:
-    """Raise the head's `trimmed_through` to `cut` (never lower it), under the read token."""
+def _uncounted(floor: int, cut: int, counted_from: int, acknowledged: list[int]) -> feed_counts.HeadUpdate:
+    """Per counted block, the sequences in (`floor`, `cut`] and the acknowledged events among them.
+
+    Every sequence up to the head was appended and counted once, so the
+    range itself says how many leave, whether TTL has reaped some or not.
+    """
+    removed: dict[int, tuple[int, int]] = {}
+    for sequence in range(max(floor + 1, counted_from), cut + 1):
+        events, acks = removed.get(feed_counts.block_of(sequence), (0, 0))
+        removed[feed_counts.block_of(sequence)] = (events + 1, acks)
+    for sequence in acknowledged:
+        block = feed_counts.block_of(sequence)
+        if floor < sequence <= cut and block in removed:
+            events, acks = removed[block]
+            removed[block] = (events, acks + 1)
+    return feed_counts.on_trim(removed)
+
+
+def _mark(
+    client: DynamoDBClient, table: str, pk: str, read_token_digest: str, cut: int, counted: feed_counts.HeadUpdate
+) -> None:
+    """Raise the head's `trimmed_through` to `cut` (never lower it), under the read token, uncounting what goes."""
     try:
         client.update_item(
             TableName=table,
             Key=key(pk, keys.META),
-            UpdateExpression="SET #trimmed = :cut",
+            UpdateExpression=counted.expression(leading_sets="#trimmed = :cut"),
             ConditionExpression=(
                 "#cred = :digest AND attribute_not_exists(#deleted)"
                 " AND (attribute_not_exists(#trimmed) OR #trimmed < :cut)"
             ),
-            ExpressionAttributeNames={"#cred": READ_TOKEN, "#deleted": DELETED, "#trimmed": TRIMMED_THROUGH},
-            ExpressionAttributeValues={":digest": s(read_token_digest), ":cut": n(cut)},
+            ExpressionAttributeNames={
+                "#cred": READ_TOKEN,
+                "#deleted": DELETED,
+                "#trimmed": TRIMMED_THROUGH,
+                **counted.names,
+            },
+            ExpressionAttributeValues={":digest": s(read_token_digest), ":cut": n(cut), **counted.values},
         )
     except ClientError as error:
         if error_code(error) != "ConditionalCheckFailedException":

@@ -19,7 +19,7 @@ from email.message import EmailMessage
 from aws_lambda_powertools import Logger
 
 from cairn import credentials, jsontext
-from cairn.addresses.access import authenticate
+from cairn.addresses.access import authenticate, is_live
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
 from cairn.addresses.ports import AddressStore, AppendRequest, RateLimiter, Waiter
 from cairn.clock import Clock
@@ -80,6 +80,14 @@ def _claim(key: str, request: str) -> IdempotencyClaim:
     return IdempotencyClaim(key_digest=credentials.digest(key), request_digest=credentials.digest(request))
 
 
+def address_id_of(recipient: str, email_domain: str) -> str | None:
+    """The address id a recipient names at the email domain, or None for anyone else."""
+    local, _, domain = recipient.strip().strip("<>").lower().rpartition("@")
+    if domain != email_domain.lower() or not _ADDRESS_ID.fullmatch(local):
+        return None
+    return local
+
+
 class StoredMessageMissing(Exception):
     """The receiver announced a message that is not in storage.
 
@@ -124,25 +132,40 @@ class EmailIngest:
         """
         address_ids = self._address_ids(delivery)
         if not address_ids:
+            self._discard(delivery.message_id)
             return {}
         raw = self._raw_messages.load(delivery.message_id)
         if raw is None:
+            if not any(is_live(self._table, address_id, now=self._clock()) for address_id in address_ids):
+                # Discarded by an earlier delivery of the same message: nobody here to keep it for.
+                return {}
             raise StoredMessageMissing(delivery.message_id)
         message = mime.parse(raw)
         event = self._event(delivery.message_id, message, delivery.verdicts)
         claims = email_claims(delivery.message_id, mime.message_id(message))
         results: dict[str, AppendResult] = {}
+        refusals: set[str] = set()
         for address_id in address_ids:
             try:
                 if not delivery.rate_counted:
                     self.count_message(address_id)
                 results[address_id] = self._append(address_id, claims, event)
             except (Unauthorized, QuotaExceeded, RateLimited) as refusal:
+                refusals.add(refusal.code)
                 logger.info(
                     "email not delivered",
                     extra={"message_id": delivery.message_id, "address_id": address_id, "reason": refusal.code},
                 )
+        # Kept while an owner may replay it (a full feed, a spent rate); mail for no address is not kept.
+        if not results and refusals <= {Unauthorized.code}:
+            self._discard(delivery.message_id)
         return results
+
+    def _discard(self, message_id: str) -> None:
+        self._raw_messages.delete(message_id)
+        logger.info("stored email deleted", extra={"message_id": message_id, "reason": "no_address"})
+
+
 
     def count_message(self, address_id: str) -> None:
         """One message against the address's mail rate; `RateLimited` when it is spent for this minute."""
@@ -153,10 +176,7 @@ class EmailIngest:
 
     def recipient_address(self, recipient: str) -> str | None:
         """The address id a recipient names at the email domain, or None for anyone else."""
-        local, _, domain = recipient.strip().strip("<>").lower().rpartition("@")
-        if domain != self._settings.email_domain.lower() or not _ADDRESS_ID.fullmatch(local):
-            return None
-        return local
+        return address_id_of(recipient, self._settings.email_domain)
 
     def replay(self, address_id: str, read_token: str | None, message_id: str) -> AppendResult:
         """Ingest a stored message for one address again (recovery).
