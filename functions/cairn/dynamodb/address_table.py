@@ -148,6 +148,9 @@ class AddressTable:
         head and tries again, with a growing random pause so that no writer
         starves, until `_APPEND_BUDGET_SECONDS` have passed.
         """
+        if len(request.events) > self._quota.capacity(request.writer):
+            # More events than the feed may hold at all: no transaction could pass its quota check.
+            raise self._quota.refusal(request.writer)
         with self._append_locks[hash(request.address_id) % len(self._append_locks)]:
             return self._append(request)
 

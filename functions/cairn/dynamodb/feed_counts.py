@@ -73,7 +73,8 @@ def on_append(last: int, count: int, expires_at: int, max_events: int) -> HeadUp
     # Blocks wholly at or below `head - max_events` cannot hold a live event any more.
     behind_before = block_of(max(last - max_events + 1, 0))
     behind_after = block_of(max(new_last - max_events + 1, 0))
-    for index, block in enumerate(range(max(behind_before - 1, 0), behind_after)):
+    # Never a block this append counts in (an append larger than the feed fails its quota check anyway).
+    for index, block in enumerate(range(max(behind_before - 1, 0), min(behind_after, block_of(first)))):
         for prefix in _PREFIXES:
             placeholder = f"#old{prefix[1]}{index}"
             update.removes.append(placeholder)
