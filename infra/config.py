@@ -42,12 +42,14 @@ API_GATEWAY_TIMEOUT_SECONDS = 29
 LIMIT_DEFAULTS: Mapping[str, int] = {
     "event_retention_seconds": 30 * 86_400,
     "max_events": 1_000,
+    "owner_reserved_events": 50,
     "max_inbox_bytes": 1_000_000,
     "max_idempotency_key_length": 255,
     "min_expires_in_seconds": 60,
     "max_expires_in_seconds": 365 * 86_400,
     "create_rate_per_minute": 20,
     "poll_rate_per_minute": 30,
+    "email_rate_per_minute": 60,
     "max_wait_seconds": 25,
     "default_page_limit": 100,
     "max_page_limit": 1_000,
@@ -62,8 +64,8 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "outbound_verifications_per_day": 20,
 }
 
-# Zero means "never wait": the one limit for which zero makes sense.
-_LIMIT_MINIMUMS = {"max_wait_seconds": 0}
+# Zero means "never wait", and "no reserve": the limits for which zero makes sense.
+_LIMIT_MINIMUMS = {"max_wait_seconds": 0, "owner_reserved_events": 0}
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -135,6 +137,9 @@ class StageConfig:
         unknown = set(self.limits) - set(LIMIT_DEFAULTS)
         if unknown:
             raise ValueError(f"unknown limits {sorted(unknown)}")
+        limits = {**LIMIT_DEFAULTS, **self.limits}
+        if limits["owner_reserved_events"] >= limits["max_events"]:
+            raise ValueError("'owner_reserved_events' must be below 'max_events': outsiders need a slot")
         object.__setattr__(self, "limits", {**LIMIT_DEFAULTS, **self.limits})
         if self.limits["max_wait_seconds"] >= API_GATEWAY_TIMEOUT_SECONDS:
             raise ValueError(

@@ -79,16 +79,17 @@ class RawMessageBucket(Construct):
             "logs that would outlive the mail it describes.",
         )
 
-    def grant_read_messages(self, function: lambda_.IFunction) -> None:
-        """Let `function` read raw messages, and learn when one is gone.
+    def grant_read_messages(self, function: lambda_.IFunction, *, delete: bool = False) -> None:
+        """Let `function` read raw messages, and learn when one is gone; with `delete`, discard them.
 
         Without s3:ListBucket, S3 answers a missing key with 403 AccessDenied
         instead of 404 NoSuchKey, and an expired message would look like a
-        permission failure instead of "attachment unavailable".
+        permission failure instead of "attachment unavailable". Ingest
+        discards mail for no address, and the API a deleted address's mail.
         """
         function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["s3:GetObject"],
+                actions=["s3:GetObject", *(["s3:DeleteObject"] if delete else [])],
                 resources=[self.bucket.arn_for_objects(f"{MESSAGE_PREFIX}*")],
             )
         )
@@ -105,7 +106,7 @@ class RawMessageBucket(Construct):
             cast(iam.IRole, function.role),
             f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{MESSAGE_PREFIX}*]",
             "Message keys are SES message ids, unknown until mail arrives; the wildcard is "
-            "limited to the inbound prefix of this one bucket and to s3:GetObject.",
+            "limited to the inbound prefix of this one bucket and to reading (and discarding) messages.",
         )
 
     @property
@@ -174,7 +175,7 @@ class InboundEmail(Construct):
             removal_policy=config.removal_policy,
             on_failure=destinations.SqsDestination(self.failures.queue),
         )
-        self.messages.grant_read_messages(self.ingest.function)
+        self.messages.grant_read_messages(self.ingest.function, delete=True)
         self._admit_only_this_rule(config)
 
         self.rule_set = ses.ReceiptRuleSet(

@@ -76,9 +76,9 @@ class CairnStack(Stack):
                 self, "DownloadFunction", code=code, environment=environment, config=config
             ).function
             storage.grant_store_access(downloads)
-            # Attachment downloads and replays re-read the stored message.
+            # Attachment downloads and replays re-read the stored message; deleting an address discards its mail.
             for reader in (api_function, downloads):
-                email.messages.grant_read_messages(reader)
+                email.messages.grant_read_messages(reader, delete=reader is api_function)
                 for name, value in email.messages.environment.items():
                     reader.add_environment(name, value)
             functions["email-ingest"] = email.ingest.function

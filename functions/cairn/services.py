@@ -27,6 +27,7 @@ from cairn.email.attachments import EmailAttachments
 from cairn.email.contacts import Contacts
 from cairn.email.ingest import EmailIngest
 from cairn.email.outbound_ports import OutboundMailer
+from cairn.email.retention import MailRetention
 from cairn.email.sending import Sending
 from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.store import RuntimeStore
@@ -66,6 +67,7 @@ class Services:
             settings.table_name,
             retention_seconds=settings.event_retention_seconds,
             max_events=settings.max_events,
+            owner_reserve=settings.owner_reserved_events,
         )
         limiter = RateLimiter(client, settings.table_name)
         state_table = StateTable(client, settings.table_name)
@@ -73,13 +75,16 @@ class Services:
         raw_messages = raw_message_store(settings)
         mailer = mailer or _configured_mailer(settings)
         contacts = ContactTable(client, settings.table_name)
+        mail_retention = MailRetention(table, raw_messages, settings, clock)
         return cls(
             settings=settings,
-            provisioning=Provisioning(table, state_table, limiter, settings, clock),
+            provisioning=Provisioning(
+                table, state_table, limiter, settings, clock, before_delete=mail_retention.forget_address
+            ),
             inbox=Inbox(table, waiter, settings, clock),
             feed=feed,
             state=AddressState(table, state_table, waiter, settings, clock),
-            email=EmailIngest(table, raw_messages, waiter, settings, clock),
+            email=EmailIngest(table, raw_messages, limiter, waiter, settings, clock),
             attachments=EmailAttachments(table, raw_messages, feed, settings, clock),
             contacts=Contacts(table, contacts, limiter, mailer, settings, clock),
             sending=Sending(

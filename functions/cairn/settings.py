@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DAY_SECONDS = 86_400
@@ -32,6 +32,9 @@ class Settings(BaseSettings):
 
     event_retention_seconds: int = Field(default=30 * DAY_SECONDS, ge=1)
     max_events: int = Field(default=1_000, ge=1)
+    # The last slots of every feed, which only the owner's own writes (state
+    # changes, sends) may fill: inbox posts and mail stop at max_events - this.
+    owner_reserved_events: int = Field(default=50, ge=0)
     max_inbox_bytes: int = Field(default=1_000_000, ge=1)
     max_idempotency_key_length: int = Field(default=255, ge=1)
     min_expires_in_seconds: int = Field(default=60, ge=1)
@@ -39,6 +42,8 @@ class Settings(BaseSettings):
 
     create_rate_per_minute: int = Field(default=20, ge=1)
     poll_rate_per_minute: int = Field(default=30, ge=1)
+    # Messages one address accepts per minute; more are refused (SMTP) or dropped with a logged reason (SES).
+    email_rate_per_minute: int = Field(default=60, ge=1)
 
     max_wait_seconds: int = Field(default=25, ge=0, le=28)
     default_page_limit: int = Field(default=100, ge=1)
@@ -73,6 +78,12 @@ class Settings(BaseSettings):
     outbound_max_text_bytes: int = Field(default=10_000, ge=1)
     outbound_max_contacts: int = Field(default=10, ge=1)
     outbound_verifications_per_day: int = Field(default=20, ge=1)
+
+    @model_validator(mode="after")
+    def _outsiders_keep_a_slot(self) -> Settings:
+        if self.owner_reserved_events >= self.max_events:
+            raise ValueError("owner_reserved_events must be below max_events")
+        return self
 
     @field_validator("email_ingress_surface")
     @classmethod

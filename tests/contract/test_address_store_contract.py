@@ -21,6 +21,7 @@ from cairn.addresses.ports import (
     StateMoved,
     StateStore,
 )
+from cairn.addresses.quota import Writer
 from cairn.addresses.state_model import KeyChange, StateChanges, StateEntry, StateLimits
 from cairn.dynamodb.address_table import AddressTable
 from cairn.dynamodb.client import make_client
@@ -31,6 +32,7 @@ from cairn.settings import Settings
 
 RETENTION = 3_600
 MAX_EVENTS = 5
+RESERVE = 2
 LIMITS = StateLimits(max_keys=2, max_bytes=1_000)
 READ_TOKEN = "read-token"
 INBOX_SECRET = "inbox-secret"
@@ -42,13 +44,16 @@ class Stores:
     state: StateStore
     # A second writer with its own head hints, as another process would be.
     other: AddressStore
+    # A writer keeping the last RESERVE slots for the owner.
+    reserved: AddressStore
 
 
 def _stores(client, table: str) -> Stores:
     def address_table() -> AddressTable:
         return AddressTable(client, table, retention_seconds=RETENTION, max_events=MAX_EVENTS)
 
-    return Stores(addresses=address_table(), state=StateTable(client, table), other=address_table())
+    reserved = AddressTable(client, table, retention_seconds=RETENTION, max_events=MAX_EVENTS, owner_reserve=RESERVE)
+    return Stores(addresses=address_table(), state=StateTable(client, table), other=address_table(), reserved=reserved)
 
 
 @pytest.fixture(params=["moto", "dynamodb_local"])
@@ -209,6 +214,44 @@ def test_the_feed_holds_at_most_max_events(stores: Stores) -> None:
     assert stores.addresses.load(record.id).last_sequence == MAX_EVENTS
     # Once the retained events expire, the feed has room again.
     assert append(stores.addresses, record, event(), now=NOW + RETENTION + 1).events[0].sequence == MAX_EVENTS + 1
+
+
+def test_only_the_owner_fills_the_reserved_slots(stores: Stores) -> None:
+    reserved = stores.reserved
+    record = new_address(stores, now=NOW)
+    append(reserved, record, *[event(n) for n in range(MAX_EVENTS - RESERVE)], now=NOW)
+    for outsider in (inbox(), None):
+        with pytest.raises(QuotaExceeded):
+            append(reserved, record, event(), now=NOW, credential=outsider)
+    owned = append(reserved, record, event(), event(), now=NOW, credential=owner(), writer=Writer.OWNER)
+    assert [ref.sequence for ref in owned.events] == [MAX_EVENTS - 1, MAX_EVENTS]
+    with pytest.raises(QuotaExceeded):
+        append(reserved, record, event(), now=NOW, credential=owner(), writer=Writer.OWNER)
+
+
+def test_a_trim_removes_the_oldest_events_and_frees_their_slots(stores: Stores) -> None:
+    record = new_address(stores, now=NOW)
+    refs = append(stores.addresses, record, *[event(n) for n in range(MAX_EVENTS)], now=NOW).events
+    stores.addresses.acknowledge(record.id, 1, refs[0].id, now=NOW)
+    stores.addresses.acknowledge(record.id, 3, refs[2].id, now=NOW)
+    digest = credentials.digest(READ_TOKEN)
+    trim = {"last": MAX_EVENTS, "now": NOW}
+    acked = stores.addresses.trim(record.id, digest, floor=0, through=4, include_unacknowledged=False, **trim)
+    assert (acked.trimmed, acked.trimmed_through) == (1, 1), "stops before event 2, not acknowledged"
+    everything = stores.addresses.trim(record.id, digest, floor=1, through=3, include_unacknowledged=True, **trim)
+    assert (everything.trimmed, everything.trimmed_through) == (2, 3)
+    assert stores.addresses.load(record.id).trimmed_through == 3
+    page = stores.addresses.list_events(record.id, after=0, limit=10, now=NOW, max_bytes=10_000)
+    assert [e.sequence for e in page.events] == [4, 5]
+    assert append(stores.addresses, record, event(), event(), event(), now=NOW).events[0].sequence == 6
+    with pytest.raises(QuotaExceeded):
+        append(stores.addresses, record, event(), now=NOW)
+    with pytest.raises(Unauthorized):
+        stores.addresses.trim(
+            record.id, credentials.digest("wrong"), floor=3, through=5, include_unacknowledged=True, last=8, now=NOW
+        )
+    counts = stores.addresses.count_events(record.id, now=NOW)
+    assert (counts.retained, counts.unacknowledged) == (5, 5)
 
 
 @pytest.mark.parametrize(

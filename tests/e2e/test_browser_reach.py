@@ -35,7 +35,7 @@ def nothing_was_written(client: httpx.Client) -> bool:
 
 @pytest.mark.parametrize(("path", "body"), WORKER_POSTS, ids=["runtime", "memory", "mcp"])
 def test_a_page_of_another_origin_can_neither_preflight_nor_send(served: ServeProcess, path: str, body: dict):
-    with served.client() as client:
+    with served.worker_client() as client:
         preflight = client.options(
             path,
             headers={"Origin": EVIL, "Access-Control-Request-Method": "POST",
@@ -54,7 +54,7 @@ def test_a_page_of_another_origin_can_neither_preflight_nor_send(served: ServePr
 
 @pytest.mark.parametrize(("path", "body"), WORKER_POSTS[:2], ids=["runtime", "memory"])
 def test_worker_routes_take_json_only_and_grant_no_cors(served: ServeProcess, path: str, body: dict):
-    with served.client() as client:
+    with served.worker_client() as client:
         untyped = client.post(path, content=httpx.Request("POST", "/", json=body).content)
         text = client.post(path, content=httpx.Request("POST", "/", json=body).content,
                            headers={"Content-Type": "text/plain"})
@@ -67,7 +67,7 @@ def test_worker_routes_take_json_only_and_grant_no_cors(served: ServeProcess, pa
 
 
 def test_address_routes_keep_cors_for_pages_holding_a_token(served: ServeProcess):
-    with served.client() as client:
+    with served.worker_client() as client:
         preflight = client.options(
             "/api/v1/addresses", headers={"Origin": EVIL, "Access-Control-Request-Method": "POST"}
         )
@@ -77,7 +77,7 @@ def test_address_routes_keep_cors_for_pages_holding_a_token(served: ServeProcess
 
 
 def test_a_rebound_host_name_is_refused_and_local_names_are_served(served: ServeProcess):
-    with served.client() as client:
+    with served.worker_client() as client:
         rebound = client.get("/healthz", headers={"Host": f"evil.example:{served.port}"})
         assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "host_not_allowed"
         posted = client.post("/api/v1/runtime/create_session", json=SESSION, headers={"Host": "evil.example"})

@@ -117,3 +117,37 @@ def test_a_message_sent_twice_makes_one_event_and_mail_without_message_id_makes_
             headers=auth(created),
         )
         assert replayed.json() == {"duplicate": True, "event": {"id": approval["id"], "sequence": approval["sequence"]}}
+
+
+def test_mail_past_an_address_rate_is_refused_at_rcpt_for_that_address_only(tmp_path, dynamodb_local, local_table):
+    env = {"CAIRN_EMAIL_RATE_PER_MINUTE": "1"}
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+        with server.client() as client:
+            busy, quiet = provision(client), provision(client)
+            recipients = [busy["address"]["email"], quiet["address"]["email"]]
+            with smtplib.SMTP("127.0.0.1", server.smtp_port, timeout=10) as smtp:
+                assert smtp.sendmail("a@example.org", recipients[:1], "Subject: one\r\n\r\n1\r\n") == {}
+                refused = smtp.sendmail("a@example.org", recipients, "Subject: two\r\n\r\n2\r\n")
+            assert refused == {recipients[0]: (450, refused[recipients[0]][1])}
+            busy_events = client.get(busy["endpoints"]["events_url"], headers=auth(busy)).json()["events"]
+            quiet_events = client.get(quiet["endpoints"]["events_url"], headers=auth(quiet)).json()["events"]
+            assert [event["data"]["subject"] for event in busy_events] == ["one"]
+            assert [event["data"]["subject"] for event in quiet_events] == ["two"]
+
+
+def test_stored_mail_goes_with_its_address_and_mail_for_no_address_is_not_kept(served: ServeProcess):
+    mail_dir = served.data_dir / "email"
+
+    def kept() -> list[str]:
+        return sorted(path.name for path in mail_dir.iterdir() if not path.name.startswith("."))
+
+    with served.client() as client:
+        created = provision(client)
+        nobody = "addr_" + "a" * 26 + "@" + created["address"]["email"].rpartition("@")[2]
+        with smtplib.SMTP("127.0.0.1", served.smtp_port, timeout=10) as smtp:
+            assert smtp.sendmail("a@example.org", [created["address"]["email"]], "Subject: kept\r\n\r\n1\r\n") == {}
+            assert smtp.sendmail("a@example.org", [nobody], "Subject: for nobody\r\n\r\n2\r\n") == {}
+        [event] = client.get(created["endpoints"]["events_url"], headers=auth(created)).json()["events"]
+        assert kept() == [event["data"]["message_id"]], "mail for no address is not kept"
+        assert client.delete(created["endpoints"]["address_url"], headers=auth(created)).status_code == 200
+        assert kept() == [], "deleting the address deletes its stored mail"

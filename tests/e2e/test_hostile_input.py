@@ -167,8 +167,9 @@ def test_an_unpaired_surrogate_escape_is_invalid_json_on_every_route(target: Tar
     assert_refused(target.client.post("/api/v1/addresses", content=b'{"name": ' + text + b"}", headers=JSON), 400, "invalid_json")
     memory = b'{"events": [{"type": "planner_note", "data": {"note": ' + text + b"}}]}"
     memory_events = "/api/v1/memory/agent/runs/run/events"
-    assert_refused(target.client.post(memory_events, content=memory, headers=JSON), 400, "invalid_json")
-    assert target.client.get(memory_events).json()["events"] == []
+    worker = target.server.worker_headers
+    assert_refused(target.client.post(memory_events, content=memory, headers={**JSON, **worker}), 400, "invalid_json")
+    assert target.client.get(memory_events, headers=worker).json()["events"] == []
     rpc = target.client.post("/mcp", content=b'{"jsonrpc": "2.0", "id": ' + text + b', "method": "ping"}', headers=JSON)
     assert rpc.status_code == 400 and rpc.json()["error"]["code"] == -32700
     assert target.snapshot() == before
@@ -348,12 +349,14 @@ def test_digits_that_are_not_ascii_are_refused_never_read_as_numbers(target: Tar
         ack = target.client.post(f"/api/v1/addresses/{target.id}/events/{event_id}/ack", headers=target.auth)
         assert_refused(ack, 404, "not_found")
     assert target.snapshot() == before
+    worker = target.server.worker_headers
     session = target.client.post("/api/v1/runtime/create_session", json={"session_id": "digits",
-                                                                         "created_at": "2026-11-29T12:00:00Z"})
+                                                                         "created_at": "2026-11-29T12:00:00Z"},
+                                 headers=worker)
     assert session.status_code == 200, session.text
     for cursor in ("²", "٣", "１"):
         page = target.client.post(
-            "/api/v1/runtime/list_session_run_records", json={"session_id": "digits", "cursor": cursor}
+            "/api/v1/runtime/list_session_run_records", json={"session_id": "digits", "cursor": cursor}, headers=worker
         )
         assert_refused(page, 422, "contract_error")
         assert "invalid cursor" in page.json()["error"]["message"]

@@ -41,6 +41,7 @@ EXAMPLES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: 40, GenerationMode.NE
 MINIMUM_CASES = {GenerationMode.POSITIVE: 2_000, GenerationMode.NEGATIVE: 1_200}
 MINIMUM_CASES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: 40, GenerationMode.NEGATIVE: 25}
 RUNTIME_PREFIX = "/api/v1/runtime/"
+WORKER_PREFIXES = (RUNTIME_PREFIX, "/api/v1/memory/")
 CHECKS = [not_a_server_error, response_schema_conformance]
 # Linked sequences: rounds of scenarios of up to this many calls each, until every group has
 # followed enough links.
@@ -92,7 +93,7 @@ def api_schema(fuzzed_server: ServeProcess):
     return schemathesis.openapi.from_url(f"{fuzzed_server.base_url}/openapi.json")
 
 
-def credentials_for(operation, created: dict) -> dict:
+def credentials_for(operation, created: dict, worker: dict[str, str]) -> dict:
     """Path parameters and headers that aim a valid case at the live address (and at one memory run).
 
     Random ids only ever reach the identical 401 (or 400 for memory ids); a
@@ -107,8 +108,13 @@ def credentials_for(operation, created: dict) -> dict:
         path_parameters["address_id"] = created["address"]["id"]
     if "{secret}" in operation.path:
         path_parameters["secret"] = created["endpoints"]["inbox_url"].rsplit("/", 1)[-1]
-    headers = {"Authorization": f"Bearer {created['credentials']['read_token']}"}
+    headers = worker if is_worker_route(operation) else {"Authorization": f"Bearer {created['credentials']['read_token']}"}
     return {"path_parameters": path_parameters, "headers": headers}
+
+
+def is_worker_route(operation) -> bool:
+    """The runtime and memory routes, which take the runtime key instead of an address token."""
+    return operation.path.startswith(WORKER_PREFIXES)
 
 
 def fuzz(operation, mode: GenerationMode, overrides: dict, base_url: str) -> tuple[int, str | None]:
@@ -149,7 +155,12 @@ def test_no_operation_answers_5xx_or_off_schema(
     started = time.monotonic()
     for result in api_schema.get_all_operations():
         operation = result.ok()
-        overrides = credentials_for(operation, known_address) if mode == GenerationMode.POSITIVE else {}
+        worker = fuzzed_server.worker_headers
+        if mode == GenerationMode.POSITIVE:
+            overrides = credentials_for(operation, known_address, worker)
+        else:
+            # Invalid cases still carry the runtime key, so they reach the decoders rather than its check.
+            overrides = {"headers": worker} if is_worker_route(operation) else {}
         sent, failure = fuzz(operation, mode, overrides, fuzzed_server.base_url)
         sent_by_operation[operation.path] += sent
         if failure:
@@ -274,6 +285,7 @@ def test_linked_sequences_answer_no_5xx_and_stay_on_schema(group: str, linked_do
     calls: Counter[str] = Counter()
     failures: list[str] = []
     base_url = fuzzed_server.base_url
+    headers = fuzzed_server.worker_headers if group == "runtime" else {}
 
     class LinkedCalls(schema.as_state_machine()):
         def step(self, input):
@@ -283,7 +295,7 @@ def test_linked_sequences_answer_no_5xx_and_stay_on_schema(group: str, linked_do
             return super().step(input)
 
         def get_call_kwargs(self, case) -> dict:
-            return {"base_url": base_url, "timeout": 30}
+            return {"base_url": base_url, "timeout": 30, "headers": headers}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs) -> None:
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import httpx
@@ -27,6 +28,7 @@ def keyed_server(dynamodb_local, local_table, tmp_path: Path):
         extra_args=["--runtime-key-file", str(key_file)],
     ) as server:
         yield server
+        assert not (server.data_dir / "runtime-key").exists(), "a given key wins: none is made"
 
 
 def test_a_key_on_the_command_line_works_with_a_warning(dynamodb_local, local_table, tmp_path: Path):
@@ -83,3 +85,28 @@ def test_requests_are_signed_with_sigv4_when_given_aws_credentials():
     assert authorization.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
     assert "/eu-west-1/execute-api/aws4_request" in authorization
     assert "x-amz-date" in seen[0].headers
+
+
+def test_serve_given_no_key_makes_one_keeps_it_owner_only_and_requires_it(dynamodb_local, local_table, tmp_path: Path):
+    data_dir = tmp_path / "data"
+    with ServeProcess(
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, data_dir=data_dir
+    ) as server:
+        key_file = data_dir / "runtime-key"
+        assert any(str(key_file) in line for line in server.output), server.output
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        key = server.runtime_key
+        assert len(key) >= 32
+        for path, body in (
+            ("/api/v1/runtime/load_session", {"session_id": "s"}),
+            ("/api/v1/memory/a/runs/r/events", None),
+        ):
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                refused = httpx.request("POST" if body else "GET", server.base_url + path, json=body, headers=headers)
+                assert refused.status_code == 401, (path, headers)
+        assert HttpRuntimeStore(server.base_url, runtime_key=key).create_session("keyed", T0).id == "keyed"
+    with ServeProcess(
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, data_dir=data_dir
+    ) as again:
+        assert again.runtime_key == key, "a restart keeps the key workers were given"
+        assert HttpRuntimeStore(again.base_url, runtime_key=key).load_session("keyed").id == "keyed"

@@ -192,7 +192,7 @@ def test_an_email_attachment_downloads_to_an_owner_only_file(served: ServeProces
 def test_the_runtime_store_client_is_part_of_the_sdk(served: ServeProcess):
     from cairn.runtime import HttpRuntimeStore
 
-    store = HttpRuntimeStore(served.base_url)
+    store = HttpRuntimeStore(served.base_url, runtime_key=served.runtime_key)
     assert store.create_session("sdk-session", datetime(2026, 1, 1, tzinfo=UTC)).id == "sdk-session"
 
 

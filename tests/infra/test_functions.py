@@ -191,8 +191,12 @@ def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synth
         assert as_list(statement["Resource"]) == [{"Fn::GetAtt": [table_id, "Arn"]}]
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
-def test_functions_may_only_read_raw_messages(full: Synthesis, handler: str) -> None:
+@pytest.mark.parametrize(
+    ("handler", "discards"), [(API_HANDLER, True), (EMAIL_HANDLER, True), (DOWNLOAD_HANDLER, False)]
+)
+def test_functions_may_only_read_raw_messages_and_discard_what_no_address_holds(
+    full: Synthesis, handler: str, discards: bool
+) -> None:
     bucket_id, _ = full.only("AWS::S3::Bucket")
     bucket_arn = {"Fn::GetAtt": [bucket_id, "Arn"]}
     _, properties = function_by_handler(full, handler)
@@ -202,8 +206,10 @@ def test_functions_may_only_read_raw_messages(full: Synthesis, handler: str) -> 
         for action in as_list(statement["Action"])
         if action.startswith("s3:")
     }
-    assert set(statements) == {"s3:GetObject", "s3:ListBucket"}
+    assert set(statements) == {"s3:GetObject", "s3:ListBucket", *(["s3:DeleteObject"] if discards else [])}
     assert statements["s3:GetObject"]["Resource"] == {"Fn::Join": ["", [bucket_arn, "/inbound/*"]]}
+    if discards:
+        assert statements["s3:DeleteObject"]["Resource"] == statements["s3:GetObject"]["Resource"]
     # Listing lets S3 answer 404 for an expired message instead of 403.
     assert statements["s3:ListBucket"]["Resource"] == bucket_arn
     assert statements["s3:ListBucket"]["Condition"] == {"StringLike": {"s3:prefix": "inbound/*"}}

@@ -198,6 +198,33 @@ def verify_address_delete(api: LambdaClient, created: dict, first: Reply, retry:
     assert remaining == []
 
 
+def with_three_events(api: LambdaClient) -> dict:
+    created = api.provision()
+    for n in range(3):
+        assert api.post_inbox(created, {"n": n}).status == 202
+    return created
+
+
+def send_trim(api: LambdaClient, created: dict) -> Reply:
+    url = path_of(created["endpoints"]["events_url"]) + "?through=2&include_unacknowledged=true"
+    return api.request("DELETE", url, token=token(created))
+
+
+def verify_trim(api: LambdaClient, created: dict, first: Reply, retry: Reply) -> None:
+    # The retry finishes a trim a fault cut short: nothing at or below the mark is left behind.
+    assert retry.status == 200, retry.text
+    assert retry.json()["trimmed_through"] == 2
+    page = api.poll(created).json()
+    assert ([event["sequence"] for event in page["events"]], page["trimmed_through"]) == ([3], 2)
+    remaining = make_client(api.services.settings).query(
+        TableName=api.services.settings.table_name,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
+        ExpressionAttributeValues={":pk": {"S": f"A#{created['address']['id']}"}, ":events": {"S": "E#"}},
+        ConsistentRead=True,
+    )["Items"]
+    assert [item["sk"]["S"] for item in remaining] == ["E#000000000003"]
+
+
 OPERATIONS = {
     "provision": Operation(provisioned, send_provision, verify_provision),
     "inbox_post": Operation(provisioned, send_delivery, verify_delivery),
@@ -206,6 +233,7 @@ OPERATIONS = {
     "state_delete": Operation(with_counter, send_state_delete, verify_state_delete),
     "state_batch": Operation(with_counter, send_state_batch, verify_state_batch),
     "address_delete": Operation(with_everything, send_address_delete, verify_address_delete),
+    "trim": Operation(with_three_events, send_trim, verify_trim),
 }
 
 
@@ -226,7 +254,7 @@ def test_a_fault_at_any_call_leaves_a_retryable_answer_and_one_result(faulty, na
         assert_success_or_retryable(first)
         retry = operation.send(api, created)
         operation.verify(api, created, first, retry)
-        if name not in ("provision", "address_delete"):
+        if name not in ("provision", "address_delete", "trim"):
             assert_state_matches_feed(api, created)
 
 

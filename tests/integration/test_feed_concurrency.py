@@ -61,7 +61,13 @@ def test_writers_in_separate_processes_share_one_sequence(dynamodb_local, local_
 
 def test_quota_holds_under_concurrent_posts(dynamodb_local, local_table, clock):
     api = LambdaClient(
-        make_services(table_name=local_table, dynamodb_endpoint=dynamodb_local.endpoint, clock=clock, max_events=10)
+        make_services(
+            table_name=local_table,
+            dynamodb_endpoint=dynamodb_local.endpoint,
+            clock=clock,
+            max_events=10,
+            owner_reserved_events=0,
+        )
     )
     created = api.provision()
     with ThreadPoolExecutor(max_workers=8) as pool:

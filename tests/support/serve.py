@@ -93,6 +93,20 @@ class ServeProcess:
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(40.0), **kwargs)
 
+    @property
+    def runtime_key(self) -> str:
+        """The key `cairn serve` made for itself (given none) and keeps in its data directory."""
+        return (self.data_dir / "runtime-key").read_text().strip()
+
+    @property
+    def worker_headers(self) -> dict[str, str]:
+        """What a worker sends on the runtime and memory routes: the runtime key as a bearer token."""
+        return {"Authorization": f"Bearer {self.runtime_key}"}
+
+    def worker_client(self, **kwargs: Any) -> httpx.Client:
+        """A client for the runtime and memory routes, carrying the runtime key on every request."""
+        return self.client(headers=self.worker_headers, **kwargs)
+
     def __enter__(self) -> ServeProcess:
         return self.start()
 

@@ -148,7 +148,7 @@ def test_wrong_inbox_secret_is_unauthorized(moto_api: LambdaClient):
 
 
 def test_full_feed_is_refused_until_events_expire(moto_env, clock):
-    api = LambdaClient.on_moto(clock, max_events=3, event_retention_seconds=3600)
+    api = LambdaClient.on_moto(clock, max_events=3, owner_reserved_events=0, event_retention_seconds=3600)
     created = api.provision()
     for n in range(3):
         assert api.post_inbox(created, {"n": n}, key=f"k{n}").status == 202
@@ -184,7 +184,7 @@ def test_poll_pages_with_cursor_limit_and_has_more(moto_api: LambdaClient):
     assert [e["data"]["n"] for e in page["events"]] == [2, 3, 4]
     assert page["next_cursor"] == 5 and page["has_more"] is False
     empty = moto_api.poll(created, after=5).json()
-    assert empty == {"events": [], "next_cursor": 5, "has_more": False}
+    assert empty == {"events": [], "next_cursor": 5, "has_more": False, "trimmed_through": 0}
 
 
 def test_poll_validates_its_query(moto_api: LambdaClient):

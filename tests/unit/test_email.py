@@ -243,7 +243,7 @@ def test_the_same_message_id_at_another_address_is_that_address_own_event(mail: 
 
 
 def test_mail_for_expired_addresses_or_full_feeds_is_dropped_quietly(make_mailroom, clock):
-    mail = make_mailroom(max_events=1)
+    mail = make_mailroom(max_events=1, owner_reserved_events=0)
     full, expiring = mail.api.provision(), mail.api.provision(expires_in_seconds=60)
     mail.receive(fixture_message("plain.eml", email_of(full)), [email_of(full)])
     mail.receive(fixture_message("alternative.eml", email_of(full)), [email_of(full)])
@@ -473,3 +473,56 @@ def test_huge_headers_are_cut_to_sane_sizes_and_flagged(mail: Mailroom):
     assert len(data["references"]) == 100 and data["references"][0] == "<0@thread.example>"
     assert data["truncated_fields"] == ["cc", "references", "subject"]
     assert data["text"] == "hello\n"
+
+
+def test_mail_past_an_address_rate_is_dropped_until_the_next_minute(make_mailroom, clock):
+    mail = make_mailroom(email_rate_per_minute=2)
+    created, other = mail.api.provision(), mail.api.provision()
+    for fixture in ("plain.eml", "alternative.eml", "html_only.eml"):
+        mail.receive(fixture_message(fixture, email_of(created)), [email_of(created), email_of(other)])
+    assert len(mail.emails(created)) == len(mail.emails(other)) == 2
+    clock.advance(60)
+    mail.receive(fixture_message("html_only.eml", email_of(created)), [email_of(created)])
+    assert len(mail.emails(created)) == 3
+
+
+def stored(mail: Mailroom, message_id: str) -> bool:
+    return "Contents" in mail.s3.list_objects_v2(Bucket=BUCKET, Prefix=PREFIX + message_id)
+
+
+def delete_address(mail: Mailroom, created: dict) -> int:
+    url = path_of(created["endpoints"]["address_url"])
+    return mail.api.request("DELETE", url, token=created["credentials"]["read_token"]).status
+
+
+def test_mail_for_no_live_address_is_not_kept(mail: Mailroom):
+    deleted = mail.api.provision()
+    assert delete_address(mail, deleted) == 200
+    for recipients in ([NOBODY], [STRANGER], [email_of(deleted), NOBODY]):
+        message_id = mail.receive(fixture_message("plain.eml", recipients[0]), recipients)
+        assert not stored(mail, message_id), recipients
+        # A redelivery finds nobody to keep it for: no error, no retry loop.
+        mail.invoke(ses_event(message_id, recipients))
+
+
+def test_mail_for_a_full_feed_is_kept_for_replay(make_mailroom):
+    mail = make_mailroom(max_events=1, owner_reserved_events=0)
+    created = mail.api.provision()
+    mail.receive(fixture_message("plain.eml", email_of(created)), [email_of(created)])
+    refused = mail.receive(fixture_message("alternative.eml", email_of(created)), [email_of(created)])
+    assert stored(mail, refused)
+
+
+def test_deleting_an_address_deletes_its_stored_mail_unless_another_named_address_holds_it(mail: Mailroom):
+    alone, first, second = mail.api.provision(), mail.api.provision(), mail.api.provision()
+    own = mail.receive(fixture_message("plain.eml", email_of(alone)), [email_of(alone)])
+    recipients = [email_of(first), email_of(second)]
+    shared = mail.receive(fixture_message("two_recipients.eml", *recipients), recipients)
+    assert stored(mail, own) and stored(mail, shared)
+    assert delete_address(mail, alone) == 200
+    assert not stored(mail, own)
+    assert delete_address(mail, first) == 200
+    assert stored(mail, shared), "the second address still holds it"
+    assert mail.replay(second, {"message_id": shared}).status == 200
+    assert delete_address(mail, second) == 200
+    assert not stored(mail, shared)

@@ -32,6 +32,13 @@ def test_a_missing_message_is_none(store: RawMessageStore):
     assert store.load("never-stored") is None
 
 
+def test_a_deleted_message_is_gone_and_deleting_again_is_harmless(store: RawMessageStore):
+    store.save("0q9s8r7p6o5n4m3l2k1j", MESSAGE)
+    store.delete("0q9s8r7p6o5n4m3l2k1j")
+    assert store.load("0q9s8r7p6o5n4m3l2k1j") is None
+    store.delete("0q9s8r7p6o5n4m3l2k1j")
+
+
 @pytest.mark.parametrize("message_id", ["../outside", "a/b", "", "x" * 201, "dots.are.not.ids"])
 def test_ids_that_could_escape_the_store_are_refused(store: RawMessageStore, message_id: str):
     with pytest.raises(ValueError):

@@ -225,7 +225,7 @@ def test_key_limit_is_exact(state: StateClient):
 
 
 def test_full_feed_blocks_state_writes(moto_env, clock):
-    api = LambdaClient.on_moto(clock, max_events=2)
+    api = LambdaClient.on_moto(clock, max_events=2, owner_reserved_events=0)
     state = StateClient(api, api.provision())
     state.put("a", 1)
     state.put("a", 2)
@@ -261,3 +261,12 @@ def test_describe_reports_state_usage(state: StateClient, moto_api: LambdaClient
     state.put("a", 1)
     detail = moto_api.request("GET", path_of(state.created["endpoints"]["address_url"]), token=state.token).json()
     assert detail["state"] == {"keys": 1, "bytes": entry_size("a", "1"), "max_keys": 32, "max_bytes": 65536}
+
+
+def test_a_batch_larger_than_the_feed_is_refused_by_the_quota(moto_env, clock):
+    api = LambdaClient.on_moto(clock, max_events=2, owner_reserved_events=0)
+    state = StateClient(api, api.provision())
+    operations = [{"key": f"k{n}", "op": "set", "value": n} for n in range(3)]
+    refused = state.batch(operations)
+    assert refused.status == 409 and refused.error_code == "quota_exceeded"
+    assert state.keys().json()["keys"] == []

@@ -43,3 +43,9 @@ def admit(record: AddressRecord | None, read_token: str | None, *, now: float) -
     if record is None or not read_token or not record.is_live(now) or not opens:
         raise Unauthorized()
     return record
+
+
+def is_live(table: AddressStore, address_id: str, *, now: float) -> bool:
+    """Whether an address exists and has not expired (for trusted internal callers, not a credential check)."""
+    record = table.load(address_id)
+    return record is not None and record.is_live(now)

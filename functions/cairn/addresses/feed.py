@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from cairn.addresses.access import authenticate
-from cairn.addresses.models import Event, FeedPage, sequence_of
+from cairn.addresses.models import Event, FeedPage, TrimResult, sequence_of
 from cairn.addresses.ports import AddressStore, RateLimiter, Waiter
 from cairn.clock import Clock
 from cairn.errors import NotFound, RateLimited
@@ -39,22 +40,52 @@ class Feed:
         string (MCP puts the page in a tool result: 2); each doubles the
         escaping, so the page budget is divided by it.
         """
-        authenticate(self._table, address_id, read_token, now=self._clock())
+        record = authenticate(self._table, address_id, read_token, now=self._clock())
         self.count_poll(address_id)
+        trimmed_through = record.trimmed_through
         deadline = time.monotonic() + min(wait, self._settings.max_wait_seconds)
         with self._waiter.subscribe(address_id) as subscription:
             while True:
+                start = max(after, trimmed_through)
                 page = self._table.list_events(
                     address_id,
-                    after=after,
+                    after=start,
                     limit=limit,
                     now=self._clock(),
                     max_bytes=self._settings.max_page_bytes // nesting,
                 )
+                if page.events and page.events[0].sequence > start + 1:
+                    # A gap: expired events, or a trim since the head was read. Only the head tells which.
+                    trimmed_through = self._trimmed_through(address_id, trimmed_through)
                 remaining = deadline - time.monotonic()
                 if page.events or remaining <= 0:
-                    return page
+                    return replace(page, trimmed_through=trimmed_through)
                 subscription.wait(remaining)
+
+    def trim(
+        self, address_id: str, read_token: str | None, *, through: int, include_unacknowledged: bool = False
+    ) -> TrimResult:
+        """Remove the oldest events up to `through`, freeing their slots; sequences are never reused.
+
+        Only acknowledged events go, unless `include_unacknowledged`: the
+        trim stops before the first live event not yet acknowledged, so
+        the feed always stays one run of sequences after `trimmed_through`.
+        """
+        now = self._clock()
+        record = authenticate(self._table, address_id, read_token, now=now)
+        return self._table.trim(
+            address_id,
+            record.read_token_digest,
+            floor=record.trimmed_through,
+            last=record.last_sequence,
+            through=min(through, record.last_sequence),
+            include_unacknowledged=include_unacknowledged,
+            now=now,
+        )
+
+    def _trimmed_through(self, address_id: str, known: int) -> int:
+        record = self._table.load(address_id)
+        return known if record is None else max(known, record.trimmed_through)
 
     def acknowledge(self, address_id: str, read_token: str | None, event_id: str) -> Event:
         """Mark an event handled; repeating it keeps the first time."""
@@ -67,8 +98,13 @@ class Feed:
         return event
 
     def count_poll(self, address_id: str) -> None:
-        """One use of the per-address poll rate; polls and attachment downloads share it."""
-        limit = self._settings.poll_rate_per_minute
-        retry_after = self._limiter.hit("poll", address_id, limit=limit, now=self._clock())
-        if retry_after is not None:
-            raise RateLimited(f"At most {limit} polls per address per minute.", retry_after=retry_after)
+        """One use of the per-address poll rate; polls, describes and attachment downloads share it."""
+        count_read(self._limiter, self._settings, address_id, now=self._clock())
+
+
+def count_read(limiter: RateLimiter, settings: Settings, address_id: str, *, now: float) -> None:
+    """One use of the per-address read rate (`RateLimited` when spent): every read that costs storage counts."""
+    limit = settings.poll_rate_per_minute
+    retry_after = limiter.hit("poll", address_id, limit=limit, now=now)
+    if retry_after is not None:
+        raise RateLimited(f"At most {limit} polls per address per minute.", retry_after=retry_after)

@@ -22,6 +22,8 @@ class AddressRecord:
     read_token_digest: str
     inbox_secret_digest: str
     last_sequence: int = 0
+    # The owner removed every event up to this sequence (0: none trimmed).
+    trimmed_through: int = 0
 
     def is_live(self, now: float) -> bool:
         return self.expires_at is None or self.expires_at > now
@@ -95,6 +97,16 @@ class AppendResult:
 class FeedPage:
     events: list[Event]
     has_more: bool
+    # Events up to this sequence were trimmed by the owner: a reader behind it skipped them.
+    trimmed_through: int = 0
+
+
+@dataclass(frozen=True)
+class TrimResult:
+    """What one trim removed: live events, and the sequence the feed is now trimmed through."""
+
+    trimmed: int
+    trimmed_through: int
 
 
 @dataclass(frozen=True)

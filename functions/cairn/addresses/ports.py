@@ -23,7 +23,9 @@ from cairn.addresses.models import (
     FeedPage,
     IdempotencyClaim,
     NewEvent,
+    TrimResult,
 )
+from cairn.addresses.quota import Writer
 from cairn.addresses.state_model import StateChanges, StateEntry, StateSnapshot, StateUsage
 
 
@@ -70,6 +72,8 @@ class AppendRequest:
     outcome_slots: int = 0
     # A send counted against the address's daily allowance in the same commit.
     send_allowance: SendAllowance | None = None
+    # Whose slots the events may take (`cairn.addresses.quota`): only the owner's writes reach the reserve.
+    writer: Writer = Writer.OUTSIDER
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,22 @@ class AddressStore(Protocol):
 
     def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
         """Mark a live event handled (the first time is kept); None if there is no such event."""
+
+    def trim(
+        self,
+        address_id: str,
+        read_token_digest: str,
+        *,
+        floor: int,
+        last: int,
+        through: int,
+        include_unacknowledged: bool,
+        now: float,
+    ) -> TrimResult:
+        """Remove the oldest events up to `through`, stopping before the first live unacknowledged one
+        unless `include_unacknowledged`; the head keeps how far the feed is trimmed (`floor` and `last`
+        as read).
+        `Unauthorized` when the digest no longer opens the address."""
 
 
 class StateStore(Protocol):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cairn import credentials
 from cairn.addresses.access import authenticate, require_well_formed
+from cairn.addresses.feed import count_read
 from cairn.addresses.models import AddressRecord, FeedCounts
 from cairn.addresses.ports import AddressStore, RateLimiter, StateStore
 from cairn.addresses.state_model import StateUsage
@@ -32,13 +34,22 @@ class AddressOverview:
 
 class Provisioning:
     def __init__(
-        self, table: AddressStore, state: StateStore, limiter: RateLimiter, settings: Settings, clock: Clock
+        self,
+        table: AddressStore,
+        state: StateStore,
+        limiter: RateLimiter,
+        settings: Settings,
+        clock: Clock,
+        *,
+        before_delete: Callable[[str], None] = lambda address_id: None,
     ) -> None:
         self._table = table
         self._state = state
         self._limiter = limiter
         self._settings = settings
         self._clock = clock
+        # What else an address's deletion removes, outside the table (its stored mail), once the owner is admitted.
+        self._before_delete = before_delete
 
     def provision(
         self,
@@ -81,8 +92,13 @@ class Provisioning:
         return Provisioned(record=record, read_token=read_token, inbox_secret=inbox_secret)
 
     def describe(self, address_id: str, read_token: str | None) -> AddressOverview:
+        """The address, its feed's depth (kept on its head: no event is read) and its state usage.
+
+        Counts against the address's poll rate, as a poll does.
+        """
         now = self._clock()
         record = authenticate(self._table, address_id, read_token, now=now)
+        count_read(self._limiter, self._settings, address_id, now=now)
         return AddressOverview(
             record=record,
             counts=self._table.count_events(address_id, now=now),
@@ -93,5 +109,12 @@ class Provisioning:
         """Refused exactly like `authenticate`, except that an interrupted deletion may be repeated and an
         expired address that storage still holds may be deleted: its owner need not wait for TTL."""
         require_well_formed(address_id)
-        if not read_token or not self._table.delete(address_id, credentials.digest(read_token)):
+        if not read_token:
+            raise Unauthorized()
+        record = self._table.load(address_id)
+        # Before the table's sweep, which takes the events that say what else the address holds. A retry
+        # after a mark the sweep did not finish finds no head, but this ran before the mark.
+        if record is not None and credentials.matches(read_token, record.read_token_digest):
+            self._before_delete(address_id)
+        if not self._table.delete(address_id, credentials.digest(read_token)):
             raise Unauthorized()

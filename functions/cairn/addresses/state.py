@@ -26,6 +26,7 @@ from cairn.addresses.ports import (
     StateStore,
     Waiter,
 )
+from cairn.addresses.quota import Writer
 from cairn.addresses.state_model import (
     KeyChange,
     StateChanges,
@@ -141,6 +142,7 @@ class AddressState:
                         now=now,
                         state=StateChanges(changes=changes, limits=self.limits, expires_at=head.expires_at),
                         last_sequence=head.last_sequence,
+                        writer=Writer.OWNER,
                     )
                 )
             except StateMoved as error:

@@ -6,7 +6,7 @@ OpenAPI publishes for it are one definition and cannot drift.
 
 from __future__ import annotations
 
-from cairn.addresses.models import AddressRecord, AppendResult, Event, FeedPage
+from cairn.addresses.models import AddressRecord, AppendResult, Event, FeedPage, TrimResult
 from cairn.addresses.provisioning import AddressOverview, Provisioned
 from cairn.addresses.state import StateWrite
 from cairn.addresses.state_model import StateEntry, StateUsage
@@ -81,11 +81,18 @@ def event(item: Event) -> schemas.EventOut:
 
 
 def feed(page: FeedPage, after: int) -> schemas.FeedResponse:
-    """A page of the feed; an empty page leaves the cursor where the caller had it."""
-    next_cursor = page.events[-1].sequence if page.events else after
+    """A page of the feed; an empty page leaves the cursor where the caller had it, or past a trim."""
+    next_cursor = page.events[-1].sequence if page.events else max(after, page.trimmed_through)
     return schemas.FeedResponse(
-        events=[event(item) for item in page.events], next_cursor=next_cursor, has_more=page.has_more
+        events=[event(item) for item in page.events],
+        next_cursor=next_cursor,
+        has_more=page.has_more,
+        trimmed_through=page.trimmed_through,
     )
+
+
+def trimmed(result: TrimResult) -> schemas.TrimResponse:
+    return schemas.TrimResponse(trimmed=result.trimmed, trimmed_through=result.trimmed_through)
 
 
 def acknowledged(item: Event) -> schemas.AckResponse:

@@ -83,8 +83,19 @@ class EventOut(BaseModel):
 
 class FeedResponse(BaseModel):
     events: list[EventOut]
-    next_cursor: int = Field(description="Pass as `after` to continue; equals `after` when the page is empty.")
+    next_cursor: int = Field(
+        description="Pass as `after` to continue; when the page is empty, `after` (or `trimmed_through` if higher)."
+    )
     has_more: bool
+    trimmed_through: int = Field(
+        description="The owner trimmed every event up to this sequence (0: none). A reader whose `after` was "
+        "lower did not get them: they are gone, not skipped by mistake."
+    )
+
+
+class TrimResponse(BaseModel):
+    trimmed: int = Field(description="Live events this request removed.")
+    trimmed_through: int = Field(description="Every event up to this sequence is now gone.")
 
 
 class AckedEventOut(BaseModel):

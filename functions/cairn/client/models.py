@@ -39,6 +39,8 @@ class Page(TypedDict):
     events: list[Event]
     next_cursor: int
     has_more: bool
+    # The owner trimmed every event up to this sequence; 0 when none was.
+    trimmed_through: int
 
 
 class AckedEvent(TypedDict):

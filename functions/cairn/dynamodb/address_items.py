@@ -10,7 +10,7 @@ from typing import Any
 
 from cairn.addresses.models import AddressRecord, Event, EventRef, IdempotencyClaim, NewEvent, legacy_surface
 from cairn.addresses.ports import CredentialKind
-from cairn.dynamodb import blobs, keys
+from cairn.dynamodb import blobs, feed_counts, keys
 from cairn.dynamodb.items import get_int, get_n, get_s, key, n, s
 
 Item = dict[str, Any]
@@ -25,6 +25,7 @@ LAST_SEQUENCE = "last_seq"
 PENDING_OUTCOMES = "pending_outcomes"
 INGRESS_SURFACE = "ingress_surface"
 DELETED = "deleted"
+TRIMMED_THROUGH = "trimmed_through"
 
 
 def head_item(record: AddressRecord) -> Item:
@@ -36,6 +37,7 @@ def head_item(record: AddressRecord) -> Item:
         READ_TOKEN: s(record.read_token_digest),
         CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]: s(record.inbox_secret_digest),
         LAST_SEQUENCE: n(0),
+        feed_counts.COUNTED: {"BOOL": True},
     }
     if record.task_id is not None:
         item["task_id"] = s(record.task_id)
@@ -60,6 +62,7 @@ def record_from_item(item: Item) -> AddressRecord | None:
         read_token_digest=get_s(item, READ_TOKEN) or "",
         inbox_secret_digest=get_s(item, CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]) or "",
         last_sequence=get_int(item, LAST_SEQUENCE),
+        trimmed_through=get_int(item, TRIMMED_THROUGH),
     )
 
 

@@ -15,7 +15,7 @@ import hmac
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -29,10 +29,12 @@ from cairn.addresses.models import (
     FeedCounts,
     FeedPage,
     IdempotencyClaim,
+    TrimResult,
     event_id,
 )
 from cairn.addresses.ports import AppendRequest, StateMoved
-from cairn.dynamodb import address_items, blobs, keys, outbound_items, state_items, table_ops
+from cairn.addresses.quota import FeedQuota
+from cairn.dynamodb import address_items, blobs, feed_counts, keys, outbound_items, state_items, table_ops
 from cairn.dynamodb.address_items import (
     CREDENTIAL_ATTRIBUTES,
     DELETED,
@@ -40,8 +42,9 @@ from cairn.dynamodb.address_items import (
     PENDING_OUTCOMES,
     READ_TOKEN,
 )
+from cairn.dynamodb.feed_trim import trim_feed
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
-from cairn.errors import IdempotencyKeyReused, QuotaExceeded, RateLimited, Unauthorized, Unavailable
+from cairn.errors import IdempotencyKeyReused, RateLimited, Unauthorized, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -66,11 +69,19 @@ class _Layout:
 class AddressTable:
     """Storage of address heads, events and idempotency records."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str, *, retention_seconds: int, max_events: int) -> None:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        retention_seconds: int,
+        max_events: int,
+        owner_reserve: int = 0,
+    ) -> None:
         self._client = client
         self._table = table_name
         self._retention = retention_seconds
-        self._max_events = max_events
+        self._quota = FeedQuota(max_events, owner_reserve)
         self._hints: dict[str, int] = {}
         # The head's reserved outcome slots as last seen, guessed like the sequence.
         self._pending: dict[str, int] = {}
@@ -146,6 +157,9 @@ class AddressTable:
         head and tries again, with a growing random pause so that no writer
         starves, until `_APPEND_BUDGET_SECONDS` have passed.
         """
+        if len(request.events) + max(request.outcome_slots, 0) > self._quota.capacity(request.writer):
+            # More events than the feed may hold at all: no transaction could pass its quota check.
+            raise self._quota.refusal(request.writer)
         with self._append_locks[hash(request.address_id) % len(self._append_locks)]:
             return self._append(request)
 
@@ -191,17 +205,19 @@ class AddressTable:
             " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
             " AND (attribute_not_exists(#pending) OR #pending = :pending)"
         )
-        names = {"#last": LAST_SEQUENCE, "#deleted": DELETED, "#pending": PENDING_OUTCOMES}
-        values = {":new": n(new_last), ":last": n(last), ":now": n(int(now)), ":pending": n(pending)}
-        update = "SET #last = :new"
+        expires_at = int(now) + self._retention
+        counted = feed_counts.on_append(last, len(request.events), expires_at, self._quota.max_events)
+        names = {"#last": LAST_SEQUENCE, "#deleted": DELETED, "#pending": PENDING_OUTCOMES, **counted.names}
+        values = {":new": n(new_last), ":last": n(last), ":now": n(int(now)), ":pending": n(pending), **counted.values}
+        sets = "#last = :new"
         if new_pending != pending:
-            update += ", #pending = :new_pending"
+            sets += ", #pending = :new_pending"
             values[":new_pending"] = n(new_pending)
         head: dict[str, Any] = {
             "Update": {
                 "TableName": self._table,
                 "Key": key(pk, keys.META),
-                "UpdateExpression": update,
+                "UpdateExpression": counted.expression(leading_sets=sets),
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -214,7 +230,6 @@ class AddressTable:
         head["Update"]["ConditionExpression"] = condition
         actions: list[dict] = [head]
         refs: list[EventRef] = []
-        expires_at = int(now) + self._retention
         for offset, event in enumerate(request.events, start=1):
             sequence = last + offset
             ref = EventRef(id=event_id(sequence, credentials.new_suffix()), sequence=sequence)
@@ -246,10 +261,11 @@ class AddressTable:
                     }
                 }
             )
-        # Events expire in sequence order, so the feed holds fewer than the
-        # maximum exactly when the event `max_events` places back is gone
-        # (reserved outcome slots count as events already there).
-        oldest_allowed = new_last + new_pending - self._max_events
+        # Events expire in sequence order and trims remove the oldest, so the
+        # feed holds fewer than the writer's capacity exactly when the event
+        # that many places back is gone (reserved outcome slots count as
+        # events already there).
+        oldest_allowed = new_last + new_pending - self._quota.capacity(request.writer)
         if oldest_allowed >= 1:
             layout.quota = len(actions)
             actions.append(
@@ -318,10 +334,7 @@ class AddressTable:
                 retry_after=outbound_items.seconds_to_next_day(request.now),
             )
         if layout.quota is not None and reasons[layout.quota].get("Code") == CONDITION_FAILED:
-            raise QuotaExceeded(
-                f"The address holds the maximum of {self._max_events} retained events.",
-                max_events=self._max_events,
-            )
+            raise self._quota.refusal(request.writer)
         if any(reason.get("Code") == CONDITION_FAILED for reason in reasons[layout.state :]):
             raise StateMoved()
         return last
@@ -359,8 +372,12 @@ class AddressTable:
         return FeedPage(events=events, has_more=False)
 
     def count_events(self, address_id: str, *, now: float) -> FeedCounts:
-        retained = unacknowledged = 0
+        """The feed's depth from the head's counters (`feed_counts`); read from the events for older heads."""
         pk = keys.address_pk(address_id)
+        head = self._client.get_item(TableName=self._table, Key=key(pk, keys.META), ConsistentRead=True).get("Item")
+        if head and feed_counts.COUNTED in head:
+            return feed_counts.counts(head, now=now)
+        retained = unacknowledged = 0
         projection = "expires_at, acknowledged_at"
         for item in table_ops.query_prefix(
             self._client, self._table, pk, keys.EVENT_PREFIX, ProjectionExpression=projection
@@ -394,26 +411,91 @@ class AddressTable:
         return address_items.claimed_ref(item)
 
     def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
-        """Mark an event handled; the first acknowledgement's time is kept."""
+        """Mark an event handled; the first acknowledgement's time is kept.
+
+        The first one is counted on the head in the same transaction
+        (`feed_counts`); a repeat reads the event and changes nothing.
+        """
         pk = keys.address_pk(address_id)
+        event = self._acknowledgeable(address_id, sequence, event_id_text, now=now)
+        if event is None:
+            return None
+        if event.acknowledged_at is not None:
+            return event
+        counted = feed_counts.on_acknowledge(sequence)
+        acknowledged_at = round(now, 3)
+        actions = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(pk, keys.event_sk(sequence)),
+                    "UpdateExpression": "SET acknowledged_at = :at",
+                    "ConditionExpression": (
+                        "event_id = :id AND expires_at > :now AND attribute_not_exists(acknowledged_at)"
+                    ),
+                    "ExpressionAttributeValues": {
+                        ":at": n(acknowledged_at),
+                        ":id": s(event_id_text),
+                        ":now": n(int(now)),
+                    },
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(pk, keys.META),
+                    "UpdateExpression": counted.expression(),
+                    "ConditionExpression": "attribute_exists(pk)",
+                    "ExpressionAttributeNames": counted.names,
+                    "ExpressionAttributeValues": counted.values,
+                }
+            },
+        ]
         try:
-            response = self._client.update_item(
-                TableName=self._table,
-                Key=key(pk, keys.event_sk(sequence)),
-                UpdateExpression="SET acknowledged_at = if_not_exists(acknowledged_at, :now)",
-                ConditionExpression="event_id = :id AND expires_at > :now_s",
-                ExpressionAttributeValues={
-                    ":now": n(round(now, 3)),
-                    ":id": s(event_id_text),
-                    ":now_s": n(int(now)),
-                },
-                ReturnValues="ALL_NEW",
-            )
+            table_ops.transact_write(self._client, actions)
         except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                return None
-            raise
-        return address_items.event_from_item(response["Attributes"], get_s(response["Attributes"], "data"))
+            if error_code(error) != "TransactionCanceledException":
+                raise
+            reasons = cancellation_reasons(error)
+            if not any(reason.get("Code") == CONDITION_FAILED for reason in reasons):
+                raise Unavailable("The address is too busy right now; retry shortly.") from error
+            # Acknowledged by a racing request (its time is kept), trimmed, or the address is gone.
+            again = self._acknowledgeable(address_id, sequence, event_id_text, now=now)
+            return again if again is not None and again.acknowledged_at is not None else None
+        return replace(event, acknowledged_at=acknowledged_at)
+
+    def _acknowledgeable(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
+        """The live event with this id, its data only when inline (an acknowledgement answers without it)."""
+        response = self._client.get_item(
+            TableName=self._table, Key=key(keys.address_pk(address_id), keys.event_sk(sequence)), ConsistentRead=True
+        )
+        item = response.get("Item")
+        if not item or get_int(item, "expires_at") <= now or get_s(item, "event_id") != event_id_text:
+            return None
+        return address_items.event_from_item(item, get_s(item, "data"))
+
+    def trim(
+        self,
+        address_id: str,
+        read_token_digest: str,
+        *,
+        floor: int,
+        last: int,
+        through: int,
+        include_unacknowledged: bool,
+        now: float,
+    ) -> TrimResult:
+        return trim_feed(
+            self._client,
+            self._table,
+            address_id,
+            read_token_digest,
+            floor=floor,
+            counted_from=max(last - self._quota.max_events + 1, 0),
+            through=through,
+            include_unacknowledged=include_unacknowledged,
+            now=now,
+        )
 
     # -- helpers -------------------------------------------------------------
 

@@ -57,6 +57,9 @@ class S3RawMessages:
     def save(self, message_id: str, raw: bytes) -> None:
         self._client.put_object(Bucket=self._bucket, Key=self._key(message_id), Body=raw)
 
+    def delete(self, message_id: str) -> None:
+        self._client.delete_object(Bucket=self._bucket, Key=self._key(message_id))
+
     def _key(self, message_id: str) -> str:
         return self._prefix + checked_message_id(message_id)
 
@@ -84,6 +87,9 @@ class FileRawMessages:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+
+    def delete(self, message_id: str) -> None:
+        self._path(message_id).unlink(missing_ok=True)
 
     def _path(self, message_id: str) -> Path:
         return self._directory / checked_message_id(message_id)

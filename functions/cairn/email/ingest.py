@@ -19,13 +19,13 @@ from email.message import EmailMessage
 from aws_lambda_powertools import Logger
 
 from cairn import credentials, jsontext
-from cairn.addresses.access import authenticate
+from cairn.addresses.access import authenticate, is_live
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
-from cairn.addresses.ports import AddressStore, AppendRequest, Waiter
+from cairn.addresses.ports import AddressStore, AppendRequest, RateLimiter, Waiter
 from cairn.clock import Clock
 from cairn.email import mime
 from cairn.email.ports import RawMessageStore
-from cairn.errors import NotFound, QuotaExceeded, Unauthorized
+from cairn.errors import NotFound, QuotaExceeded, RateLimited, Unauthorized
 from cairn.settings import Settings
 
 EVENT_TYPE = "email.received"
@@ -54,6 +54,9 @@ class Delivery:
     message_id: str
     recipients: Sequence[str]
     verdicts: Verdicts = field(default_factory=Verdicts)
+    # The receiver already counted each recipient against the per-address mail rate
+    # (`cairn serve`'s SMTP listener does, so it can refuse at RCPT).
+    rate_counted: bool = False
 
 
 def email_claims(message_id: str, internet_message_id: str | None) -> list[IdempotencyClaim]:
@@ -77,6 +80,14 @@ def _claim(key: str, request: str) -> IdempotencyClaim:
     return IdempotencyClaim(key_digest=credentials.digest(key), request_digest=credentials.digest(request))
 
 
+def address_id_of(recipient: str, email_domain: str) -> str | None:
+    """The address id a recipient names at the email domain, or None for anyone else."""
+    local, _, domain = recipient.strip().strip("<>").lower().rpartition("@")
+    if domain != email_domain.lower() or not _ADDRESS_ID.fullmatch(local):
+        return None
+    return local
+
+
 class StoredMessageMissing(Exception):
     """The receiver announced a message that is not in storage.
 
@@ -94,10 +105,17 @@ class StoredMessageMissing(Exception):
 
 class EmailIngest:
     def __init__(
-        self, table: AddressStore, raw_messages: RawMessageStore, waiter: Waiter, settings: Settings, clock: Clock
+        self,
+        table: AddressStore,
+        raw_messages: RawMessageStore,
+        limiter: RateLimiter,
+        waiter: Waiter,
+        settings: Settings,
+        clock: Clock,
     ) -> None:
         self._table = table
         self._raw_messages = raw_messages
+        self._limiter = limiter
         self._waiter = waiter
         self._settings = settings
         self._clock = clock
@@ -106,30 +124,59 @@ class EmailIngest:
         """Append the message to every live address among its recipients.
 
         Returns the event each address got. Strangers, unknown, expired or
-        deleted addresses and full feeds are logged and skipped, never
-        raised: the receiver would only redeliver into the same refusal.
-        Storage trouble and a message missing from storage are raised, so
-        the receiver retries and, failing that, keeps the delivery.
+        deleted addresses, addresses past their mail rate and full feeds are
+        logged with the reason and skipped, never raised: the receiver would
+        only redeliver into the same refusal. Storage trouble and a message
+        missing from storage are raised, so the receiver retries and,
+        failing that, keeps the delivery.
         """
         address_ids = self._address_ids(delivery)
         if not address_ids:
+            self._discard(delivery.message_id)
             return {}
         raw = self._raw_messages.load(delivery.message_id)
         if raw is None:
+            if not any(is_live(self._table, address_id, now=self._clock()) for address_id in address_ids):
+                # Discarded by an earlier delivery of the same message: nobody here to keep it for.
+                return {}
             raise StoredMessageMissing(delivery.message_id)
         message = mime.parse(raw)
         event = self._event(delivery.message_id, message, delivery.verdicts)
         claims = email_claims(delivery.message_id, mime.message_id(message))
         results: dict[str, AppendResult] = {}
+        refusals: set[str] = set()
         for address_id in address_ids:
             try:
+                if not delivery.rate_counted:
+                    self.count_message(address_id)
                 results[address_id] = self._append(address_id, claims, event)
-            except (Unauthorized, QuotaExceeded) as refusal:
+            except (Unauthorized, QuotaExceeded, RateLimited) as refusal:
+                refusals.add(refusal.code)
                 logger.info(
                     "email not delivered",
                     extra={"message_id": delivery.message_id, "address_id": address_id, "reason": refusal.code},
                 )
+        # Kept while an owner may replay it (a full feed, a spent rate); mail for no address is not kept.
+        if not results and refusals <= {Unauthorized.code}:
+            self._discard(delivery.message_id)
         return results
+
+    def _discard(self, message_id: str) -> None:
+        self._raw_messages.delete(message_id)
+        logger.info("stored email deleted", extra={"message_id": message_id, "reason": "no_address"})
+
+
+
+    def count_message(self, address_id: str) -> None:
+        """One message against the address's mail rate; `RateLimited` when it is spent for this minute."""
+        limit = self._settings.email_rate_per_minute
+        retry_after = self._limiter.hit("email", address_id, limit=limit, now=self._clock())
+        if retry_after is not None:
+            raise RateLimited(f"At most {limit} messages per address per minute.", retry_after=retry_after)
+
+    def recipient_address(self, recipient: str) -> str | None:
+        """The address id a recipient names at the email domain, or None for anyone else."""
+        return address_id_of(recipient, self._settings.email_domain)
 
     def replay(self, address_id: str, read_token: str | None, message_id: str) -> AppendResult:
         """Ingest a stored message for one address again (recovery).
@@ -152,8 +199,8 @@ class EmailIngest:
         """Recipients that are Cairn addresses, each once, in envelope order."""
         found: list[str] = []
         for recipient in delivery.recipients:
-            local, _, domain = recipient.strip().strip("<>").lower().rpartition("@")
-            if domain != self._settings.email_domain.lower() or not _ADDRESS_ID.fullmatch(local):
+            local = self.recipient_address(recipient)
+            if local is None:
                 logger.info("email for a stranger", extra={"message_id": delivery.message_id, "recipient": recipient})
             elif local not in found:
                 found.append(local)

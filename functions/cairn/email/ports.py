@@ -21,3 +21,6 @@ class RawMessageStore(Protocol):
 
     def save(self, message_id: str, raw: bytes) -> None:
         """Keep a received message under `message_id`."""
+
+    def delete(self, message_id: str) -> None:
+        """Forget a message; nothing happens when it is already gone."""

@@ -26,6 +26,7 @@ from cairn import credentials, jsontext
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import OUTBOUND_SURFACE, AppendResult, EventRef, IdempotencyClaim, NewEvent, sequence_of
 from cairn.addresses.ports import AddressStore, AppendRequest, Credential, CredentialKind, SendAllowance, Waiter
+from cairn.addresses.quota import Writer
 from cairn.clock import Clock
 from cairn.email import composing
 from cairn.email.ingest import EVENT_TYPE as RECEIVED_TYPE
@@ -148,6 +149,7 @@ class Sending:
                 idempotency=_send_claim(key, fields),
                 outcome_slots=1,
                 send_allowance=SendAllowance(limit=self._settings.outbound_max_sends_per_day),
+                writer=Writer.OWNER,
             )
         )
         (ref,) = result.events
@@ -231,6 +233,7 @@ class Sending:
                         key_digest=credentials.digest(claim_key), request_digest=credentials.digest(claim_key)
                     ),
                     outcome_slots=-1,
+                    writer=Writer.OWNER,
                 )
             )
         except (Unauthorized, QuotaExceeded) as refusal:

@@ -14,6 +14,7 @@ from cairn.dynamodb.client import make_client
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.table import ensure_table
 from cairn.dynamodb.waiters import NotifyingWaiter
+from cairn.local import runtime_key_file
 from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from cairn.local.outbound import OutboxMailer, SmtpRelayMailer, parse_relay
@@ -84,6 +85,13 @@ def run(args: argparse.Namespace) -> int:
             endpoint = database.endpoint
             print(f"DynamoDB Local on {endpoint}, data in {args.data_dir}", flush=True)
         settings = Settings(dynamodb_endpoint=endpoint, email_blob_dir=args.data_dir / "email", **overrides)
+        if settings.runtime_key is None:
+            key_path = args.data_dir / runtime_key_file.FILE_NAME
+            settings = settings.model_copy(update={"runtime_key": runtime_key_file.load_or_create(key_path)})
+            print(
+                f"Runtime key (bearer token for /api/v1/runtime and /api/v1/memory) kept in {key_path}",
+                flush=True,
+            )
         client = make_client(settings)
         ensure_table(client, settings.table_name)
         services = Services.build(settings, client=client, waiter=NotifyingWaiter(), mailer=mailer)

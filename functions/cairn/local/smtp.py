@@ -18,6 +18,7 @@ from aws_lambda_powertools import Logger
 
 from cairn.email.ingest import Delivery, EmailIngest
 from cairn.email.ports import RawMessageStore
+from cairn.errors import RateLimited
 
 logger = Logger(service="cairn")
 
@@ -38,6 +39,16 @@ class MailHandler:
     async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options: list[str]) -> str:
         if address.rpartition("@")[2].lower() != self._domain:
             return f"550 5.7.1 Relaying denied: only mail for @{self._domain} is accepted"
+        address_id = self._ingest.recipient_address(address)
+        if address_id is not None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._ingest.count_message, address_id)
+            except RateLimited:
+                # A temporary refusal: the sending server keeps the message and tries again later.
+                return "450 4.7.1 Too many messages for this address; try again later"
+            except Exception:
+                logger.exception("mail rate not counted", extra={"recipient": address})
+                return "451 4.3.0 Temporary failure; try again later"
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
@@ -56,7 +67,7 @@ class MailHandler:
 
     def _deliver(self, message_id: str, raw: bytes, recipients: list[str]) -> None:
         self._raw_messages.save(message_id, raw)
-        self._ingest.ingest(Delivery(message_id=message_id, recipients=recipients))
+        self._ingest.ingest(Delivery(message_id=message_id, recipients=recipients, rate_counted=True))
 
 
 def received_header(session, message_id: str, recipients: list[str], domain: str) -> bytes:

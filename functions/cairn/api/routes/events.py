@@ -1,4 +1,4 @@
-"""The event feed: long-poll and acknowledge."""
+"""The event feed: long-poll, acknowledge and trim."""
 
 from typing import Annotated
 
@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
 from cairn.api.routes.addresses import BEARER
-from cairn.api.schemas import AckResponse, FeedResponse
+from cairn.api.schemas import AckResponse, FeedResponse, TrimResponse
 from cairn.services import Services
 
 MAX_CURSOR = 10**12 - 1
@@ -44,3 +44,25 @@ def register(app, services: Services) -> None:
     )
     def acknowledge(address_id: str, event_id: str) -> AckResponse:
         return presenters.acknowledged(feed.acknowledge(address_id, bearer_token(app.current_event), event_id))
+
+    @app.delete(
+        "/api/v1/addresses/<address_id>/events",
+        summary="Trim the oldest events, freeing their slots",
+        description="Removes acknowledged events up to `through`, stopping before the first one not yet "
+        "acknowledged, or every event up to `through` with `include_unacknowledged=true`. Sequences are never "
+        "reused or renumbered: polls report `trimmed_through`. Repeating a trim is safe.",
+        tags=["events"],
+        security=BEARER,
+    )
+    def trim(
+        address_id: str,
+        through: Annotated[int, Query(ge=0, le=MAX_CURSOR, description="Last sequence to remove.")],
+        include_unacknowledged: Annotated[bool, Query(description="Remove events not yet acknowledged too.")] = False,
+    ) -> TrimResponse:
+        result = feed.trim(
+            address_id,
+            bearer_token(app.current_event),
+            through=through,
+            include_unacknowledged=include_unacknowledged,
+        )
+        return presenters.trimmed(result)

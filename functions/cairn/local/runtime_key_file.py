@@ -1,0 +1,42 @@
+"""The runtime key `cairn serve` makes for itself when it is given none.
+
+Without a key the runtime and memory routes would be open to every local
+process. A generated key lives in the data directory, readable by its owner
+only, and is reused on every later start, so workers configured once keep
+working across restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+FILE_NAME = "runtime-key"
+
+
+def load_or_create(path: Path) -> str:
+    """The key kept at `path`, made (owner-only, 0600) when the file is missing or empty."""
+    existing = _read(path)
+    if existing:
+        # A copy made by hand (or an old umask) may be readable by others: keep it the owner's.
+        path.chmod(0o600)
+        return existing
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(32)
+    path.unlink(missing_ok=True)
+    try:
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        # Another start made it first: its key is the one in force.
+        return _read(path)
+    with os.fdopen(handle, "w") as file:
+        file.write(key + "\n")
+    return key
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
