@@ -1,14 +1,19 @@
 """Deliver a callback to an address through its inbox URL.
 
 The secret in the URL is the only credential and it can only write. An
-`Idempotency-Key` makes a retried delivery return the original event.
+`Idempotency-Key` makes a retried delivery return the original event. The
+body may be JSON, form fields, text or bytes (`inbox_bodies`); the surface
+is always `http`: whatever the body says of itself (a `source` of `email`,
+its own `ingress_surface`) is the poster's word.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from cairn import credentials, jsontext
+from cairn import credentials
+from cairn.addresses import inbox_bodies
 from cairn.addresses.access import require_well_formed
 from cairn.addresses.models import HTTP_SURFACE, AppendResult, IdempotencyClaim, NewEvent
 from cairn.addresses.ports import AddressStore, AppendRequest, Credential, CredentialKind, Waiter
@@ -18,7 +23,22 @@ from cairn.settings import Settings
 
 DEFAULT_TYPE = "message.received"
 DEFAULT_SOURCE = "http"
-MAX_LABEL_LENGTH = 256
+
+
+@dataclass(frozen=True)
+class InboxRequest:
+    """One delivery as it reached the inbox URL.
+
+    `content_type` is the whole `Content-Type` header ("" when absent);
+    `labels` are the URL's `type` and `source` query parameters; `headers`
+    every request header by lower-case name.
+    """
+
+    body: bytes
+    content_type: str = ""
+    labels: inbox_bodies.Labels = inbox_bodies.Labels()
+    idempotency_key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 class Inbox:
@@ -28,15 +48,25 @@ class Inbox:
         self._settings = settings
         self._clock = clock
 
-    def deliver(self, address_id: str, secret: str, body: bytes, idempotency_key: str | None) -> AppendResult:
+    def deliver(self, address_id: str, secret: str, request: InboxRequest) -> AppendResult:
         limit = self._settings.max_inbox_bytes
-        if len(body) > limit:
+        if len(request.body) > limit:
             raise PayloadTooLarge(f"The body exceeds {limit} bytes.", max_bytes=limit)
-        payload = jsontext.parse(body)
-        if idempotency_key is not None:
-            self._check_key(idempotency_key)
-        event = event_from_body(payload)
-        claim = None if idempotency_key is None else _claim(idempotency_key, payload, event)
+        body = inbox_bodies.read(request.body, request.content_type, request.labels)
+        if request.idempotency_key is not None:
+            self._check_key(request.idempotency_key)
+        event = NewEvent(
+            type=body.type or DEFAULT_TYPE,
+            source=body.source or DEFAULT_SOURCE,
+            data_json=body.data_json,
+            ingress_surface=HTTP_SURFACE,
+            content_type=body.content_type,
+        )
+        claim = None
+        if request.idempotency_key is not None:
+            claim = IdempotencyClaim(
+                key_digest=credentials.digest(request.idempotency_key), request_digest=body.request_digest
+            )
         require_well_formed(address_id)
         result = self._table.append(
             AppendRequest(
@@ -55,41 +85,3 @@ class Inbox:
         limit = self._settings.max_idempotency_key_length
         if not idempotency_key or len(idempotency_key) > limit or not idempotency_key.isprintable():
             raise InvalidRequest(f"Idempotency-Key must be 1 to {limit} printable characters.", field="Idempotency-Key")
-
-
-def _claim(idempotency_key: str, body: Any, event: NewEvent) -> IdempotencyClaim:
-    """The claim of a request: the digest of its whole body as canonical text.
-
-    When the body is the event's data, its canonical text is the event's:
-    the body is written out once.
-    """
-    has_data = isinstance(body, dict) and "data" in body
-    body_json = jsontext.canonical(body) if has_data else event.data_json
-    return IdempotencyClaim(
-        key_digest=credentials.digest(idempotency_key), request_digest=credentials.digest(body_json)
-    )
-
-
-def event_from_body(body: Any) -> NewEvent:
-    """AgentAddress mapping: `type`, `source` and `data` if given, else defaults and the whole body.
-
-    The surface is always `http`: whatever the body says of itself (a
-    `source` of `email`, its own `ingress_surface`) is the poster's word.
-    """
-    fields = body if isinstance(body, dict) else {}
-    data = fields["data"] if "data" in fields else body
-    return NewEvent(
-        type=_label(fields, "type", DEFAULT_TYPE),
-        source=_label(fields, "source", DEFAULT_SOURCE),
-        data_json=jsontext.canonical(data),
-        ingress_surface=HTTP_SURFACE,
-    )
-
-
-def _label(fields: dict[str, Any], name: str, default: str) -> str:
-    value = fields.get(name)
-    if not isinstance(value, str) or not value:
-        return default
-    if len(value) > MAX_LABEL_LENGTH:
-        raise InvalidRequest(f"{name} must be at most {MAX_LABEL_LENGTH} characters.", field=name)
-    return value

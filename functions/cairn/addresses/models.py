@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,12 +41,17 @@ class NewEvent:
 
     `type` and `source` are labels (an inbox poster chooses them);
     `ingress_surface` is the use case's own statement of where it came from.
+    An inbox post also records the type its body was read as, the request
+    headers its address keeps, and the verifier that checked its signature.
     """
 
     type: str
     source: str
     data_json: str
     ingress_surface: str
+    content_type: str | None = None
+    headers: Mapping[str, str] | None = None
+    verified_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,9 @@ class Event:
     expires_at: float
     ingress_surface: str
     acknowledged_at: float | None = None
+    content_type: str | None = None
+    headers: Mapping[str, str] | None = None
+    verified_by: str | None = None
 
     @property
     def data(self) -> Any:

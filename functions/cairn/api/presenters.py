@@ -74,6 +74,9 @@ def event(item: Event) -> schemas.EventOut:
         data=item.data,
         created_at=iso(item.created_at),
         acknowledged_at=None if item.acknowledged_at is None else iso(item.acknowledged_at),
+        content_type=item.content_type,
+        headers=None if item.headers is None else dict(item.headers),
+        verified_by=item.verified_by,
     )
 
 

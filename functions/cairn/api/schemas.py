@@ -79,6 +79,19 @@ class EventOut(BaseModel):
     data: Any
     created_at: str
     acknowledged_at: str | None
+    content_type: str | None = Field(
+        default=None,
+        description="Inbox posts: the type the body was read as (`application/json`, "
+        "`application/x-www-form-urlencoded`, `text/...`, or the declared type of bytes kept as base64).",
+    )
+    headers: dict[str, str] | None = Field(
+        default=None, description="Inbox posts: the request headers the address keeps (`inbox.keep_headers`)."
+    )
+    verified_by: str | None = Field(
+        default=None,
+        description="Inbox posts: the verifier (`github`, `stripe`, `slack`, `standard_webhooks`) whose signature "
+        "check this delivery passed, set by Cairn alone.",
+    )
 
 
 class FeedResponse(BaseModel):

@@ -22,6 +22,9 @@ CREDENTIAL_ATTRIBUTES = {
 READ_TOKEN = CREDENTIAL_ATTRIBUTES[CredentialKind.READ_TOKEN]
 LAST_SEQUENCE = "last_seq"
 INGRESS_SURFACE = "ingress_surface"
+CONTENT_TYPE = "content_type"
+HEADERS = "headers"
+VERIFIED_BY = "verified_by"
 DELETED = "deleted"
 
 
@@ -77,6 +80,12 @@ def event_items(address_id: str, ref: EventRef, event: NewEvent, *, now: float, 
         "expires_at": n(expires_at),
         **payload,
     }
+    if event.content_type is not None:
+        item[CONTENT_TYPE] = s(event.content_type)
+    if event.headers:
+        item[HEADERS] = {"M": {name: s(value) for name, value in event.headers.items()}}
+    if event.verified_by is not None:
+        item[VERIFIED_BY] = s(event.verified_by)
     return [item, *chunks]
 
 
@@ -95,6 +104,9 @@ def event_from_item(item: Item, data_json: str | None) -> Event:
         # Items written before surfaces existed have none.
         ingress_surface=get_s(item, INGRESS_SURFACE) or legacy_surface(type_, source),
         acknowledged_at=get_n(item, "acknowledged_at"),
+        content_type=get_s(item, CONTENT_TYPE),
+        headers={name: value["S"] for name, value in item[HEADERS]["M"].items()} if HEADERS in item else None,
+        verified_by=get_s(item, VERIFIED_BY),
     )
 
 

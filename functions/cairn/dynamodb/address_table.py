@@ -427,5 +427,5 @@ _EVENT_FRAME_BYTES = 256
 
 def _sent_size(event: Event) -> int:
     """What one event adds to a feed answer, escaped as Lambda carries it."""
-    labels = jsontext.sent_size(jsontext.canonical(event.type)) + jsontext.sent_size(jsontext.canonical(event.source))
-    return jsontext.sent_size(event.data_json) + labels + _EVENT_FRAME_BYTES
+    labels = [event.type, event.source, event.content_type, event.verified_by, event.headers]
+    return jsontext.sent_size(event.data_json) + jsontext.sent_size(jsontext.canonical(labels)) + _EVENT_FRAME_BYTES
