@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
+from cairn.addresses.inbox_config import InboxConfiguration
 from cairn.addresses.ports import Waiter
 from cairn.addresses.provisioning import Provisioning
 from cairn.addresses.state import AddressState
@@ -34,6 +35,7 @@ class Services:
     settings: Settings
     provisioning: Provisioning
     inbox: Inbox
+    inbox_config: InboxConfiguration
     feed: Feed
     state: AddressState
     email: EmailIngest
@@ -66,6 +68,7 @@ class Services:
             settings=settings,
             provisioning=Provisioning(table, state_table, limiter, settings, clock),
             inbox=Inbox(table, waiter, settings, clock),
+            inbox_config=InboxConfiguration(table, clock),
             feed=feed,
             state=AddressState(table, state_table, waiter, settings, clock),
             email=EmailIngest(table, raw_messages, waiter, settings, clock),

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.decimal_text import is_decimal
 
 
@@ -23,6 +24,7 @@ class AddressRecord:
     read_token_digest: str
     inbox_secret_digest: str
     last_sequence: int = 0
+    inbox: InboxSettings = InboxSettings()
 
     def is_live(self, now: float) -> bool:
         return self.expires_at is None or self.expires_at > now

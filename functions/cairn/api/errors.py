@@ -30,6 +30,7 @@ from cairn.errors import (
     RateLimited,
     RetryLater,
     RevisionConflict,
+    SignatureInvalid,
     StateLimitExceeded,
     Unauthorized,
     Unavailable,
@@ -56,7 +57,7 @@ _CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
         runtime.ChildSessionIDRequiredError,
         runtime.InvalidTranscriptPositionError,
     ),
-    401: (Unauthorized,),
+    401: (Unauthorized, SignatureInvalid),
     403: (CrossOriginRefused,),
     404: (
         NotFound,

@@ -6,6 +6,7 @@ OpenAPI publishes for it are one definition and cannot drift.
 
 from __future__ import annotations
 
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import AddressRecord, AppendResult, Event, FeedPage
 from cairn.addresses.provisioning import AddressOverview, Provisioned
 from cairn.addresses.state import StateWrite
@@ -128,4 +129,17 @@ def state_batch(writes: list[StateWrite], usage: StateUsage, settings: Settings)
 def state_usage(usage: StateUsage, settings: Settings) -> schemas.StateUsageOut:
     return schemas.StateUsageOut(
         keys=usage.keys, bytes=usage.bytes, max_keys=settings.state_max_keys, max_bytes=settings.state_max_bytes
+    )
+
+
+def inbox_settings(settings: InboxSettings) -> schemas.InboxSettingsResponse:
+    """An inbox's settings as the owner may see them: every verifier, none of their secrets."""
+    return schemas.InboxSettingsResponse(
+        inbox=schemas.InboxSettingsOut(
+            keep_headers=list(settings.keep_headers),
+            verifiers=[
+                schemas.VerifierOut(kind=item.kind, tolerance_s=item.tolerance_s, created_at=iso(item.created_at))
+                for item in settings.verifiers
+            ],
+        )
     )

@@ -25,6 +25,7 @@ from cairn.errors import (
     QuotaExceeded,
     RateLimited,
     RevisionConflict,
+    SignatureInvalid,
     StateLimitExceeded,
     Unauthorized,
     Unavailable,
@@ -42,6 +43,7 @@ _PLAIN: dict[str, type[CairnError]] = {
         PayloadTooLarge,
         AttachmentUnavailable,
         IdempotencyKeyReused,
+        SignatureInvalid,
     )
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cairn.addresses.inbox_settings import InboxSettings, Verifier
 from cairn.addresses.models import AddressRecord, Event, EventRef, IdempotencyClaim, NewEvent, legacy_surface
 from cairn.addresses.ports import CredentialKind
 from cairn.dynamodb import blobs, keys
@@ -26,6 +27,9 @@ CONTENT_TYPE = "content_type"
 HEADERS = "headers"
 VERIFIED_BY = "verified_by"
 DELETED = "deleted"
+INBOX_REVISION = "inbox_rev"
+_KEEP_HEADERS = "inbox_keep_headers"
+_VERIFIERS = "inbox_verifiers"
 
 
 def head_item(record: AddressRecord) -> Item:
@@ -44,7 +48,48 @@ def head_item(record: AddressRecord) -> Item:
         item["name"] = s(record.name)
     if record.expires_at is not None:
         item["expires_at"] = n(int(record.expires_at))
+    if record.inbox.revision:
+        item.update(inbox_attributes(record.inbox))
     return item
+
+
+def inbox_attributes(settings: InboxSettings) -> Item:
+    """The head attributes of an inbox's settings; verifier secrets are stored as given (see SECURITY.md)."""
+    verifiers = {
+        verifier.kind: {
+            "M": {
+                "secret": s(verifier.secret),
+                "created_at": n(verifier.created_at),
+                **({} if verifier.tolerance_s is None else {"tolerance_s": n(verifier.tolerance_s)}),
+            }
+        }
+        for verifier in settings.verifiers
+    }
+    return {
+        INBOX_REVISION: n(settings.revision),
+        _KEEP_HEADERS: {"L": [s(name) for name in settings.keep_headers]},
+        _VERIFIERS: {"M": verifiers},
+    }
+
+
+def inbox_from_item(item: Item) -> InboxSettings:
+    """The inbox settings a head item holds; the defaults (revision 0) when it holds none."""
+    if INBOX_REVISION not in item:
+        return InboxSettings()
+    verifiers = tuple(
+        Verifier(
+            kind=kind,
+            secret=get_s(value["M"], "secret") or "",
+            tolerance_s=None if "tolerance_s" not in value["M"] else get_int(value["M"], "tolerance_s"),
+            created_at=get_n(value["M"], "created_at") or 0.0,
+        )
+        for kind, value in item.get(_VERIFIERS, {"M": {}})["M"].items()
+    )
+    return InboxSettings(
+        keep_headers=tuple(name["S"] for name in item.get(_KEEP_HEADERS, {"L": []})["L"]),
+        verifiers=tuple(sorted(verifiers, key=lambda verifier: verifier.created_at)),
+        revision=get_int(item, INBOX_REVISION),
+    )
 
 
 def record_from_item(item: Item) -> AddressRecord | None:
@@ -61,6 +106,7 @@ def record_from_item(item: Item) -> AddressRecord | None:
         read_token_digest=get_s(item, READ_TOKEN) or "",
         inbox_secret_digest=get_s(item, CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]) or "",
         last_sequence=get_int(item, LAST_SEQUENCE),
+        inbox=inbox_from_item(item),
     )
 
 

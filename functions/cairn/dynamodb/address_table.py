@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from cairn import credentials, jsontext
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import (
     AddressRecord,
     AppendResult,
@@ -31,9 +32,9 @@ from cairn.addresses.models import (
     IdempotencyClaim,
     event_id,
 )
-from cairn.addresses.ports import AppendRequest, StateMoved
+from cairn.addresses.ports import AppendRequest, InboxSettingsMoved, StateMoved
 from cairn.dynamodb import address_items, blobs, keys, state_items, table_ops
-from cairn.dynamodb.address_items import CREDENTIAL_ATTRIBUTES, DELETED, LAST_SEQUENCE, READ_TOKEN
+from cairn.dynamodb.address_items import CREDENTIAL_ATTRIBUTES, DELETED, INBOX_REVISION, LAST_SEQUENCE, READ_TOKEN
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
 from cairn.errors import IdempotencyKeyReused, QuotaExceeded, Unauthorized, Unavailable
 
@@ -128,6 +129,34 @@ class AddressTable:
         self._forget(address_id)
         return True
 
+    def save_inbox_settings(
+        self, address_id: str, read_token_digest: str, settings: InboxSettings, *, now: float
+    ) -> bool:
+        """Compare-and-set of the inbox settings on the head, under the read token; False when refused."""
+        seen = settings.revision - 1
+        attributes = address_items.inbox_attributes(settings)
+        names = {f"#a{index}": name for index, name in enumerate(attributes)}
+        values = {f":a{index}": value for index, value in enumerate(attributes.values())}
+        (held,) = [placeholder for placeholder, name in names.items() if name == INBOX_REVISION]
+        revision = f"attribute_not_exists({held})" if seen == 0 else f"{held} = :seen"
+        if seen:
+            values[":seen"] = n(seen)
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=key(keys.address_pk(address_id), keys.META),
+                UpdateExpression="SET " + ", ".join(f"{name} = :{name[1:]}" for name in names),
+                ConditionExpression=f"#cred = :digest AND attribute_not_exists(#deleted) AND {revision}"
+                " AND (attribute_not_exists(expires_at) OR expires_at > :now)",
+                ExpressionAttributeNames={**names, "#cred": READ_TOKEN, "#deleted": DELETED},
+                ExpressionAttributeValues={**values, ":digest": s(read_token_digest), ":now": n(int(now))},
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     # -- appends -------------------------------------------------------------
 
     def append(self, request: AppendRequest) -> AppendResult:
@@ -187,6 +216,13 @@ class AddressTable:
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
+        if request.inbox_revision is not None:
+            names["#inbox"] = INBOX_REVISION
+            if request.inbox_revision:
+                condition += " AND #inbox = :inbox"
+                values[":inbox"] = n(request.inbox_revision)
+            else:
+                condition += " AND attribute_not_exists(#inbox)"
         if request.credential is not None:
             condition += " AND #cred = :digest"
             names["#cred"] = CREDENTIAL_ATTRIBUTES[request.credential.kind]
@@ -267,6 +303,9 @@ class AddressTable:
             head = head_reason.get("Item")
             if not head or DELETED in head or not _head_admits(head, request):
                 raise Unauthorized()
+            settings = address_items.inbox_from_item(head)
+            if request.inbox_revision is not None and settings.revision != request.inbox_revision:
+                raise InboxSettingsMoved(settings)
             current = get_int(head, LAST_SEQUENCE)
             stale = current != last
             last = current
