@@ -72,6 +72,7 @@ def test_text_is_kept_as_text_in_its_charset():
         (b"\xff\xfe not utf-8", "text/plain"),  # undecodable text is bytes
         (b"bell\x07", "text/plain"),  # control characters are not text
         (b"a=%FF", FORM),  # fields that are not UTF-8 are bytes
+        (b"\\ud800 half a pair", "text/plain; charset=unicode_escape"),  # no answer could carry the text
         (b"--x\r\nContent-Disposition: form-data; name=\"v\"\r\n\r\n1\r\n--x--\r\n", "multipart/form-data; boundary=x"),
     ],
 )

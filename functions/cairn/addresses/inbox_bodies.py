@@ -24,8 +24,9 @@ FORM = "application/x-www-form-urlencoded"
 MAX_LABEL_LENGTH = 256
 # Longer declared types are cut: a type is a label, not a place to store data.
 MAX_CONTENT_TYPE_LENGTH = 256
-# Control characters other than tab, newline and carriage return: text holding them is bytes.
-_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Control characters other than tab, newline and carriage return, and halves of UTF-16 surrogate
+# pairs (which some charsets decode to and no JSON answer can carry): text holding them is bytes.
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
