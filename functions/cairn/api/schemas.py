@@ -50,7 +50,7 @@ class AddressEndpointsOut(BaseModel):
 
 
 class EndpointsOut(AddressEndpointsOut):
-    inbox_url: str = Field(description="Write-only capability URL (POST any JSON); shown once.")
+    inbox_url: str = Field(description="Write-only capability URL (POST JSON, form fields, text or bytes); shown once.")
 
 
 class ProvisionResponse(BaseModel):

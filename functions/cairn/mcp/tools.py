@@ -170,7 +170,8 @@ CREATE_RETURN_ADDRESS = ToolSpec(
     "create_return_address",
     "Create a return address",
     "Creates a NEW address for a task: a durable JSON state store, an ordered event feed, an inbox URL "
-    "(`endpoints.inbox_url`: anyone holding it can POST a JSON callback, write-only) and an email address "
+    "(`endpoints.inbox_url`: anyone holding it can POST a callback (JSON, form, text or bytes), write-only) "
+    "and an email address "
     "(`address.email`). No account needed. Not idempotent: every call creates another address, so call "
     "it once per task and reuse the result. Save `address.id` and `credentials.read_token`: the token is "
     "shown only in this result, cannot be recovered, and every other tool needs it; never hand it out. "
