@@ -43,6 +43,12 @@ class Unauthorized(CairnError):
         super().__init__(message)
 
 
+class SignatureInvalid(CairnError):
+    """An inbox post failed every provider signature check its address registered; `reasons` by kind."""
+
+    code = "signature_invalid"
+
+
 class NotFound(CairnError):
     code = "not_found"
 

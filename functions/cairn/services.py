@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
+from cairn.addresses.inbox_config import InboxConfiguration
 from cairn.addresses.ports import Waiter
 from cairn.addresses.provisioning import Provisioning
 from cairn.addresses.state import AddressState
@@ -40,6 +41,7 @@ class Services:
     settings: Settings
     provisioning: Provisioning
     inbox: Inbox
+    inbox_config: InboxConfiguration
     feed: Feed
     state: AddressState
     email: EmailIngest
@@ -82,6 +84,7 @@ class Services:
                 table, state_table, limiter, settings, clock, before_delete=mail_retention.forget_address
             ),
             inbox=Inbox(table, waiter, settings, clock),
+            inbox_config=InboxConfiguration(table, clock),
             feed=feed,
             state=AddressState(table, state_table, waiter, settings, clock),
             email=EmailIngest(table, raw_messages, limiter, waiter, settings, clock),

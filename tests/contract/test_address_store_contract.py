@@ -12,12 +12,14 @@ from dataclasses import dataclass, replace
 import pytest
 
 from cairn import credentials
+from cairn.addresses.inbox_settings import InboxSettings, Verifier
 from cairn.addresses.models import AddressRecord, IdempotencyClaim, NewEvent
 from cairn.addresses.ports import (
     AddressStore,
     AppendRequest,
     Credential,
     CredentialKind,
+    InboxSettingsMoved,
     StateMoved,
     StateStore,
 )
@@ -109,6 +111,28 @@ NOW = time.time() + 3_600
 
 
 # -- heads -------------------------------------------------------------------------
+
+
+def test_inbox_settings_are_a_compare_and_set_that_inbox_appends_are_conditioned_on(stores: Stores) -> None:
+    record = new_address(stores, now=NOW)
+    github = Verifier(kind="github", secret="gh", tolerance_s=None, created_at=NOW)
+    first = InboxSettings(keep_headers=("x-github-event",), verifiers=(github,), revision=1)
+    token = credentials.digest(READ_TOKEN)
+    assert stores.addresses.save_inbox_settings(record.id, credentials.digest("wrong"), first, now=NOW) is False
+    assert stores.addresses.save_inbox_settings(record.id, token, replace(first, revision=2), now=NOW) is False
+    assert stores.addresses.save_inbox_settings(record.id, token, first, now=NOW) is True
+    assert stores.addresses.save_inbox_settings(record.id, token, first, now=NOW) is False, "revision 1 is taken"
+    assert stores.addresses.load(record.id).inbox == first
+
+    with pytest.raises(InboxSettingsMoved) as moved:
+        append(stores.other, record, event(1), now=NOW, inbox_revision=0)
+    assert moved.value.settings == first
+    with pytest.raises(Unauthorized):  # the credential is checked before the settings say anything
+        append(stores.other, record, event(1), now=NOW, inbox_revision=0, credential=inbox("wrong"))
+    kept = replace(event(1), headers={"x-github-event": "push"}, content_type="text/plain", verified_by="github")
+    append(stores.addresses, record, kept, now=NOW, inbox_revision=1)
+    (stored,) = stores.addresses.list_events(record.id, after=0, limit=10, now=NOW, max_bytes=10_000).events
+    assert (stored.headers, stored.content_type, stored.verified_by) == ({"x-github-event": "push"}, "text/plain", "github")
 
 
 def test_create_load_delete(stores: Stores) -> None:

@@ -60,12 +60,13 @@ def full_flow(client: httpx.Client, created: dict) -> str:
     return first
 
 
-def snapshot(client: httpx.Client, created: dict) -> tuple[dict, dict]:
+def snapshot(client: httpx.Client, created: dict) -> tuple[dict, dict, dict]:
     token = bearer(read_token(created))
     state = client.get(urlsplit(created["endpoints"]["state_url"]).path, headers=token)
     feed = client.get(urlsplit(created["endpoints"]["events_url"]).path, params={"after": 0}, headers=token)
-    assert state.status_code == feed.status_code == 200
-    return state.json(), feed.json()
+    inbox = client.get(f"{urlsplit(created['endpoints']['address_url']).path}/inbox", headers=token)
+    assert state.status_code == feed.status_code == inbox.status_code == 200
+    return state.json(), feed.json(), inbox.json()
 
 
 def address_routes(client: httpx.Client) -> list[tuple[str, str]]:
@@ -87,8 +88,12 @@ def request_for(method: str, template: str, values: dict[str, str]) -> dict:
     body = None
     if template.endswith("/state") and method == "POST":
         body = {"operations": [{"key": "plan", "op": "set", "value": "stolen"}]}
+    elif method == "PUT" and "/inbox/verifiers/" in template:
+        body = {"secret": "stolen"}
     elif method == "PUT":
         body = {"value": "stolen"}
+    elif method == "PATCH":
+        body = {"inbox": {"keep_headers": ["x-stolen"]}}
     elif template.endswith("/email/replay"):
         body = {"message_id": "a" * 40}
     elif template.startswith("/api/v1/inbox/"):
@@ -140,6 +145,7 @@ def test_a_token_for_one_address_opens_no_route_of_another(served: ServeProcess)
             "event_id": their_event,
             "key": "plan",
             "attachment_id": "att_1",
+            "kind": "github",
             "secret": inbox_secret(mine),
         }
         for method, template in address_routes(client):
@@ -162,6 +168,7 @@ def test_the_inbox_secret_cannot_read_or_change_its_own_address(served: ServePro
             "event_id": event,
             "key": "plan",
             "attachment_id": "att_1",
+            "kind": "github",
             "secret": inbox_secret(created),
         }
         for method, template in address_routes(client):

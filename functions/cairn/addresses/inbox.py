@@ -1,95 +1,162 @@
 """Deliver a callback to an address through its inbox URL.
 
 The secret in the URL is the only credential and it can only write. An
-`Idempotency-Key` makes a retried delivery return the original event.
+`Idempotency-Key` makes a retried delivery return the original event. The
+body may be JSON, form fields, text or bytes (`inbox_bodies`); the surface
+is always `http`: whatever the body says of itself (a `source` of `email`,
+its own `ingress_surface`) is the poster's word.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import hmac
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from cairn import credentials, jsontext
+from cairn import credentials
+from cairn.addresses import inbox_bodies, verifiers
 from cairn.addresses.access import require_well_formed
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import HTTP_SURFACE, AppendResult, IdempotencyClaim, NewEvent
-from cairn.addresses.ports import AddressStore, AppendRequest, Credential, CredentialKind, Waiter
+from cairn.addresses.ports import (
+    AddressStore,
+    AppendRequest,
+    Credential,
+    CredentialKind,
+    InboxSettingsMoved,
+    Waiter,
+)
 from cairn.clock import Clock
-from cairn.errors import InvalidRequest, PayloadTooLarge
+from cairn.errors import InvalidRequest, PayloadTooLarge, SignatureInvalid, Unauthorized, Unavailable
 from cairn.settings import Settings
 
 DEFAULT_TYPE = "message.received"
 DEFAULT_SOURCE = "http"
-MAX_LABEL_LENGTH = 256
+# Appends under settings that keep changing give up after this many.
+_ATTEMPTS = 4
+_KNOWN_CAPACITY = 50_000
+
+
+@dataclass(frozen=True)
+class InboxRequest:
+    """One delivery as it reached the inbox URL.
+
+    `content_type` is the whole `Content-Type` header ("" when absent);
+    `labels` are the URL's `type` and `source` query parameters; `headers`
+    every request header by lower-case name.
+    """
+
+    body: bytes
+    content_type: str = ""
+    labels: inbox_bodies.Labels = inbox_bodies.Labels()
+    idempotency_key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 class Inbox:
+    """Inbox posts: the body read by its kind, kept headers, signatures checked, one append.
+
+    The settings an append was checked against are a condition of the append
+    itself (their revision), so a process learns them from the one write
+    that finds them changed, not from a read before every post; it keeps the
+    last it saw per address, as a hint.
+    """
+
     def __init__(self, table: AddressStore, waiter: Waiter, settings: Settings, clock: Clock) -> None:
         self._table = table
         self._waiter = waiter
         self._settings = settings
         self._clock = clock
+        self._known: dict[str, tuple[str, InboxSettings]] = {}
+        self._known_lock = threading.Lock()
 
-    def deliver(self, address_id: str, secret: str, body: bytes, idempotency_key: str | None) -> AppendResult:
+    def deliver(self, address_id: str, secret: str, request: InboxRequest) -> AppendResult:
         limit = self._settings.max_inbox_bytes
-        if len(body) > limit:
+        if len(request.body) > limit:
             raise PayloadTooLarge(f"The body exceeds {limit} bytes.", max_bytes=limit)
-        payload = jsontext.parse(body)
-        if idempotency_key is not None:
-            self._check_key(idempotency_key)
-        event = event_from_body(payload)
-        claim = None if idempotency_key is None else _claim(idempotency_key, payload, event)
-        require_well_formed(address_id)
-        result = self._table.append(
-            AppendRequest(
-                address_id=address_id,
-                events=[event],
-                credential=Credential(CredentialKind.INBOX_SECRET, credentials.digest(secret)),
-                now=self._clock(),
-                idempotency=claim,
+        body = inbox_bodies.read(request.body, request.content_type, request.labels)
+        if request.idempotency_key is not None:
+            self._check_key(request.idempotency_key)
+        claim = None
+        if request.idempotency_key is not None:
+            claim = IdempotencyClaim(
+                key_digest=credentials.digest(request.idempotency_key), request_digest=body.request_digest
             )
-        )
-        if not result.duplicate:
-            self._waiter.notify(address_id)
-        return result
+        require_well_formed(address_id)
+        secret_digest = credentials.digest(secret)
+        inbox = self._last_seen(address_id, secret_digest)
+        confirmed = False
+        for _ in range(_ATTEMPTS):
+            now = self._clock()
+            try:
+                verified_by = verifiers.verified_by(inbox, request.body, request.headers, now=now)
+            except SignatureInvalid:
+                if confirmed:
+                    raise
+                # Settings remembered from an earlier post may be stale: refuse only on current ones.
+                inbox, confirmed = self._current(address_id, secret_digest, now), True
+                continue
+            event = NewEvent(
+                type=body.type or DEFAULT_TYPE,
+                source=body.source or DEFAULT_SOURCE,
+                data_json=body.data_json,
+                ingress_surface=HTTP_SURFACE,
+                content_type=body.content_type,
+                headers=inbox.kept(request.headers),
+                verified_by=verified_by,
+            )
+            try:
+                result = self._table.append(
+                    AppendRequest(
+                        address_id=address_id,
+                        events=[event],
+                        credential=Credential(CredentialKind.INBOX_SECRET, secret_digest),
+                        now=now,
+                        idempotency=claim,
+                        inbox_revision=inbox.revision,
+                    )
+                )
+            except InboxSettingsMoved as moved:  # raised only once the secret was admitted
+                inbox, confirmed = moved.settings, True
+                self._remember(address_id, secret_digest, inbox)
+                continue
+            self._remember(address_id, secret_digest, inbox)
+            if not result.duplicate:
+                self._waiter.notify(address_id)
+            return result
+        raise Unavailable("The inbox settings are changing; retry shortly.")
+
+    def _last_seen(self, address_id: str, secret_digest: str) -> InboxSettings:
+        """The settings last seen for an address; the defaults when none were; the one refusal for a wrong secret.
+
+        Settings are only remembered after the store admitted a secret, so a
+        wrong one is refused here before any signature is looked at: a
+        stranger learns nothing of an address's verifiers.
+        """
+        known = self._known.get(address_id)
+        if known is None:
+            return InboxSettings()
+        if not hmac.compare_digest(known[0], secret_digest):
+            raise Unauthorized()
+        return known[1]
+
+    def _current(self, address_id: str, secret_digest: str, now: float) -> InboxSettings:
+        """The stored settings, read when a remembered verifier refused a post; the one refusal for a wrong secret."""
+        record = self._table.load(address_id)
+        admitted = record is not None and hmac.compare_digest(record.inbox_secret_digest, secret_digest)
+        if record is None or not admitted or not record.is_live(now):
+            raise Unauthorized()
+        self._remember(address_id, secret_digest, record.inbox)
+        return record.inbox
+
+    def _remember(self, address_id: str, secret_digest: str, inbox: InboxSettings) -> None:
+        with self._known_lock:
+            if len(self._known) >= _KNOWN_CAPACITY:
+                self._known.clear()
+            self._known[address_id] = (secret_digest, inbox)
 
     def _check_key(self, idempotency_key: str) -> None:
         limit = self._settings.max_idempotency_key_length
         if not idempotency_key or len(idempotency_key) > limit or not idempotency_key.isprintable():
             raise InvalidRequest(f"Idempotency-Key must be 1 to {limit} printable characters.", field="Idempotency-Key")
-
-
-def _claim(idempotency_key: str, body: Any, event: NewEvent) -> IdempotencyClaim:
-    """The claim of a request: the digest of its whole body as canonical text.
-
-    When the body is the event's data, its canonical text is the event's:
-    the body is written out once.
-    """
-    has_data = isinstance(body, dict) and "data" in body
-    body_json = jsontext.canonical(body) if has_data else event.data_json
-    return IdempotencyClaim(
-        key_digest=credentials.digest(idempotency_key), request_digest=credentials.digest(body_json)
-    )
-
-
-def event_from_body(body: Any) -> NewEvent:
-    """AgentAddress mapping: `type`, `source` and `data` if given, else defaults and the whole body.
-
-    The surface is always `http`: whatever the body says of itself (a
-    `source` of `email`, its own `ingress_surface`) is the poster's word.
-    """
-    fields = body if isinstance(body, dict) else {}
-    data = fields["data"] if "data" in fields else body
-    return NewEvent(
-        type=_label(fields, "type", DEFAULT_TYPE),
-        source=_label(fields, "source", DEFAULT_SOURCE),
-        data_json=jsontext.canonical(data),
-        ingress_surface=HTTP_SURFACE,
-    )
-
-
-def _label(fields: dict[str, Any], name: str, default: str) -> str:
-    value = fields.get(name)
-    if not isinstance(value, str) or not value:
-        return default
-    if len(value) > MAX_LABEL_LENGTH:
-        raise InvalidRequest(f"{name} must be at most {MAX_LABEL_LENGTH} characters.", field=name)
-    return value

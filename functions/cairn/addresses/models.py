@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.decimal_text import is_decimal
 
 
@@ -24,6 +26,7 @@ class AddressRecord:
     last_sequence: int = 0
     # The owner removed every event up to this sequence (0: none trimmed).
     trimmed_through: int = 0
+    inbox: InboxSettings = InboxSettings()
 
     def is_live(self, now: float) -> bool:
         return self.expires_at is None or self.expires_at > now
@@ -44,12 +47,17 @@ class NewEvent:
 
     `type` and `source` are labels (an inbox poster chooses them);
     `ingress_surface` is the use case's own statement of where it came from.
+    An inbox post also records the type its body was read as, the request
+    headers its address keeps, and the verifier that checked its signature.
     """
 
     type: str
     source: str
     data_json: str
     ingress_surface: str
+    content_type: str | None = None
+    headers: Mapping[str, str] | None = None
+    verified_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,9 @@ class Event:
     expires_at: float
     ingress_surface: str
     acknowledged_at: float | None = None
+    content_type: str | None = None
+    headers: Mapping[str, str] | None = None
+    verified_by: str | None = None
 
     @property
     def data(self) -> Any:

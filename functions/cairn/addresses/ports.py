@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import (
     AddressRecord,
     AppendResult,
@@ -74,6 +75,9 @@ class AppendRequest:
     send_allowance: SendAllowance | None = None
     # Whose slots the events may take (`cairn.addresses.quota`): only the owner's writes reach the reserve.
     writer: Writer = Writer.OUTSIDER
+    # The inbox settings revision the events were checked against (inbox posts): `InboxSettingsMoved`
+    # when the head holds another, after the credential is checked.
+    inbox_revision: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,14 @@ class StateMoved(Exception):
 
     def __init__(self) -> None:
         super().__init__("state changed since it was read")
+
+
+class InboxSettingsMoved(Exception):
+    """The inbox settings are not the revision an inbox post was checked against: these are current."""
+
+    def __init__(self, settings: InboxSettings) -> None:
+        super().__init__("inbox settings changed since they were read")
+        self.settings = settings
 
 
 class AddressStore(Protocol):
@@ -106,9 +118,17 @@ class AddressStore(Protocol):
         """Append atomically with consecutive sequences.
 
         Raises `Unauthorized` (dead address or wrong credential),
-        `IdempotencyKeyReused`, `QuotaExceeded`, `StateMoved`, `Unavailable`.
+        `IdempotencyKeyReused`, `QuotaExceeded`, `StateMoved`, `InboxSettingsMoved`, `Unavailable`.
         A retained idempotency claim with the same request returns the first
         result with `duplicate`.
+        """
+
+    def save_inbox_settings(
+        self, address_id: str, read_token_digest: str, settings: InboxSettings, *, now: float
+    ) -> bool:
+        """Store `settings` if the digest opens the live address and its settings are at `settings.revision - 1`.
+
+        False when refused either way: the caller reads again to tell which.
         """
 
     def list_events(self, address_id: str, *, after: int, limit: int, now: float, max_bytes: int) -> FeedPage:

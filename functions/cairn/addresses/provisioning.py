@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cairn import credentials
+from cairn.addresses import inbox_settings
 from cairn.addresses.access import authenticate, require_well_formed
 from cairn.addresses.feed import count_read
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import AddressRecord, FeedCounts
 from cairn.addresses.ports import AddressStore, RateLimiter, StateStore
 from cairn.addresses.state_model import StateUsage
@@ -58,8 +60,13 @@ class Provisioning:
         task_id: str | None = None,
         name: str | None = None,
         expires_in_seconds: int | None = None,
+        keep_headers: Iterable[str] | None = None,
     ) -> Provisioned:
+        """A new address; `keep_headers` (None: none) are the request headers its inbox keeps on each event."""
         settings = self._settings
+        inbox = InboxSettings()
+        if keep_headers is not None:
+            inbox = InboxSettings(keep_headers=inbox_settings.keep_headers(keep_headers), revision=1)
         if expires_in_seconds is not None and not (
             settings.min_expires_in_seconds <= expires_in_seconds <= settings.max_expires_in_seconds
         ):
@@ -87,6 +94,7 @@ class Provisioning:
             expires_at=None if expires_in_seconds is None else int(now) + expires_in_seconds,
             read_token_digest=credentials.digest(read_token),
             inbox_secret_digest=credentials.digest(inbox_secret),
+            inbox=inbox,
         )
         self._table.create(record)
         return Provisioned(record=record, read_token=read_token, inbox_secret=inbox_secret)

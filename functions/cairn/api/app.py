@@ -12,6 +12,7 @@ from cairn.api.routes import (
     email,
     events,
     inbox,
+    inbox_settings,
     mcp,
     memory,
     outbound,
@@ -39,6 +40,8 @@ def create_app(services: Services) -> ConcurrentRestResolver:
     """The one resolver that Lambda and `cairn serve` both run."""
     app = ConcurrentRestResolver(enable_validation=True, cors=CORS, same_origin_prefixes=SAME_ORIGIN_PREFIXES)
     register_error_handlers(app)
-    for group in (addresses, inbox, events, state, email, outbound, runtime, memory, mcp, discovery, viewer):
+    for group in (
+        addresses, inbox, inbox_settings, events, state, email, outbound, runtime, memory, mcp, discovery, viewer
+    ):
         group.register(app, services)
     return app

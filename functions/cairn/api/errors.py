@@ -37,6 +37,7 @@ from cairn.errors import (
     RecipientNotVerified,
     RetryLater,
     RevisionConflict,
+    SignatureInvalid,
     StateLimitExceeded,
     TooManyAttempts,
     TooManyRecipients,
@@ -71,7 +72,7 @@ _CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
         PlainTextOnly,
         WrongCode,
     ),
-    401: (Unauthorized,),
+    401: (Unauthorized, SignatureInvalid),
     403: (CrossOriginRefused,),
     404: (
         NotFound,

@@ -6,6 +6,7 @@ OpenAPI publishes for it are one definition and cannot drift.
 
 from __future__ import annotations
 
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import AddressRecord, AppendResult, Event, FeedPage, TrimResult
 from cairn.addresses.provisioning import AddressOverview, Provisioned
 from cairn.addresses.state import StateWrite
@@ -77,6 +78,9 @@ def event(item: Event) -> schemas.EventOut:
         data=item.data,
         created_at=iso(item.created_at),
         acknowledged_at=None if item.acknowledged_at is None else iso(item.acknowledged_at),
+        content_type=item.content_type,
+        headers=None if item.headers is None else dict(item.headers),
+        verified_by=item.verified_by,
     )
 
 
@@ -162,4 +166,17 @@ def sent(result: SendResult) -> schemas.SendResponse:
         message_id=result.message_id,
         event=schemas.EventRefOut(id=result.event.id, sequence=result.event.sequence),
         duplicate=result.duplicate,
+    )
+
+
+def inbox_settings(settings: InboxSettings) -> schemas.InboxSettingsResponse:
+    """An inbox's settings as the owner may see them: every verifier, none of their secrets."""
+    return schemas.InboxSettingsResponse(
+        inbox=schemas.InboxSettingsOut(
+            keep_headers=list(settings.keep_headers),
+            verifiers=[
+                schemas.VerifierOut(kind=item.kind, tolerance_s=item.tolerance_s, created_at=iso(item.created_at))
+                for item in settings.verifiers
+            ],
+        )
     )

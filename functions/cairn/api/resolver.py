@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cairn import jsontext
 from cairn.api import requests
-from cairn.errors import CrossOriginRefused, UnsupportedMediaType
+from cairn.errors import CrossOriginRefused
 
 
 @dataclass
@@ -36,19 +36,18 @@ class _RequestState:
 
 
 class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
-    """Request validation that reads a body only as JSON.
+    """Request validation that reads every body as JSON, whatever type it declares.
 
-    Powertools would also decode form-encoded and multipart bodies into a JSON
-    model (`value=1` would be stored as `["1"]`) and answers other types with
-    an exception no handler maps; here any declared type but JSON is a 415.
+    Powertools would decode form-encoded and multipart bodies into a JSON
+    model (`value=1` would be stored as `["1"]`) and answer other types with
+    an exception no handler maps. The validated routes are the public address
+    routes, and there the bytes decide, as the inbox does: `curl -d` labels a
+    JSON body as a form, and a body that parses as JSON is taken as JSON; one
+    that does not is `invalid_json`, whatever its label. (The worker routes
+    read their bodies themselves and refuse any type but JSON: `json_body`.)
     """
 
     def _get_body(self, app) -> Any:
-        media = requests.media_type(app.current_event)
-        # An empty body has no type to get wrong (`curl -d ''` labels it as a form).
-        empty = not app.current_event.body
-        if not empty and media and not requests.is_json(media):
-            raise UnsupportedMediaType(f"Send the body as application/json, not {media[:100]}.")
         return self._parse_json_data(app)
 
 

@@ -4,11 +4,24 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from cairn.addresses.inbox_settings import MAX_KEPT_HEADERS, MAX_SECRET_LENGTH, VerifierKind
 from cairn.api.runtime_schemas import TIME_IN_ANSWER_PATTERN
 from cairn.email.ports import MESSAGE_ID_PATTERN
 
 
+class InboxSettingsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keep_headers: list[str] = Field(
+        max_length=MAX_KEPT_HEADERS,
+        description=f"Request headers (up to {MAX_KEPT_HEADERS} names, any case) the inbox keeps on each event, "
+        "e.g. `X-GitHub-Event`; `Authorization`, `Proxy-Authorization` and `Cookie` are never kept. "
+        "Replaces the list held.",
+    )
+
+
 class ProvisionRequest(BaseModel):
+    inbox: InboxSettingsIn | None = Field(default=None, description="The inbox's settings from the start.")
     task_id: str | None = Field(default=None, max_length=256, description="Caller-defined task identifier.")
     name: str | None = Field(default=None, max_length=256, description="Human-readable purpose.")
     expires_in_seconds: int | None = Field(
@@ -37,7 +50,7 @@ class AddressEndpointsOut(BaseModel):
 
 
 class EndpointsOut(AddressEndpointsOut):
-    inbox_url: str = Field(description="Write-only capability URL (POST any JSON); shown once.")
+    inbox_url: str = Field(description="Write-only capability URL (POST JSON, form fields, text or bytes); shown once.")
 
 
 class ProvisionResponse(BaseModel):
@@ -79,6 +92,19 @@ class EventOut(BaseModel):
     data: Any
     created_at: str
     acknowledged_at: str | None
+    content_type: str | None = Field(
+        default=None,
+        description="Inbox posts: the type the body was read as (`application/json`, "
+        "`application/x-www-form-urlencoded`, `text/...`, or the declared type of bytes kept as base64).",
+    )
+    headers: dict[str, str] | None = Field(
+        default=None, description="Inbox posts: the request headers the address keeps (`inbox.keep_headers`)."
+    )
+    verified_by: str | None = Field(
+        default=None,
+        description="Inbox posts: the verifier (`github`, `stripe`, `slack`, `standard_webhooks`) whose signature "
+        "check this delivery passed, set by Cairn alone.",
+    )
 
 
 class FeedResponse(BaseModel):
@@ -288,3 +314,45 @@ class SendResponse(BaseModel):
     message_id: str = Field(description="The message's Message-ID header; outcome events carry it.")
     event: EventRefOut = Field(description="The `email.sent` event.")
     duplicate: bool
+
+
+class AddressPatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    inbox: InboxSettingsIn
+
+
+class VerifierIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: VerifierKind | None = Field(default=None, description="If given, the kind in the path.")
+    secret: str = Field(
+        min_length=1,
+        max_length=MAX_SECRET_LENGTH,
+        validation_alias=AliasChoices("secret", "signing_secret"),
+        description="The provider's signing secret (Slack's `signing_secret`; Standard Webhooks' `whsec_…`). "
+        "Stored to check signatures and never returned.",
+    )
+    tolerance_s: int | None = Field(
+        default=None,
+        description="stripe and slack: how far (seconds) a signed timestamp may be from Cairn's clock; default 300. "
+        "standard_webhooks checks a fixed 300; github signs no time.",
+    )
+
+
+class VerifierOut(BaseModel):
+    kind: str = Field(description="`github`, `stripe`, `slack` or `standard_webhooks`.")
+    tolerance_s: int | None = Field(description="Seconds a signed timestamp may be from now; null for github.")
+    created_at: str
+
+
+class InboxSettingsOut(BaseModel):
+    keep_headers: list[str] = Field(description="Kept request headers, lower-cased.")
+    verifiers: list[VerifierOut] = Field(
+        description="A delivery must pass one of these (else 401 `signature_invalid`); its event then carries "
+        "`verified_by`. Secrets are never shown."
+    )
+
+
+class InboxSettingsResponse(BaseModel):
+    inbox: InboxSettingsOut

@@ -56,10 +56,15 @@ class Address:
         task_id: str | None = None,
         name: str | None = None,
         expires_in: int | None = None,
+        keep_headers: list[str] | None = None,
         http: HttpClient | None = None,
     ) -> Address:
-        """Create a new address (no account needed). Save it: its read token is shown only now."""
-        request = {"task_id": task_id, "name": name, "expires_in_seconds": expires_in}
+        """Create a new address (no account needed). Save it: its read token is shown only now.
+
+        `keep_headers`: request headers its inbox keeps on each event (see `keep_headers`).
+        """
+        inbox = None if keep_headers is None else {"keep_headers": keep_headers}
+        request = {"task_id": task_id, "name": name, "expires_in_seconds": expires_in, "inbox": inbox}
         body = json_body({field: value for field, value in request.items() if value is not None})
         client = http or HttpClient()
         response = client.request("POST", base_url.rstrip("/") + ADDRESSES_PATH, body=body)
@@ -131,6 +136,31 @@ class Address:
     def describe(self) -> dict[str, Any]:
         """Metadata, feed depth and state usage."""
         return self._http.request("GET", self.address_url, token=self.read_token).json()
+
+    def inbox_settings(self) -> dict[str, Any]:
+        """`{"inbox": {"keep_headers": [...], "verifiers": [{"kind", "tolerance_s", "created_at"}]}}`."""
+        return self._http.request("GET", f"{self.address_url}/inbox", token=self.read_token).json()
+
+    def keep_headers(self, names: list[str]) -> dict[str, Any]:
+        """Keep these request headers (up to 16; never Authorization or Cookie) on each inbox event from now on."""
+        body = json_body({"inbox": {"keep_headers": names}})
+        return self._http.request("PATCH", self.address_url, token=self.read_token, body=body).json()
+
+    def set_verifier(self, kind: str, secret: str, *, tolerance_s: int | None = None) -> dict[str, Any]:
+        """Require inbox posts to carry a valid `github`, `stripe`, `slack` or `standard_webhooks` signature.
+
+        With verifiers set, a post that passes none is refused
+        (`SignatureInvalid`) and one that passes has `verified_by` on its
+        event. The secret is never shown again.
+        """
+        request = {"secret": secret, "tolerance_s": tolerance_s}
+        body = json_body({field: value for field, value in request.items() if value is not None})
+        url = f"{self.address_url}/inbox/verifiers/{quote(kind, safe='')}"
+        return self._http.request("PUT", url, token=self.read_token, body=body).json()
+
+    def remove_verifier(self, kind: str) -> dict[str, Any]:
+        url = f"{self.address_url}/inbox/verifiers/{quote(kind, safe='')}"
+        return self._http.request("DELETE", url, token=self.read_token).json()
 
     def delete(self) -> None:
         """Delete the address with its state and feed; its token and inbox URL stop working at once."""

@@ -32,6 +32,7 @@ from cairn.errors import (
     RateLimited,
     RecipientNotVerified,
     RevisionConflict,
+    SignatureInvalid,
     StateLimitExceeded,
     TooManyAttempts,
     TooManyRecipients,
@@ -64,6 +65,7 @@ _PLAIN: dict[str, type[CairnError]] = {
         WrongCode,
         TooManyAttempts,
         CodeExpired,
+        SignatureInvalid,
     )
 }
 

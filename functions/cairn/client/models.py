@@ -23,7 +23,12 @@ class Delivery(TypedDict):
 
 
 class Event(TypedDict):
-    """`ingress_surface` is the server's word on where it came from (`http`, `state`, or mail's name)."""
+    """`ingress_surface` is the server's word on where it came from (`http`, `state`, or mail's name).
+
+    Inbox posts also carry `content_type` (how the body was read), `headers`
+    (the ones the address keeps) and `verified_by` (the verifier whose
+    signature check the post passed); other events carry them as null.
+    """
 
     id: str
     sequence: int
@@ -33,6 +38,9 @@ class Event(TypedDict):
     data: Any
     created_at: str
     acknowledged_at: str | None
+    content_type: str | None
+    headers: dict[str, str] | None
+    verified_by: str | None
 
 
 class Page(TypedDict):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cairn.addresses.inbox_settings import InboxSettings, Verifier
 from cairn.addresses.models import AddressRecord, Event, EventRef, IdempotencyClaim, NewEvent, legacy_surface
 from cairn.addresses.ports import CredentialKind
 from cairn.dynamodb import blobs, feed_counts, keys
@@ -24,8 +25,14 @@ LAST_SEQUENCE = "last_seq"
 # Feed slots held for outbound mail outcomes not yet recorded.
 PENDING_OUTCOMES = "pending_outcomes"
 INGRESS_SURFACE = "ingress_surface"
+CONTENT_TYPE = "content_type"
+HEADERS = "headers"
+VERIFIED_BY = "verified_by"
 DELETED = "deleted"
 TRIMMED_THROUGH = "trimmed_through"
+INBOX_REVISION = "inbox_rev"
+_KEEP_HEADERS = "inbox_keep_headers"
+_VERIFIERS = "inbox_verifiers"
 
 
 def head_item(record: AddressRecord) -> Item:
@@ -45,7 +52,48 @@ def head_item(record: AddressRecord) -> Item:
         item["name"] = s(record.name)
     if record.expires_at is not None:
         item["expires_at"] = n(int(record.expires_at))
+    if record.inbox.revision:
+        item.update(inbox_attributes(record.inbox))
     return item
+
+
+def inbox_attributes(settings: InboxSettings) -> Item:
+    """The head attributes of an inbox's settings; verifier secrets are stored as given (see SECURITY.md)."""
+    verifiers = {
+        verifier.kind: {
+            "M": {
+                "secret": s(verifier.secret),
+                "created_at": n(verifier.created_at),
+                **({} if verifier.tolerance_s is None else {"tolerance_s": n(verifier.tolerance_s)}),
+            }
+        }
+        for verifier in settings.verifiers
+    }
+    return {
+        INBOX_REVISION: n(settings.revision),
+        _KEEP_HEADERS: {"L": [s(name) for name in settings.keep_headers]},
+        _VERIFIERS: {"M": verifiers},
+    }
+
+
+def inbox_from_item(item: Item) -> InboxSettings:
+    """The inbox settings a head item holds; the defaults (revision 0) when it holds none."""
+    if INBOX_REVISION not in item:
+        return InboxSettings()
+    verifiers = tuple(
+        Verifier(
+            kind=kind,
+            secret=get_s(value["M"], "secret") or "",
+            tolerance_s=None if "tolerance_s" not in value["M"] else get_int(value["M"], "tolerance_s"),
+            created_at=get_n(value["M"], "created_at") or 0.0,
+        )
+        for kind, value in item.get(_VERIFIERS, {"M": {}})["M"].items()
+    )
+    return InboxSettings(
+        keep_headers=tuple(name["S"] for name in item.get(_KEEP_HEADERS, {"L": []})["L"]),
+        verifiers=tuple(sorted(verifiers, key=lambda verifier: verifier.created_at)),
+        revision=get_int(item, INBOX_REVISION),
+    )
 
 
 def record_from_item(item: Item) -> AddressRecord | None:
@@ -63,6 +111,7 @@ def record_from_item(item: Item) -> AddressRecord | None:
         inbox_secret_digest=get_s(item, CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]) or "",
         last_sequence=get_int(item, LAST_SEQUENCE),
         trimmed_through=get_int(item, TRIMMED_THROUGH),
+        inbox=inbox_from_item(item),
     )
 
 
@@ -82,6 +131,12 @@ def event_items(address_id: str, ref: EventRef, event: NewEvent, *, now: float, 
         "expires_at": n(expires_at),
         **payload,
     }
+    if event.content_type is not None:
+        item[CONTENT_TYPE] = s(event.content_type)
+    if event.headers:
+        item[HEADERS] = {"M": {name: s(value) for name, value in event.headers.items()}}
+    if event.verified_by is not None:
+        item[VERIFIED_BY] = s(event.verified_by)
     return [item, *chunks]
 
 
@@ -100,6 +155,9 @@ def event_from_item(item: Item, data_json: str | None) -> Event:
         # Items written before surfaces existed have none.
         ingress_surface=get_s(item, INGRESS_SURFACE) or legacy_surface(type_, source),
         acknowledged_at=get_n(item, "acknowledged_at"),
+        content_type=get_s(item, CONTENT_TYPE),
+        headers={name: value["S"] for name, value in item[HEADERS]["M"].items()} if HEADERS in item else None,
+        verified_by=get_s(item, VERIFIED_BY),
     )
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from cairn import credentials, jsontext
+from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import (
     AddressRecord,
     AppendResult,
@@ -32,12 +33,13 @@ from cairn.addresses.models import (
     TrimResult,
     event_id,
 )
-from cairn.addresses.ports import AppendRequest, StateMoved
+from cairn.addresses.ports import AppendRequest, InboxSettingsMoved, StateMoved
 from cairn.addresses.quota import FeedQuota
 from cairn.dynamodb import address_items, blobs, feed_counts, keys, outbound_items, state_items, table_ops
 from cairn.dynamodb.address_items import (
     CREDENTIAL_ATTRIBUTES,
     DELETED,
+    INBOX_REVISION,
     LAST_SEQUENCE,
     PENDING_OUTCOMES,
     READ_TOKEN,
@@ -148,6 +150,34 @@ class AddressTable:
         self._forget(address_id)
         return True
 
+    def save_inbox_settings(
+        self, address_id: str, read_token_digest: str, settings: InboxSettings, *, now: float
+    ) -> bool:
+        """Compare-and-set of the inbox settings on the head, under the read token; False when refused."""
+        seen = settings.revision - 1
+        attributes = address_items.inbox_attributes(settings)
+        names = {f"#a{index}": name for index, name in enumerate(attributes)}
+        values = {f":a{index}": value for index, value in enumerate(attributes.values())}
+        (held,) = [placeholder for placeholder, name in names.items() if name == INBOX_REVISION]
+        revision = f"attribute_not_exists({held})" if seen == 0 else f"{held} = :seen"
+        if seen:
+            values[":seen"] = n(seen)
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=key(keys.address_pk(address_id), keys.META),
+                UpdateExpression="SET " + ", ".join(f"{name} = :{name[1:]}" for name in names),
+                ConditionExpression=f"#cred = :digest AND attribute_not_exists(#deleted) AND {revision}"
+                " AND (attribute_not_exists(expires_at) OR expires_at > :now)",
+                ExpressionAttributeNames={**names, "#cred": READ_TOKEN, "#deleted": DELETED},
+                ExpressionAttributeValues={**values, ":digest": s(read_token_digest), ":now": n(int(now))},
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
     # -- appends -------------------------------------------------------------
 
     def append(self, request: AppendRequest) -> AppendResult:
@@ -223,6 +253,13 @@ class AddressTable:
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
+        if request.inbox_revision is not None:
+            names["#inbox"] = INBOX_REVISION
+            if request.inbox_revision:
+                condition += " AND #inbox = :inbox"
+                values[":inbox"] = n(request.inbox_revision)
+            else:
+                condition += " AND attribute_not_exists(#inbox)"
         if request.credential is not None:
             condition += " AND #cred = :digest"
             names["#cred"] = CREDENTIAL_ATTRIBUTES[request.credential.kind]
@@ -311,6 +348,9 @@ class AddressTable:
             head = head_reason.get("Item")
             if not head or DELETED in head or not _head_admits(head, request):
                 raise Unauthorized()
+            settings = address_items.inbox_from_item(head)
+            if request.inbox_revision is not None and settings.revision != request.inbox_revision:
+                raise InboxSettingsMoved(settings)
             current = get_int(head, LAST_SEQUENCE)
             current_pending = get_int(head, PENDING_OUTCOMES)
             stale = current != last or current_pending != self._pending.get(request.address_id, 0)
@@ -551,5 +591,5 @@ _EVENT_FRAME_BYTES = 256
 
 def _sent_size(event: Event) -> int:
     """What one event adds to a feed answer, escaped as Lambda carries it."""
-    labels = jsontext.sent_size(jsontext.canonical(event.type)) + jsontext.sent_size(jsontext.canonical(event.source))
-    return jsontext.sent_size(event.data_json) + labels + _EVENT_FRAME_BYTES
+    labels = [event.type, event.source, event.content_type, event.verified_by, event.headers]
+    return jsontext.sent_size(event.data_json) + jsontext.sent_size(jsontext.canonical(labels)) + _EVENT_FRAME_BYTES

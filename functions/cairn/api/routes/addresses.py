@@ -34,6 +34,7 @@ def register(app, services: Services) -> None:
             task_id=request.task_id,
             name=request.name,
             expires_in_seconds=request.expires_in_seconds,
+            keep_headers=None if request.inbox is None else request.inbox.keep_headers,
         )
         base = urls.base_url(event, settings.public_base_url)
         return Response(

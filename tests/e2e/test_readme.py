@@ -1,0 +1,183 @@
+"""The README and skill.md are scripts that work: their shell blocks, run as written, on `cairn serve`.
+
+The README's tour, state, inbox-callback and email blocks and its `cairn`
+commands run in order in one shell; only the values the text says to change
+are changed (`BASE`, `SMTP_PORT`, and `CAIRN_URL` for the `cairn` commands).
+skill.md's blocks run with the placeholders it names (`<id>`, `<event_id>`,
+`$READ_TOKEN`) filled in. Every `curl` answer is checked for its status and
+shape, in order.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import smtplib
+import subprocess
+import sys
+from collections.abc import Callable
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.serve import ServeProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+# Each curl answer goes to the log as "<status> <base64 body>"; the command still prints the body.
+CURL_RECORDER = r"""
+curl() {
+  local out status body
+  out=$(command curl -w '\n%{http_code}' "$@")
+  status=${out##*$'\n'}
+  body=${out%$'\n'*}
+  printf '%s %s\n' "$status" "$(printf '%s' "$body" | base64 -w0)" >> "$CURL_LOG"
+  printf '%s\n' "$body"
+}
+"""
+
+
+def sh_blocks(text: str) -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", text, flags=re.S)
+
+
+def readme_script(base_url: str, smtp_port: int) -> str:
+    """The tour, state, inbox-callback and email blocks, then the `cairn` commands, as one script."""
+    text = (ROOT / "README.md").read_text()
+    api = text[text.index("## A tour of the API") : text.index("### The inbox page")]
+    tools = text[text.index("## Agent tools: SDK, CLI, MCP") : text.index("## Configuration and limits")]
+    blocks = sh_blocks(api) + [block for block in sh_blocks(tools) if block.startswith("cairn provision")]
+    assert len(blocks) == 5, "tour, state, inbox callbacks, email, cairn commands"
+    script = "\n".join(blocks)
+    for documented, here in [("BASE=http://127.0.0.1:8787\n", f"BASE={base_url}\n"),
+                             ("SMTP_PORT=2525 ", f"SMTP_PORT={smtp_port} ")]:
+        assert script.count(documented) == 1, documented
+        script = script.replace(documented, here)
+    return script
+
+
+def run(script: str, workdir: Path, served: ServeProcess, **env: str) -> tuple[str, list[tuple[int, Any]]]:
+    """Run `script` in bash (stop at the first failing command); its stdout and each curl answer."""
+    log = workdir / "curl.log"
+    log.write_text("")
+    environment = {
+        **os.environ,
+        "CURL_LOG": str(log),
+        "CAIRN_URL": served.base_url,
+        "CAIRN_HOME": str(workdir / "cairn-home"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
+        **env,
+    }
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + CURL_RECORDER + script],
+        cwd=workdir, env=environment, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    answers = []
+    for line in log.read_text().splitlines():
+        status, _, encoded = line.partition(" ")
+        body = base64.b64decode(encoded)
+        try:
+            answers.append((int(status), json.loads(body)))
+        except ValueError:
+            answers.append((int(status), body))
+    return done.stdout, answers
+
+
+def keys(*names: str) -> Callable[[Any], bool]:
+    return lambda body: isinstance(body, dict) and set(names) <= set(body)
+
+
+def error(code: str) -> Callable[[Any], bool]:
+    return lambda body: body["error"]["code"] == code
+
+
+README_ANSWERS: list[tuple[str, int, Callable[[Any], bool]]] = [
+    ("provision", 201, keys("address", "credentials", "endpoints")),
+    ("inbox post", 202, lambda body: body["duplicate"] is False and body["event"]["sequence"] == 1),
+    ("long-poll", 200, lambda body: body["events"][0]["data"] == {"status": "green"} and body["next_cursor"] == 1),
+    ("ack", 200, lambda body: body["event"]["acknowledged_at"]),
+    ("describe", 200, keys("address", "feed", "state", "endpoints")),
+    ("state create", 201, lambda body: body["revision"] == 1),
+    ("state compare-and-set", 200, lambda body: body["revision"] == 2),
+    ("state get", 200, lambda body: body["value"] == {"step": 2}),
+    ("state keys", 200, lambda body: [key["key"] for key in body["keys"]] == ["progress"]),
+    ("state delete", 200, lambda body: body == {"key": "progress", "deleted": True, "revision": 3}),
+    ("state batch", 200, lambda body: [result["revision"] for result in body["results"]] == [1, 4]),
+    ("keep headers", 200, lambda body: body["inbox"]["keep_headers"] == ["x-github-event", "x-github-delivery"]),
+    ("github verifier", 201, lambda body: body["inbox"]["verifiers"][0]["kind"] == "github"),
+    ("unsigned post", 401, error("signature_invalid")),
+    ("signed post", 202, keys("duplicate", "event")),
+    ("inbox settings", 200, lambda body: "my-github-webhook-secret" not in json.dumps(body)),
+    ("verifier removed", 200, lambda body: body["inbox"]["verifiers"] == []),
+    ("feed with mail", 200, lambda body: body["events"][-1]["type"] == "email.received"),
+    ("attachment", 200, lambda body: body == b""),  # written to invoice.pdf
+    ("replay", 200, lambda body: body["duplicate"] is True),
+    ("delete", 200, lambda body: body["deleted"] is True),
+]
+
+
+def test_the_readme_runs_as_written(served: ServeProcess, tmp_path: Path):
+    stdout, answers = run(readme_script(served.base_url, served.smtp_port), tmp_path, served)
+    assert len(answers) == len(README_ANSWERS), [status for status, _ in answers]
+    for (name, status, shape), (got_status, body) in zip(README_ANSWERS, answers, strict=True):
+        assert got_status == status, (name, body)
+        assert shape(body), (name, body)
+    assert (tmp_path / "invoice.pdf").read_bytes() == b"%PDF-1.4 invoice 31"
+    signed_event = answers[2][1]["events"][0]  # the tour's own event; the signed one is checked below
+    assert signed_event["content_type"] == "application/json"
+    followed = [json.loads(line) for line in stdout.splitlines()[-2:]]  # the script ends with `follow`
+    assert [event["type"] for event in followed] == ["state.updated", "build.done"], "cairn events follow"
+
+
+def test_the_readme_marks_the_signed_callback(served: ServeProcess, tmp_path: Path):
+    """The tour and the callback block alone: the signed post's event is verified and keeps its header."""
+    script = readme_script(served.base_url, served.smtp_port)
+    script = script[: script.index("SMTP_PORT=")] + 'curl -s "$EVENTS_URL?after=0" -H "Authorization: Bearer $READ_TOKEN"\n'
+    _, answers = run(script, tmp_path, served)
+    events = answers[-1][1]["events"]
+    signed = events[-1]
+    assert (signed["type"], signed["verified_by"], signed["headers"]) == (
+        "github.pull_request", "github", {"x-github-event": "pull_request"}
+    )
+
+
+def indented_blocks(text: str) -> list[str]:
+    """Markdown's indented code blocks, as shell text."""
+    return [
+        "\n".join(line[4:] for line in block.splitlines())
+        for block in re.findall(r"(?:^    .*\n)+", text, flags=re.M)
+    ]
+
+
+def test_skill_md_runs_as_written(served: ServeProcess, tmp_path: Path):
+    guide = httpx.get(f"{served.base_url}/skill.md").text
+    provision, poll, ack, state, attachment = indented_blocks(guide)
+    _, [(status, created)] = run(provision, tmp_path, served)
+    assert status == 201
+    address_id, token = created["address"]["id"], created["credentials"]["read_token"]
+    # The other party calls back; then a mail with an attachment arrives.
+    assert httpx.post(created["endpoints"]["inbox_url"], json={"type": "render.completed", "data": {}}).status_code == 202
+    mail = EmailMessage()
+    mail["From"], mail["To"], mail["Subject"] = "billing@example.com", created["address"]["email"], "Invoice"
+    mail.set_content("attached")
+    mail.add_attachment(b"invoice bytes", maintype="application", subtype="pdf", filename="invoice.pdf")
+    with smtplib.SMTP("127.0.0.1", served.smtp_port) as smtp:
+        smtp.send_message(mail)
+
+    def filled(block: str, event_id: str = "") -> str:
+        return block.replace("<id>", address_id).replace("<event_id>", event_id)
+
+    _, [(status, page)] = run(filled(poll), tmp_path, served, READ_TOKEN=token)
+    assert status == 200 and [event["type"] for event in page["events"]] == ["render.completed", "email.received"]
+    callback, mail_event = page["events"]
+    _, [(status, acked)] = run(filled(ack, callback["id"]), tmp_path, served, READ_TOKEN=token)
+    assert status == 200 and acked["event"]["id"] == callback["id"]
+    _, [(status, written)] = run(filled(state), tmp_path, served, READ_TOKEN=token)
+    assert (status, written["revision"]) == (201, 1)
+    _, [(status, _)] = run(filled(attachment, mail_event["id"]), tmp_path, served, READ_TOKEN=token)
+    assert status == 200 and (tmp_path / "file").read_bytes() == b"invoice bytes"
