@@ -33,6 +33,10 @@ _TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,2
 
 # API Gateway ends every request at 29 s; a long-poll must answer before that.
 API_GATEWAY_TIMEOUT_SECONDS = 29
+# API Gateway's STREAM mode and Lambda both stop at 15 minutes; an event stream
+# ends by itself half a minute before, so its client sees a clean end, not a cut.
+STREAM_LIMIT_SECONDS = 15 * 60
+MAX_STREAM_SECONDS = STREAM_LIMIT_SECONDS - 30
 
 # The application's limits (functions/cairn/settings.py, variable CAIRN_<KEY>)
 # with its defaults. Every deployment passes all of them, so the function's
@@ -49,6 +53,8 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "create_rate_per_minute": 20,
     "poll_rate_per_minute": 30,
     "max_wait_seconds": 25,
+    "max_stream_seconds": MAX_STREAM_SECONDS,
+    "stream_heartbeat_seconds": 15,
     "default_page_limit": 100,
     "max_page_limit": 1_000,
     "max_page_bytes": 5_000_000,
@@ -135,6 +141,10 @@ class StageConfig:
         if self.limits["max_wait_seconds"] >= API_GATEWAY_TIMEOUT_SECONDS:
             raise ValueError(
                 f"'max_wait_seconds' must stay below API Gateway's {API_GATEWAY_TIMEOUT_SECONDS} s timeout"
+            )
+        if self.limits["max_stream_seconds"] > MAX_STREAM_SECONDS:
+            raise ValueError(
+                f"'max_stream_seconds' must be at most {MAX_STREAM_SECONDS}, to end before the 15-minute cut"
             )
 
     @classmethod

@@ -42,6 +42,8 @@ FULL_CONTEXT = {
     "create_rate_per_minute": 7,
     "poll_rate_per_minute": 90,
     "max_wait_seconds": "20",
+    "max_stream_seconds": 600,
+    "stream_heartbeat_seconds": "10",
     "default_page_limit": 50,
     "max_page_limit": 500,
     "max_page_bytes": 2_000_000,

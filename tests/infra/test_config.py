@@ -72,6 +72,7 @@ def test_public_base_url_comes_only_from_a_custom_domain() -> None:
         {"stage": "dev", "max_events": 0},
         {"stage": "dev", "max_events": True},
         {"stage": "dev", "max_wait_seconds": 29},
+        {"stage": "dev", "max_stream_seconds": 871},
         {"stage": "dev", "email_domain": "Not A Domain"},
         {"stage": "dev", "activate_receipt_rule_set": "true"},
         {"stage": "dev", "api_domain_name": "api.example.com"},

@@ -29,6 +29,7 @@ from cairn.errors import (
     RateLimited,
     RevisionConflict,
     StateLimitExceeded,
+    StreamUnavailable,
     Unauthorized,
     Unavailable,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "RetryPolicy",
     "RevisionConflict",
     "StateLimitExceeded",
+    "StreamUnavailable",
     "Unauthorized",
     "Unavailable",
     "UnsafeFile",

@@ -26,6 +26,7 @@ from cairn.errors import (
     RateLimited,
     RevisionConflict,
     StateLimitExceeded,
+    StreamUnavailable,
     Unauthorized,
     Unavailable,
 )
@@ -42,6 +43,7 @@ _PLAIN: dict[str, type[CairnError]] = {
         PayloadTooLarge,
         AttachmentUnavailable,
         IdempotencyKeyReused,
+        StreamUnavailable,
     )
 }
 
