@@ -98,6 +98,9 @@ class StageConfig:
     # Concurrency set aside for (and capped at) the API function: idle long-polls hold executions,
     # and without a cap they could take the whole account's concurrency. None: unreserved.
     api_reserved_concurrency: int | None = None
+    # Concurrency set aside for (and capping) the streaming function, where polls, long-polls,
+    # event streams and attachment downloads run: waiting readers can hold this much, never more.
+    stream_reserved_concurrency: int = 50
     log_retention_days: int = 30
     # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".
     limits: Mapping[str, int] = field(default_factory=dict)
@@ -183,6 +186,7 @@ class StageConfig:
                 if text("api_reserved_concurrency") is None
                 else number("api_reserved_concurrency", 0)
             ),
+            stream_reserved_concurrency=number("stream_reserved_concurrency", cls.stream_reserved_concurrency),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
             limits={
                 key: number(key, default, _LIMIT_MINIMUMS.get(key, 1))

@@ -32,6 +32,7 @@ FULL_CONTEXT = {
     "api_throttle_rate": "250",
     "api_throttle_burst": 500,
     "api_reserved_concurrency": "50",
+    "stream_reserved_concurrency": "20",
     "log_retention_days": "90",
     "event_retention_seconds": 3 * 86_400 + 1,
     "max_events": 5_000,

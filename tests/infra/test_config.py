@@ -86,6 +86,7 @@ def test_public_base_url_comes_only_from_a_custom_domain() -> None:
         {"stage": "dev", "log_retention_days": 31},
         {"stage": "dev", "api_reserved_concurrency": 0},
         {"stage": "dev", "api_reserved_concurrency": "many"},
+        {"stage": "dev", "stream_reserved_concurrency": 0},
         {"stage": "dev", "email_ingress_surface": "http"},
         {"stage": "dev", "email_ingress_surface": "state"},
         {"stage": "dev", "email_ingress_surface": "Resend Mail"},

@@ -17,7 +17,7 @@ from tests.infra.synthesis import FULL_CONTEXT, Synthesis
 FUNCTION = "AWS::Lambda::Function"
 API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
 EMAIL_HANDLER = "cairn.entrypoints.email_handler.lambda_handler"
-DOWNLOAD_HANDLER = "cairn.entrypoints.streaming.main"
+STREAMING_HANDLER = "cairn.entrypoints.streaming.main"
 
 
 def cairn_functions(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
@@ -56,14 +56,14 @@ def role_of(properties: dict[str, Any]) -> str:
     return properties["Role"]["Fn::GetAtt"][0]
 
 
-def test_without_email_only_the_api_function_exists(default: Synthesis) -> None:
+def test_without_email_the_api_and_streaming_functions_exist(default: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(default).values()}
-    assert handlers == {API_HANDLER}
+    assert handlers == {API_HANDLER, STREAMING_HANDLER}
 
 
-def test_with_email_the_ingest_and_download_functions_exist(full: Synthesis) -> None:
+def test_with_email_the_ingest_function_exists_too(full: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(full).values()}
-    assert handlers == {API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER}
+    assert handlers == {API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER}
 
 
 def test_every_handler_resolves_to_a_function_in_the_code_asset(full: Synthesis) -> None:
@@ -121,7 +121,7 @@ def test_ingest_function_has_time_for_a_large_message(full: Synthesis) -> None:
     assert properties["Timeout"] >= 60
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER])
 def test_every_limit_from_context_reaches_the_environment(full: Synthesis, handler: str) -> None:
     _, properties = function_by_handler(full, handler)
     variables = properties["Environment"]["Variables"]
@@ -157,7 +157,7 @@ def test_functions_know_their_table_and_powertools_settings(full: Synthesis) -> 
         assert variables["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER])
 def test_every_function_finds_raw_messages(full: Synthesis, handler: str) -> None:
     bucket_id, _ = full.only("AWS::S3::Bucket")
     _, properties = function_by_handler(full, handler)
@@ -174,7 +174,7 @@ def test_functions_log_to_their_own_retained_log_group(full: Synthesis) -> None:
         assert log_groups[log_group_id]["DeletionPolicy"] == "Retain"
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER])
 def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synthesis, handler: str) -> None:
     table_id, _ = full.only("AWS::DynamoDB::GlobalTable")
     _, properties = function_by_handler(full, handler)
@@ -190,7 +190,7 @@ def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synth
         assert as_list(statement["Resource"]) == [{"Fn::GetAtt": [table_id, "Arn"]}]
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER])
 def test_functions_may_only_read_raw_messages(full: Synthesis, handler: str) -> None:
     bucket_id, _ = full.only("AWS::S3::Bucket")
     bucket_arn = {"Fn::GetAtt": [bucket_id, "Arn"]}
