@@ -44,6 +44,7 @@ class Reader:
         self.received: queue.Queue[Message | Comment | None] = queue.Queue()
         self.status: int | None = None
         self.content_type = ""
+        self._response: httpx.Response | None = None
         headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {address.read_token}"}
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
@@ -56,7 +57,7 @@ class Reader:
 
     def _read(self) -> None:
         try:
-            response = self._client.send(self._request, stream=True)
+            response = self._response = self._client.send(self._request, stream=True)
             self.status, self.content_type = response.status_code, response.headers.get("content-type", "")
             self._opened.set()
             for item in parse(response.iter_lines()):
@@ -75,6 +76,9 @@ class Reader:
                 return item
 
     def close(self) -> None:
+        """Hang up at once, as a client that goes away does."""
+        if self._response is not None:
+            self._response.close()
         self._client.close()
         self._thread.join(10)
 
@@ -176,3 +180,20 @@ def test_the_sdk_follows_over_the_stream_across_server_ended_streams(address: Ad
     assert got == list(range(1, total + 1))
     # Every event handed out and finished was acknowledged.
     assert all(event["acknowledged_at"] for event in address.events.poll(after=0)["events"])
+
+
+def test_every_one_of_many_concurrent_streams_gets_every_event_in_order(dynamodb_local, local_table, tmp_path):
+    env = {"CAIRN_MAX_STREAM_SECONDS": "120"}  # every stream outlasts the test
+    with (
+        ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server,
+        Address.provision(server.base_url, expires_in=3600) as address,
+    ):
+        readers = [Reader(address) for _ in range(20)]
+        try:
+            sequences = [post(address, number) for number in range(1, 6)]
+            for reader in readers:
+                assert [int(reader.next_message().id or 0) for _ in sequences] == sequences
+            assert address.inbox.post({"type": "still.answering"})["event"]["sequence"] == 6
+        finally:
+            for reader in readers:
+                reader.close()
