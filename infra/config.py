@@ -95,8 +95,8 @@ class StageConfig:
     alarm_topic_arn: str | None = None
     api_throttle_rate: int = 100
     api_throttle_burst: int = 200
-    # Concurrency set aside for (and capped at) the API function: idle long-polls hold executions,
-    # and without a cap they could take the whole account's concurrency. None: unreserved.
+    # Concurrency set aside for (and capped at) the API function: a reservation guarantees the
+    # writers (inbox posts, state writes) their share of the account. None: unreserved.
     api_reserved_concurrency: int | None = None
     # Concurrency set aside for (and capping) the streaming function, where polls, long-polls,
     # event streams and attachment downloads run: waiting readers can hold this much, never more.

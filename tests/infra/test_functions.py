@@ -103,7 +103,7 @@ def test_every_function_shares_one_code_asset(full: Synthesis) -> None:
 
 
 def test_api_function_concurrency_is_reserved_only_when_asked(default: Synthesis, full: Synthesis) -> None:
-    """Idle long-polls hold executions: a reservation caps them short of the account's whole concurrency."""
+    """A reservation sets the writers' share of the account aside; waiting readers have their own function."""
     assert "ReservedConcurrentExecutions" not in function_by_handler(default, API_HANDLER)[1]
     assert function_by_handler(full, API_HANDLER)[1]["ReservedConcurrentExecutions"] == 50
 
