@@ -17,12 +17,12 @@ from cairn.client.sse import Comment, Message, parse
 from tests.support.serve import ServeProcess
 
 HEARTBEAT_SECONDS = 1
-STREAM_SECONDS = 4
+STREAM_SECONDS = 6
 
 
 @pytest.fixture
 def streaming(dynamodb_local, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
-    """`cairn serve` with a one-second heartbeat and four-second streams, so a test sees both."""
+    """`cairn serve` with a one-second heartbeat and six-second streams, so a test sees both."""
     env = {
         "CAIRN_STREAM_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
         "CAIRN_MAX_STREAM_SECONDS": str(STREAM_SECONDS),
@@ -69,10 +69,15 @@ class Reader:
             self.received.put(None)
 
     def next_message(self, timeout: float = 10.0) -> Message:
+        message = self.next_message_or_end(timeout)
+        assert message is not None, "the stream ended"
+        return message
+
+    def next_message_or_end(self, timeout: float = 10.0) -> Message | None:
+        """The next event's message, or None once the server has ended the stream."""
         while True:
             item = self.received.get(timeout=timeout)
-            assert item is not None, "the stream ended"
-            if isinstance(item, Message):
+            if item is None or isinstance(item, Message):
                 return item
 
     def close(self) -> None:
@@ -127,9 +132,9 @@ def test_a_reconnect_with_last_event_id_loses_nothing(address: Address):
             connections += 1
             try:
                 for _ in range(7):
-                    if len(seen) == total:
-                        break
-                    seen.append(int(reader.next_message().id or 0))
+                    if len(seen) == total or (message := reader.next_message_or_end()) is None:
+                        break  # done, or the server ended the stream: reconnect, as EventSource does
+                    seen.append(int(message.id or 0))
             finally:
                 reader.close()
     finally:
