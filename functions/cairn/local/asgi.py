@@ -93,8 +93,9 @@ class ResolverBridge:
         """Send each chunk of an iterator body as a worker thread draws it, until it ends or the client leaves.
 
         Drawing a chunk may block (a stream waits for the next event or
-        heartbeat), so it happens off the event loop; a client that hangs up
-        is noticed at once, and the iterator is closed on a worker thread.
+        heartbeat), so it happens off the event loop. A client that hangs up
+        is noticed at once: the chunk being drawn (at most one heartbeat
+        away) is the last, and the iterator is closed on a worker thread.
         """
         chunks = iter(response["body"])
         await send(_start(response))
