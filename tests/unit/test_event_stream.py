@@ -197,6 +197,22 @@ def test_a_deleted_address_ends_its_stream_at_the_next_heartbeat(moto_env: None,
     assert time.monotonic() - started < 10  # the next heartbeat, a second away; not the stream's 30 s
 
 
+def test_a_page_may_resume_a_stream_with_last_event_id(api: LambdaClient):
+    created = api.provision()
+    preflight = api.request(
+        "OPTIONS",
+        path_of(created["endpoints"]["events_url"]),
+        headers={
+            "Origin": "https://dashboard.example",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "authorization, last-event-id",
+        },
+    )
+    assert preflight.status == 204
+    allowed = {name.strip().lower() for name in preflight.headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"authorization", "last-event-id"} <= allowed
+
+
 # -- the streaming Lambda loop -------------------------------------------------
 
 
