@@ -17,7 +17,9 @@ when it ends. What it measures, in the order printed:
    requests back to back for a fixed time (after a warm-up that is not
    counted). Requests per second and latency p50/p99 per scenario.
 3. Wake-up latency: a long-poll (wait=20) waits on an address; an inbox POST
-   then lands on it. Times from the POST's answer to the poll's answer.
+   then lands on it. Times from the POST's answer to the poll's answer. Then
+   the same through one open event stream (`Accept: text/event-stream`):
+   times from the POST's answer to the client reading the event's frame.
 4. Baseline: the inbox append's transaction (head Update with a condition +
    event Put) in raw boto3 at 1 and 8 threads on the same DynamoDB Local,
    and Cairn's HTTP posts/s as a share of it.
@@ -81,6 +83,7 @@ from bench.runtime_pages import measure_pages
 from bench.seed_pages import measure_seed_pages
 from bench.server import CairnServer
 from bench.state_calls import measure_state_calls
+from bench.stream_wakeup import measure_stream_wakeup
 from bench.summary import summarize
 from bench.throughput import measure_throughput
 from bench.transcripts import measure_replay
@@ -168,8 +171,9 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         _progress("5/15 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
             throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
-            _progress("6/15 long-poll wake-up")
+            _progress("6/15 long-poll and event stream wake-up")
             wakeup = measure_wakeup(server, plan.trials)
+            stream_wakeup = measure_stream_wakeup(server, plan.trials)
             _progress("7/15 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
         _progress("8/15 DynamoDB calls per runtime store operation")
@@ -189,7 +193,8 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         _progress("15/15 outbound mail: codes, sends, sends per second to a local SMTP relay")
         outbound = measure_outbound(settings, OUTBOUND_TABLE, plan.trials, plan.seconds, plan.warmup)
     tables = {
-        "calls": calls, "throughput": throughput, "wakeup": wakeup, "baseline": baseline,
+        "calls": calls, "throughput": throughput, "wakeup": wakeup, "stream_wakeup": stream_wakeup,
+        "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,

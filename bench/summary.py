@@ -75,6 +75,11 @@ def _wakeup(tables: dict[str, Table]) -> tuple[str, str]:
     return f"{row['p50 ms']:.1f} ms / {row['p99 ms']:.1f} ms", ""
 
 
+def _stream_wakeup(tables: dict[str, Table]) -> tuple[str, str]:
+    row = _cells(tables["stream_wakeup"], "POST answered -> SSE event read")
+    return f"{row['p50 ms']:.1f} ms / {row['p99 ms']:.1f} ms", ""
+
+
 def _state_calls(tables: dict[str, Table]) -> tuple[str, str]:
     labels = ["read a key", "write, replace (if_revision N)", "write, stale if_revision (conflict)",
               "batch of 5 sets (if_revision N)"]  # fmt: skip
@@ -125,6 +130,7 @@ _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("inbox posts/s over HTTP: 1 client / 8 clients one address / 8 addresses", _against_raw("posts_vs_raw")),
     ("polls/s over HTTP, 8 clients", _polls),
     ("long-poll wake-up after the POST answers, p50 / p99", _wakeup),
+    ("event stream wake-up after the POST answers, p50 / p99", _stream_wakeup),
     ("state calls: read / write / conflict / batch of 5", _state_calls),
     ("state compare-and-set writes/s, 8 clients: one key / 32 keys", _against_raw("cas_vs_raw")),
     ("runtime calls: append / root start / child start / terminal", _runtime_calls),

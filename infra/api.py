@@ -1,16 +1,23 @@
-"""The HTTP front door: an API Gateway REST API proxying every request to the API function.
+"""The HTTP front door: an API Gateway REST API proxying every request to the API function,
+but for the streamed reads, which go to the streaming function.
 
 Routing happens in the application, so the routes Lambda runs are the routes
-`cairn serve` runs. API Gateway only decides who may call: the runtime store
-routes require IAM (SigV4) callers, everything else is open at the gateway
-and authenticated by the application (read tokens, inbox secrets) or
-deliberately anonymous (provisioning, discovery).
+`cairn serve` runs. API Gateway only decides who may call and which function
+runs: the runtime store routes require IAM (SigV4) callers, everything else
+is open at the gateway and authenticated by the application (read tokens,
+inbox secrets) or deliberately anonymous (provisioning, discovery). `GET` on
+an address's feed (polls, long-polls, event streams) and on an attachment
+runs in the streaming function, through API Gateway's STREAM transfer mode:
+REST APIs cannot route on the query string (`wait`) or the `Accept` header,
+so every feed read goes there, and waiting readers never hold the API
+function's concurrency.
 """
 
 from __future__ import annotations
 
 import json
 
+from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_lambda as lambda_
@@ -18,14 +25,16 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.checks import acknowledge
-from infra.config import StageConfig
+from infra.config import STREAM_LIMIT_SECONDS, StageConfig
 
 # Named by string: CDK never imports the application package.
 API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
 
-# Attachment downloads, the one route whose answers outgrow Lambda's 6 MB
-# buffered payload: a GET here goes to the download function, streamed.
-DOWNLOAD_PATH = ("addresses", "{address_id}", "events", "{event_id}", "attachments", "{attachment_id}")
+# Reads that go to the streaming function: a GET on the feed (it may wait up to
+# 25 s, or stream events for up to 15 minutes), and on an attachment (its answer
+# outgrows Lambda's 6 MB buffered payload).
+FEED_PATH = ("addresses", "{address_id}", "events")
+DOWNLOAD_PATH = (*FEED_PATH, "{event_id}", "attachments", "{attachment_id}")
 
 WORKER_ROOT = ("api", "v1")
 # Subtrees for agent runtimes (AWS principals), authorized by IAM.
@@ -91,8 +100,10 @@ class CairnApi(Construct):
         *,
         handler: lambda_.IFunction,
         config: StageConfig,
-        downloads: lambda_.IFunction | None = None,
+        streaming: lambda_.IFunction,
+        downloads: bool = False,
     ) -> None:
+        """`streaming` serves the feed's reads, and attachments when `downloads` (the stage has email)."""
         super().__init__(scope, construct_id)
         access_logs = logs.LogGroup(
             self,
@@ -132,7 +143,7 @@ class CairnApi(Construct):
             # owns it would fight every other stage over it.
             cloud_watch_role=False,
         )
-        self._add_routes(downloads)
+        self._add_routes(streaming, downloads)
         self._add_gateway_errors()
         self._acknowledge_findings()
 
@@ -154,8 +165,8 @@ class CairnApi(Construct):
             method="*", path=f"/{'/'.join(RUNTIME_PATH)}/*", stage=self.stage.stage_name
         )
 
-    def _add_routes(self, downloads: lambda_.IFunction | None) -> None:
-        """ANY on every path; IAM on the worker subtrees (runtime store, memory).
+    def _add_routes(self, streaming: lambda_.IFunction, downloads: bool) -> None:
+        """ANY on every path; IAM on the worker subtrees (runtime store, memory); the streamed GETs.
 
         Each level from the root to the worker resources gets its own
         `{proxy+}`, so a path beside them (like /api/v1/addresses) matches an
@@ -173,8 +184,7 @@ class CairnApi(Construct):
             _acknowledge_all(worker.add_method("ANY", authorization_type=iam), _IAM_ROUTE)
             proxy = worker.add_proxy(default_method_options=apigateway.MethodOptions(authorization_type=iam))
             _acknowledge_all(proxy.any_method, _IAM_ROUTE)
-        if downloads is not None:
-            _add_download_route(resource, downloads)
+        _add_streamed_routes(resource, (FEED_PATH, DOWNLOAD_PATH) if downloads else (FEED_PATH,), streaming)
 
     def _add_gateway_errors(self) -> None:
         for response_type, code in GATEWAY_ERRORS.items():
@@ -239,28 +249,36 @@ def _add_open_methods(resource: apigateway.IResource) -> None:
     _acknowledge_all(resource.add_proxy().any_method, _OPEN_ROUTE)
 
 
-def _add_download_route(parent: apigateway.IResource, downloads: lambda_.IFunction) -> None:
-    """GET on the attachment path streams from `downloads`; every other path still reaches the API function.
+def _add_streamed_routes(
+    parent: apigateway.IResource, paths: tuple[tuple[str, ...], ...], streaming: lambda_.IFunction
+) -> None:
+    """GET on each path streams from `streaming`; every other method and path still reaches the API function.
 
     Every resource on the way keeps ANY for the API function. API Gateway
-    allows one variable child per resource, so a level whose path goes on
+    allows one variable child per resource, so a level whose paths go on
     through `{name}` has no `{proxy+}`: that `{name}` (with ANY, and a
     `{proxy+}` below where the path goes on statically) catches what the
     catch-all would have.
     """
-    resource = parent
-    for index, part in enumerate(DOWNLOAD_PATH):
-        resource = resource.add_resource(part)
-        _acknowledge_all(resource.add_method("ANY"), _OPEN_ROUTE)
-        following = DOWNLOAD_PATH[index + 1 : index + 2]
-        if not following or not following[0].startswith("{"):
+    resources: dict[tuple[str, ...], apigateway.IResource] = {(): parent}
+    for path in paths:
+        for depth, part in enumerate(path, start=1):
+            if path[:depth] not in resources:
+                resources[path[:depth]] = resources[path[: depth - 1]].add_resource(part)
+                _acknowledge_all(resources[path[:depth]].add_method("ANY"), _OPEN_ROUTE)
+    for prefix, resource in resources.items():
+        variable_child = any(key[:-1] == prefix and key[-1].startswith("{") for key in resources if key)
+        if prefix and not variable_child:
             _acknowledge_all(resource.add_proxy().any_method, _OPEN_ROUTE)
     streamed = apigateway.LambdaIntegration(
-        downloads,
+        streaming,
         allow_test_invoke=False,
         response_transfer_mode=apigateway.ResponseTransferMode.STREAM,
+        # STREAM mode lifts the 29 s limit up to 15 minutes: an event stream's whole life.
+        timeout=Duration.seconds(STREAM_LIMIT_SECONDS),
     )
-    _acknowledge_all(resource.add_method("GET", streamed), _OPEN_ROUTE)
+    for path in paths:
+        _acknowledge_all(resources[path].add_method("GET", streamed), _OPEN_ROUTE)
 
 
 def _acknowledge_all(method: apigateway.Method | None, findings: dict[str, str]) -> None:

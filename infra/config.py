@@ -33,6 +33,10 @@ _TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,2
 
 # API Gateway ends every request at 29 s; a long-poll must answer before that.
 API_GATEWAY_TIMEOUT_SECONDS = 29
+# API Gateway's STREAM mode and Lambda both stop at 15 minutes; an event stream
+# ends by itself half a minute before, so its client sees a clean end, not a cut.
+STREAM_LIMIT_SECONDS = 15 * 60
+MAX_STREAM_SECONDS = STREAM_LIMIT_SECONDS - 30
 
 # The application's limits (functions/cairn/settings.py, variable CAIRN_<KEY>)
 # with its defaults. Every deployment passes all of them, so the function's
@@ -51,6 +55,8 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "poll_rate_per_minute": 30,
     "email_rate_per_minute": 60,
     "max_wait_seconds": 25,
+    "max_stream_seconds": MAX_STREAM_SECONDS,
+    "stream_heartbeat_seconds": 15,
     "default_page_limit": 100,
     "max_page_limit": 1_000,
     "max_page_bytes": 5_000_000,
@@ -95,9 +101,12 @@ class StageConfig:
     alarm_topic_arn: str | None = None
     api_throttle_rate: int = 100
     api_throttle_burst: int = 200
-    # Concurrency set aside for (and capped at) the API function: idle long-polls hold executions,
-    # and without a cap they could take the whole account's concurrency. None: unreserved.
+    # Concurrency set aside for (and capped at) the API function: a reservation guarantees the
+    # writers (inbox posts, state writes) their share of the account. None: unreserved.
     api_reserved_concurrency: int | None = None
+    # Concurrency set aside for (and capping) the streaming function, where polls, long-polls,
+    # event streams and attachment downloads run: waiting readers can hold this much, never more.
+    stream_reserved_concurrency: int = 50
     log_retention_days: int = 30
     # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".
     limits: Mapping[str, int] = field(default_factory=dict)
@@ -145,6 +154,10 @@ class StageConfig:
             raise ValueError(
                 f"'max_wait_seconds' must stay below API Gateway's {API_GATEWAY_TIMEOUT_SECONDS} s timeout"
             )
+        if self.limits["max_stream_seconds"] > MAX_STREAM_SECONDS:
+            raise ValueError(
+                f"'max_stream_seconds' must be at most {MAX_STREAM_SECONDS}, to end before the 15-minute cut"
+            )
 
     @classmethod
     def from_context(cls, node: Node) -> StageConfig:
@@ -182,6 +195,7 @@ class StageConfig:
                 if text("api_reserved_concurrency") is None
                 else number("api_reserved_concurrency", 0)
             ),
+            stream_reserved_concurrency=number("stream_reserved_concurrency", cls.stream_reserved_concurrency),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
             limits={
                 key: number(key, default, _LIMIT_MINIMUMS.get(key, 1))

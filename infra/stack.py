@@ -12,20 +12,21 @@ from infra.api import API_HANDLER, CairnApi
 from infra.checks import add_checks
 from infra.code import function_code
 from infra.config import StageConfig
-from infra.downloads import DownloadFunction
 from infra.email import InboundEmail
 from infra.function import ServiceFunction
 from infra.outbound import OutboundEmail
 from infra.storage import CairnTable
+from infra.streaming import StreamingFunction
 
 
 class CairnStack(Stack):
     """One deployment of Cairn.
 
-    Always: the table, the API function behind API Gateway, alarms. With an
-    email domain: the raw-message bucket, the ingest function and the SES
-    receipt rules that feed it, and outbound mail (SES identity,
-    configuration set, outcome topic and function).
+    Always: the table, the API function behind API Gateway, the streaming
+    function behind the feed's reads, alarms. With an email domain: the
+    raw-message bucket, the ingest function and the SES receipt rules that
+    feed it, attachment downloads from the streaming function, and outbound
+    mail (SES identity, configuration set, outcome topic and function).
     """
 
     def __init__(
@@ -48,8 +49,9 @@ class CairnStack(Stack):
             code=code,
             handler=API_HANDLER,
             description="Cairn HTTP API",
-            # Long-poll waits at most 25 s and API Gateway gives up at 29 s;
-            # the function must outlive both so API Gateway, not Lambda, cuts.
+            # The feed's long-polls run in the streaming function, but MCP's poll tool may
+            # wait up to 25 s here too, and API Gateway gives up at 29 s: the function
+            # must outlive both so API Gateway, not Lambda, cuts.
             timeout=Duration.seconds(30),
             memory_size=1024,
             environment=environment,
@@ -58,10 +60,13 @@ class CairnStack(Stack):
             reserved_concurrency=config.api_reserved_concurrency,
         ).function
         storage.grant_store_access(api_function)
-        functions = {"api": api_function}
+        streaming = StreamingFunction(
+            self, "StreamingFunction", code=code, environment=environment, config=config
+        ).function
+        storage.grant_store_access(streaming)
+        functions = {"api": api_function, "streaming": streaming}
 
         email = None
-        downloads = None
         if config.email_domain is not None:
             email = InboundEmail(
                 self,
@@ -72,17 +77,12 @@ class CairnStack(Stack):
                 environment=environment,
             )
             storage.grant_store_access(email.ingest.function)
-            downloads = DownloadFunction(
-                self, "DownloadFunction", code=code, environment=environment, config=config
-            ).function
-            storage.grant_store_access(downloads)
             # Attachment downloads and replays re-read the stored message; deleting an address discards its mail.
-            for reader in (api_function, downloads):
+            for reader in (api_function, streaming):
                 email.messages.grant_read_messages(reader, delete=reader is api_function)
                 for name, value in email.messages.environment.items():
                     reader.add_environment(name, value)
             functions["email-ingest"] = email.ingest.function
-            functions["downloads"] = downloads
             outbound = OutboundEmail(
                 self,
                 "Outbound",
@@ -94,7 +94,9 @@ class CairnStack(Stack):
             outbound.grant_send(api_function)
             storage.grant_store_access(outbound.recorder.function)
             functions["outbound-outcomes"] = outbound.recorder.function
-        api = CairnApi(self, "Api", handler=api_function, config=config, downloads=downloads)
+        api = CairnApi(
+            self, "Api", handler=api_function, config=config, streaming=streaming, downloads=email is not None
+        )
 
         Alarms(
             self,

@@ -92,6 +92,12 @@ class UnsupportedMediaType(CairnError):
     code = "unsupported_media_type"
 
 
+class StreamUnavailable(CairnError):
+    """An event stream was asked of a server process that can only answer buffered."""
+
+    code = "stream_unavailable"
+
+
 class AttachmentUnavailable(CairnError):
     """The stored message an attachment came from has expired or was removed."""
 

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     email_rate_per_minute: int = Field(default=60, ge=1)
 
     max_wait_seconds: int = Field(default=25, ge=0, le=28)
+    # Server-sent event streams of the feed: how long one connection lasts before the
+    # client reconnects (Lambda and API Gateway's STREAM mode both stop at 15 minutes),
+    # and how often an idle stream sends a comment that keeps proxies from cutting it.
+    max_stream_seconds: int = Field(default=870, ge=1, le=870)
+    stream_heartbeat_seconds: int = Field(default=15, ge=1)
     default_page_limit: int = Field(default=100, ge=1)
     max_page_limit: int = Field(default=1_000, ge=1)
     # Lambda answers at most 6 MB; a page of events stops growing before that.

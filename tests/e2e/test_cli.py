@@ -105,6 +105,9 @@ def test_follow_prints_each_event_once_and_acknowledges_it(cli: Cli):
     assert [json.loads(line)["data"]["n"] for line in rest.stdout.splitlines()] == [2]
     events = cli("events", "poll", "worker", "--after", "0").json()["events"]
     assert all(event["acknowledged_at"] for event in events)
+    cli("inbox", "post", "worker", json.dumps({"type": "job.done", "data": {"n": 3}}))
+    streamed = cli("events", "follow", "worker", "--max-events", "1", "--stream")
+    assert [json.loads(line)["data"]["n"] for line in streamed.stdout.splitlines()] == [3], streamed.stderr
 
 
 def test_exit_codes_tell_what_to_do_next(cli: Cli):

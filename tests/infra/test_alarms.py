@@ -21,6 +21,9 @@ def test_every_failure_has_an_alarm(default: Synthesis, full: Synthesis) -> None
         "api-5xx-rate",
         "api-errors",
         "api-throttles",
+        # Throttles here mean readers reached the streaming function's reserved concurrency.
+        "streaming-errors",
+        "streaming-throttles",
         "table-throttles",
         "table-system-errors",
     }
@@ -28,8 +31,6 @@ def test_every_failure_has_an_alarm(default: Synthesis, full: Synthesis) -> None
         "email-ingest-errors",
         "email-ingest-throttles",
         "email-failed-ingest",
-        "downloads-errors",
-        "downloads-throttles",
         "outbound-outcomes-errors",
         "outbound-outcomes-throttles",
     }

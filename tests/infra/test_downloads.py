@@ -1,8 +1,7 @@
-"""Attachment downloads: streamed from their own function, without taking any other path from the API function."""
+"""Attachment downloads: streamed from the streaming function, without taking any other path from the API function."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import PurePosixPath
 from typing import Any
@@ -11,7 +10,7 @@ import pytest
 
 from infra.code import FUNCTIONS_DIR
 from tests.infra.synthesis import Synthesis
-from tests.infra.test_functions import API_HANDLER, DOWNLOAD_HANDLER, function_by_handler
+from tests.infra.test_functions import API_HANDLER, STREAMING_HANDLER, function_by_handler
 
 ATTACHMENT = "/api/v1/addresses/addr_1/events/evt_1/attachments/att_1"
 
@@ -47,7 +46,7 @@ def invoked_function(method: dict[str, Any]) -> str:
 
 
 def test_an_attachment_get_streams_from_the_download_function(full: Synthesis) -> None:
-    downloads, _ = function_by_handler(full, DOWNLOAD_HANDLER)
+    downloads, _ = function_by_handler(full, STREAMING_HANDLER)
     method = route(full, "GET", ATTACHMENT)
     assert method is not None
     assert invoked_function(method) == downloads
@@ -65,7 +64,7 @@ def test_an_attachment_get_streams_from_the_download_function(full: Synthesis) -
         ("POST", "/api/v1/addresses"),
         ("GET", "/api/v1/addresses/addr_1"),
         ("DELETE", "/api/v1/addresses/addr_1"),
-        ("GET", "/api/v1/addresses/addr_1/events"),
+        ("POST", "/api/v1/addresses/addr_1/events"),
         ("GET", "/api/v1/addresses/addr_1/events/evt_1"),
         ("POST", "/api/v1/addresses/addr_1/events/ack"),
         ("PUT", "/api/v1/addresses/addr_1/state/plan"),
@@ -93,20 +92,18 @@ def test_runtime_routes_keep_iam_beside_the_download_route(full: Synthesis) -> N
     assert method is not None and method["AuthorizationType"] == "AWS_IAM"
 
 
-def test_api_gateway_may_invoke_the_download_function_only_for_the_streamed_route(full: Synthesis) -> None:
-    downloads, _ = function_by_handler(full, DOWNLOAD_HANDLER)
-    permissions = [
-        permission["Properties"]
+def test_api_gateway_may_invoke_the_streaming_function_only_for_the_streamed_routes(full: Synthesis) -> None:
+    streaming, _ = function_by_handler(full, STREAMING_HANDLER)
+    sources = {
+        permission["Properties"]["SourceArn"]["Fn::Join"][1][-1]
         for permission in full.resources("AWS::Lambda::Permission").values()
-        if permission["Properties"]["FunctionName"] == {"Fn::GetAtt": [downloads, "Arn"]}
-    ]
-    assert len(permissions) == 1
-    source = json.dumps(permissions[0]["SourceArn"])
-    assert "/GET/api/v1/addresses/*/events/*/attachments/*" in source
+        if permission["Properties"]["FunctionName"] == {"Fn::GetAtt": [streaming, "Arn"]}
+    }
+    assert sources == {"/GET/api/v1/addresses/*/events", "/GET/api/v1/addresses/*/events/*/attachments/*"}
 
 
-def test_the_download_function_runs_the_streaming_bootstrap_from_its_code(full: Synthesis) -> None:
-    _, properties = function_by_handler(full, DOWNLOAD_HANDLER)
+def test_the_streaming_function_runs_the_streaming_bootstrap_from_its_code(full: Synthesis) -> None:
+    _, properties = function_by_handler(full, STREAMING_HANDLER)
     wrapper = properties["Environment"]["Variables"]["AWS_LAMBDA_EXEC_WRAPPER"]
     # Lambda unpacks the code asset, functions/, at /var/task.
     in_asset = FUNCTIONS_DIR / PurePosixPath(wrapper).relative_to("/var/task")

@@ -17,7 +17,7 @@ from tests.infra.synthesis import FULL_CONTEXT, Synthesis
 FUNCTION = "AWS::Lambda::Function"
 API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
 EMAIL_HANDLER = "cairn.entrypoints.email_handler.lambda_handler"
-DOWNLOAD_HANDLER = "cairn.entrypoints.streaming.main"
+STREAMING_HANDLER = "cairn.entrypoints.streaming.main"
 OUTCOME_HANDLER = "cairn.entrypoints.outbound_events_handler.lambda_handler"
 
 
@@ -57,14 +57,14 @@ def role_of(properties: dict[str, Any]) -> str:
     return properties["Role"]["Fn::GetAtt"][0]
 
 
-def test_without_email_only_the_api_function_exists(default: Synthesis) -> None:
+def test_without_email_the_api_and_streaming_functions_exist(default: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(default).values()}
-    assert handlers == {API_HANDLER}
+    assert handlers == {API_HANDLER, STREAMING_HANDLER}
 
 
-def test_with_email_the_ingest_download_and_outcome_functions_exist(full: Synthesis) -> None:
+def test_with_email_the_ingest_and_outcome_functions_exist_too(full: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(full).values()}
-    assert handlers == {API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER, OUTCOME_HANDLER}
+    assert handlers == {API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER, OUTCOME_HANDLER}
 
 
 def test_every_handler_resolves_to_a_function_in_the_code_asset(full: Synthesis) -> None:
@@ -104,7 +104,7 @@ def test_every_function_shares_one_code_asset(full: Synthesis) -> None:
 
 
 def test_api_function_concurrency_is_reserved_only_when_asked(default: Synthesis, full: Synthesis) -> None:
-    """Idle long-polls hold executions: a reservation caps them short of the account's whole concurrency."""
+    """A reservation sets the writers' share of the account aside; waiting readers have their own function."""
     assert "ReservedConcurrentExecutions" not in function_by_handler(default, API_HANDLER)[1]
     assert function_by_handler(full, API_HANDLER)[1]["ReservedConcurrentExecutions"] == 50
 
@@ -122,7 +122,7 @@ def test_ingest_function_has_time_for_a_large_message(full: Synthesis) -> None:
     assert properties["Timeout"] >= 60
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER, OUTCOME_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER, OUTCOME_HANDLER])
 def test_every_limit_from_context_reaches_the_environment(full: Synthesis, handler: str) -> None:
     _, properties = function_by_handler(full, handler)
     variables = properties["Environment"]["Variables"]
@@ -158,7 +158,7 @@ def test_functions_know_their_table_and_powertools_settings(full: Synthesis) -> 
         assert variables["POWERTOOLS_TRACER_CAPTURE_RESPONSE"] == "false"
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER])
 def test_every_function_finds_raw_messages(full: Synthesis, handler: str) -> None:
     bucket_id, _ = full.only("AWS::S3::Bucket")
     _, properties = function_by_handler(full, handler)
@@ -175,7 +175,7 @@ def test_functions_log_to_their_own_retained_log_group(full: Synthesis) -> None:
         assert log_groups[log_group_id]["DeletionPolicy"] == "Retain"
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, DOWNLOAD_HANDLER])
+@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER])
 def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synthesis, handler: str) -> None:
     table_id, _ = full.only("AWS::DynamoDB::GlobalTable")
     _, properties = function_by_handler(full, handler)
@@ -192,7 +192,7 @@ def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synth
 
 
 @pytest.mark.parametrize(
-    ("handler", "discards"), [(API_HANDLER, True), (EMAIL_HANDLER, True), (DOWNLOAD_HANDLER, False)]
+    ("handler", "discards"), [(API_HANDLER, True), (EMAIL_HANDLER, True), (STREAMING_HANDLER, False)]
 )
 def test_functions_may_only_read_raw_messages_and_discard_what_no_address_holds(
     full: Synthesis, handler: str, discards: bool

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +29,8 @@ class Posted:
     headers: dict[str, str]
     body: bytes
     chunks: int = 0
+    # When each chunk of a chunked body arrived (time.monotonic), with its bytes.
+    arrivals: list[tuple[float, bytes]] = field(default_factory=list)
 
     def streamed(self) -> tuple[dict[str, Any], bytes]:
         """The prelude (status and headers) and the payload of a streamed answer."""
@@ -98,14 +101,15 @@ def _handler_for(api: FakeRuntimeApi) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             chunked = self.headers.get("Transfer-Encoding", "").lower() == "chunked"
-            body, chunks = self._read_chunked() if chunked else (self._read_sized(), 0)
-            api.posted.put(Posted(self.path, dict(self.headers.items()), body, chunks))
+            arrivals: list[tuple[float, bytes]] = []
+            body, chunks = self._read_chunked(arrivals) if chunked else (self._read_sized(), 0)
+            api.posted.put(Posted(self.path, dict(self.headers.items()), body, chunks, arrivals))
             self._answer(202, b'{"status":"OK"}')
 
         def _read_sized(self) -> bytes:
             return self.rfile.read(int(self.headers.get("Content-Length", "0")))
 
-        def _read_chunked(self) -> tuple[bytes, int]:
+        def _read_chunked(self, arrivals: list[tuple[float, bytes]]) -> tuple[bytes, int]:
             parts: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip(), 16)
@@ -115,6 +119,7 @@ def _handler_for(api: FakeRuntimeApi) -> type[BaseHTTPRequestHandler]:
                         pass
                     return b"".join(parts), len(parts)
                 parts.append(self.rfile.read(size))
+                arrivals.append((time.monotonic(), parts[-1]))
                 self.rfile.readline()
 
         def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:

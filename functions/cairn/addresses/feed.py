@@ -1,8 +1,9 @@
-"""Read the ordered event feed of an address: poll, long-poll, acknowledge."""
+"""Read the ordered event feed of an address: poll, long-poll, watch (a stream), acknowledge."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 
 from cairn.addresses.access import authenticate
@@ -86,6 +87,52 @@ class Feed:
     def _trimmed_through(self, address_id: str, known: int) -> int:
         record = self._table.load(address_id)
         return known if record is None else max(known, record.trimmed_through)
+
+    def watch(self, address_id: str, read_token: str | None, *, after: int, limit: int) -> Iterator[list[Event]]:
+        """Events after `after` as they commit, for one stream of `max_stream_seconds`.
+
+        Checks the token and counts once against the poll rate now, so a
+        refusal is an ordinary error answer before any stream starts. The
+        iterator then yields each batch of new events (up to `limit`, within
+        the page budget), and an empty batch whenever
+        `stream_heartbeat_seconds` pass without one, so the caller can keep
+        the connection alive. It waits with the long-poll's waiter, never in
+        a busy loop, and ends when the time is up or, checked at each
+        heartbeat, the address is gone.
+        """
+        authenticate(self._table, address_id, read_token, now=self._clock())
+        self.count_poll(address_id)
+        return self._follow(address_id, read_token, after, limit)
+
+    def _follow(self, address_id: str, read_token: str | None, after: int, limit: int) -> Iterator[list[Event]]:
+        settings = self._settings
+        deadline = time.monotonic() + settings.max_stream_seconds
+        heartbeat = settings.stream_heartbeat_seconds
+        beat = time.monotonic() + heartbeat
+        while True:
+            # Subscribed before each read, as a long-poll is, so no commit slips between them.
+            with self._waiter.subscribe(address_id) as subscription:
+                while not (page := self._page(address_id, after, limit)).events:
+                    moment = time.monotonic()
+                    if moment >= deadline:
+                        return
+                    if moment >= beat:
+                        # Deleted or expired addresses stop streaming ("expired means gone").
+                        authenticate(self._table, address_id, read_token, now=self._clock())
+                        yield []
+                        beat = time.monotonic() + heartbeat
+                        continue
+                    subscription.wait(min(deadline, beat) - moment)
+            yield page.events
+            after = page.events[-1].sequence
+            beat = time.monotonic() + heartbeat
+            if time.monotonic() >= deadline:
+                return
+
+    def _page(self, address_id: str, after: int, limit: int, nesting: int = 1) -> FeedPage:
+        return self._table.list_events(
+            address_id, after=after, limit=limit, now=self._clock(), max_bytes=self._settings.max_page_bytes // nesting
+        )
 
     def acknowledge(self, address_id: str, read_token: str | None, event_id: str) -> Event:
         """Mark an event handled; repeating it keeps the first time."""

@@ -24,7 +24,8 @@ from cairn.services import Services
 
 CORS = CORSConfig(
     allow_origin="*",
-    allow_headers=["Idempotency-Key", "If-Match"],
+    # Last-Event-ID: a page reading the feed's event stream with fetch resumes with it.
+    allow_headers=["Idempotency-Key", "If-Match", "Last-Event-ID"],
     expose_headers=["Retry-After"],
     max_age=600,
 )

@@ -126,6 +126,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     follow.add_argument("task")
     follow.add_argument("--wait", type=float, default=MAX_WAIT, help=f"long-poll seconds (default {MAX_WAIT})")
     follow.add_argument("--max-events", type=int, help="stop after this many events (default: until Ctrl-C)")
+    follow.add_argument(
+        "--stream", action="store_true", help="receive over server-sent events (long-polls if the server cannot)"
+    )
     follow.set_defaults(handler=run_events_follow)
     ack = event_commands.add_parser("ack", help="acknowledge an event and move the saved cursor past it")
     ack.add_argument("task")
@@ -244,7 +247,9 @@ def run_events_poll(args: argparse.Namespace, context: Context) -> dict[str, Any
 
 def run_events_follow(args: argparse.Namespace, context: Context) -> None:
     address = context.address(args.task)
-    follower = address.events.follow(cursor_file=context.tasks.cursor(args.task).path, wait=args.wait)
+    follower = address.events.follow(
+        cursor_file=context.tasks.cursor(args.task).path, wait=args.wait, stream=args.stream
+    )
     printed = 0
     while True:
         # Asking for the next event acknowledges the one printed before it.

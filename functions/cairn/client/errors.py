@@ -34,6 +34,7 @@ from cairn.errors import (
     RevisionConflict,
     SignatureInvalid,
     StateLimitExceeded,
+    StreamUnavailable,
     TooManyAttempts,
     TooManyRecipients,
     Unauthorized,
@@ -66,6 +67,7 @@ _PLAIN: dict[str, type[CairnError]] = {
         TooManyAttempts,
         CodeExpired,
         SignatureInvalid,
+        StreamUnavailable,
     )
 }
 

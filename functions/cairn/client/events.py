@@ -1,19 +1,25 @@
-"""An address's event feed: poll, long-poll, acknowledge, and follow from a saved cursor."""
+"""An address's event feed: poll, long-poll, stream, acknowledge, and follow from a saved cursor."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from cairn.client import sse
 from cairn.client.cursor import CursorFile
 from cairn.client.http import HttpClient
 from cairn.client.models import Ack, Event, Page
-from cairn.errors import RateLimited
+from cairn.errors import RateLimited, StreamUnavailable
 
 MAX_WAIT = 25
+EVENT_STREAM = "text/event-stream"
+# Longer than the server's heartbeat interval (15 s by default): a silent stream beyond it is broken.
+STREAM_IDLE_SECONDS = 25
 
 
 class Events:
@@ -32,6 +38,24 @@ class Events:
             params["limit"] = limit
         return self._http.request("GET", self._url, token=self._token, params=params, wait=wait).json()
 
+    def stream(self, *, after: int = 0) -> Generator[Event, None, None]:
+        """Events after sequence `after`, pushed by the server as they commit (server-sent events).
+
+        One connection: the iterator ends when the server ends the stream
+        (after its configured time); open another from the last sequence
+        seen. Raises `StreamUnavailable` when the server does not stream (an
+        AgentAddress server, or a buffered deployment): long-poll instead.
+        """
+        headers = {"Accept": EVENT_STREAM}
+        with self._http.stream(
+            self._url, token=self._token, params={"after": after}, headers=headers, idle=STREAM_IDLE_SECONDS
+        ) as response:
+            if response.headers.get("content-type", "").partition(";")[0].strip() != EVENT_STREAM:
+                raise StreamUnavailable("The server answered the stream request with a page, not a stream.")
+            for item in sse.parse(response.iter_lines()):
+                if isinstance(item, sse.Message):
+                    yield json.loads(item.data)
+
     def ack(self, event: Event | str) -> Ack:
         """Mark an event (or event id) handled; repeating it keeps the first time."""
         event_id = event if isinstance(event, str) else event["id"]
@@ -44,17 +68,21 @@ class Events:
         after: int = 0,
         wait: float = MAX_WAIT,
         limit: int | None = None,
+        stream: bool = False,
     ) -> Follower:
         """Every event after the cursor, each once, long-polling for more, until `stop()`.
 
         With `cursor_file` (an owner-only file) the cursor outlives the
         process and a later `follow` resumes after the last handled event;
-        without it the cursor starts at `after`. See `Follower` for when an
-        event counts as handled.
+        without it the cursor starts at `after`. With `stream=True` new
+        events arrive over server-sent events instead of long-polls (one
+        connection for many events, reopened from the cursor when the server
+        ends it), falling back to long-polls if the server does not stream.
+        See `Follower` for when an event counts as handled.
         """
         cursor = CursorFile(cursor_file) if cursor_file is not None else None
         position = max(after, cursor.read()) if cursor is not None else after
-        return Follower(self, cursor, position, wait=wait, limit=limit)
+        return Follower(self, cursor, position, wait=wait, limit=limit, stream=stream)
 
 
 class Follower:
@@ -69,7 +97,14 @@ class Follower:
     """
 
     def __init__(
-        self, events: Events, cursor: CursorFile | None, position: int, *, wait: float, limit: int | None
+        self,
+        events: Events,
+        cursor: CursorFile | None,
+        position: int,
+        *,
+        wait: float,
+        limit: int | None,
+        stream: bool = False,
     ) -> None:
         self._events = events
         self._cursor = cursor
@@ -79,6 +114,8 @@ class Follower:
         self._fetched: deque[Event] = deque()
         self._current: Event | None = None
         self._stopped = False
+        self.streaming = stream
+        self._stream: Generator[Event, None, None] | None = None
 
     def __iter__(self) -> Follower:
         return self
@@ -89,19 +126,39 @@ class Follower:
             raise StopIteration
         while not self._fetched:
             try:
-                page = self._events.poll(after=self.position, wait=self._wait, limit=self._limit)
+                self._fetched.extend(self._next_events())
             except RateLimited as limited:
                 # A follower is long-lived: waiting out the rate limit is its job, not the caller's.
                 time.sleep(limited.retry_after)
-                continue
-            self._fetched.extend(page["events"])
         self._current = self._fetched.popleft()
         return self._current
+
+    def _next_events(self) -> list[Event]:
+        """The next events after the cursor: from the open stream, or from one long-poll."""
+        if not self.streaming:
+            return self._events.poll(after=self.position, wait=self._wait, limit=self._limit)["events"]
+        if self._stream is None:
+            # Events are handed out one at a time, so the cursor is the last one the stream gave.
+            self._stream = self._events.stream(after=self.position)
+        try:
+            return [next(self._stream)]
+        except StopIteration:
+            self._stream = None  # the server ended this stream; the next call opens another
+        except StreamUnavailable:
+            self._stream, self.streaming = None, False
+        return []
 
     def stop(self) -> None:
         """Acknowledge the event being handled and end the loop after it."""
         self._settle()
         self._stopped = True
+        self.close()
+
+    def close(self) -> None:
+        """Close the open stream, if any (`stop()` does it; so does leaving the loop with `break`, eventually)."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
 
     def _settle(self) -> None:
         """Acknowledge the event handed out last, then move the cursor past it."""

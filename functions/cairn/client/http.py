@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +109,27 @@ class HttpClient:
             if attempt >= policy.attempts or delay > policy.max_delay:
                 raise failure
             time.sleep(delay)
+
+    @contextmanager
+    def stream(
+        self, url: str, *, token: str, params: dict[str, Any], headers: dict[str, str], idle: float
+    ) -> Iterator[httpx.Response]:
+        """A GET whose 2xx answer is read as it arrives, or a typed error; never retried.
+
+        `idle`: how long the answer may go without a byte beyond `timeout` (a
+        stream's heartbeats come that often). A connection lost while reading
+        raises `ConnectionFailed` too; a follower reconnects from its cursor.
+        """
+        all_headers = {**headers, "Authorization": f"Bearer {token}"}
+        timeout = httpx.Timeout(self.timeout, read=self.timeout + idle)
+        try:
+            with self._client.stream("GET", url, params=params, headers=all_headers, timeout=timeout) as response:
+                if not response.is_success:
+                    response.read()
+                    raise error_from(response)
+                yield response
+        except httpx.HTTPError as error:
+            raise ConnectionFailed(f"Stream from {httpx.URL(url).host} broke: {error!r}") from error
 
     def close(self) -> None:
         self._client.close()

@@ -8,6 +8,10 @@ each invocation from the Lambda Runtime API, resolves it with the same handler
 the API function runs, and posts the answer in the format API Gateway's STREAM
 transfer mode reads: a JSON prelude with the status and headers, eight NUL
 bytes, then the raw body, chunked.
+
+The feed's function runs the same loop: there an answer's body may also be an
+iterator of chunks (a stream of server-sent events, `cairn.api.sse`), each
+sent to the Runtime API as soon as the iterator yields it.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class Invocation:
 
 class InvocationContext:
     """The Lambda context attributes Powertools and the routes read."""
+
+    # Answers whose body is an iterator of chunks go out as they are made (see `streamed_chunks`).
+    streams_responses = True
 
     def __init__(self, invocation: Invocation, environ: dict[str, str]) -> None:
         self.aws_request_id = invocation.request_id
@@ -114,7 +121,10 @@ class RuntimeApi:
 
 
 def streamed_chunks(response: dict[str, Any]) -> Iterator[bytes]:
-    """A buffered proxy answer (`statusCode`, headers, body) in the streaming format, as chunks."""
+    """A proxy answer (`statusCode`, headers, body) in the streaming format, as chunks.
+
+    The body is text, base64 text, or an iterator of byte chunks, passed on one by one.
+    """
     prelude = {
         "statusCode": response.get("statusCode", 200),
         "headers": response.get("headers") or {},
@@ -122,6 +132,9 @@ def streamed_chunks(response: dict[str, Any]) -> Iterator[bytes]:
     }
     yield json.dumps(prelude).encode() + PRELUDE_DELIMITER
     body = response.get("body") or ""
+    if not isinstance(body, str):
+        yield from body
+        return
     payload = memoryview(base64.b64decode(body) if response.get("isBase64Encoded") else body.encode())
     for start in range(0, len(payload), CHUNK_BYTES):
         yield bytes(payload[start : start + CHUNK_BYTES])

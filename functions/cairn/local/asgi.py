@@ -2,7 +2,9 @@
 REST proxy event, is resolved on a worker thread, and its answer is sent back.
 
 Long-polls block their worker thread while they wait, so the thread pool is
-sized for hundreds of concurrent polls rather than for CPU count.
+sized for hundreds of concurrent polls rather than for CPU count. An answer
+whose body is an iterator (a stream of server-sent events) is sent chunk by
+chunk as a worker thread draws each one, never buffered.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import anyio.to_thread
+from anyio.abc import TaskGroup
 
 Resolve = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -36,6 +39,9 @@ class LocalContext:
 
     def __init__(self) -> None:
         self.aws_request_id = str(uuid.uuid4())
+
+    # Answers whose body is an iterator of chunks are sent as they are made (`_send_stream`).
+    streams_responses = True
 
     def get_remaining_time_in_millis(self) -> int:
         return 30_000
@@ -78,7 +84,33 @@ class ResolverBridge:
             return
         event = rest_event(scope, body, trust_forwarded=self._trust_forwarded)
         response = await anyio.to_thread.run_sync(self._resolve, event, LocalContext(), limiter=self._limiter)
-        await _send(send, response)
+        if isinstance(response.get("body"), str | None):
+            await _send(send, response)
+        else:
+            await self._send_stream(receive, send, response)
+
+    async def _send_stream(self, receive: Callable, send: Callable, response: dict[str, Any]) -> None:
+        """Send each chunk of an iterator body as a worker thread draws it, until it ends or the client leaves.
+
+        Drawing a chunk may block (a stream waits for the next event or
+        heartbeat), so it happens off the event loop. A client that hangs up
+        is noticed at once: the chunk being drawn (at most one heartbeat
+        away) is the last, and the iterator is closed on a worker thread.
+        """
+        chunks = iter(response["body"])
+        await send(_start(response))
+        async with anyio.create_task_group() as group:
+            group.start_soon(_cancel_on_disconnect, receive, group)
+            try:
+                while (chunk := await anyio.to_thread.run_sync(next, chunks, None, limiter=self._limiter)) is not None:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+            except OSError:
+                pass  # the client went away mid-send
+            finally:
+                group.cancel_scope.cancel()
+        # Runs the iterator's own clean-up (it may hold a feed subscription); not on the event loop.
+        await anyio.to_thread.run_sync(_close, chunks)
 
     def _known_host(self, scope: dict[str, Any]) -> bool:
         host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
@@ -164,12 +196,29 @@ def _error(status: int, code: str, message: str) -> dict[str, Any]:
 
 
 async def _send(send: Callable, response: dict[str, Any]) -> None:
+    body = response.get("body") or ""
+    payload = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode()
+    await send(_start(response))
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _start(response: dict[str, Any]) -> dict[str, Any]:
+    """The ASGI message that opens an answer: its status and headers."""
     headers: list[tuple[bytes, bytes]] = []
     for name, value in (response.get("headers") or {}).items():
         headers.append((name.lower().encode(), str(value).encode()))
     for name, values in (response.get("multiValueHeaders") or {}).items():
         headers.extend((name.lower().encode(), str(value).encode()) for value in values)
-    body = response.get("body") or ""
-    payload = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode()
-    await send({"type": "http.response.start", "status": response.get("statusCode", 200), "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    return {"type": "http.response.start", "status": response.get("statusCode", 200), "headers": headers}
+
+
+async def _cancel_on_disconnect(receive: Callable, group: TaskGroup) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    group.cancel_scope.cancel()
+
+
+def _close(chunks: Any) -> None:
+    close = getattr(chunks, "close", None)
+    if close is not None:
+        close()

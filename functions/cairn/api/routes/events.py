@@ -8,6 +8,7 @@ from cairn.api import presenters
 from cairn.api.requests import bearer_token
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import AckResponse, FeedResponse, TrimResponse
+from cairn.api.sse import event_stream
 from cairn.services import Services
 
 MAX_CURSOR = 10**12 - 1
@@ -21,9 +22,14 @@ def register(app, services: Services) -> None:
         "/api/v1/addresses/<address_id>/events",
         summary="Read events after a cursor, waiting up to `wait` seconds for the first one",
         description="Events stay until they expire; reading or acknowledging removes nothing. "
-        "A long-poll counts once against the per-address poll rate.",
+        "A long-poll counts once against the per-address poll rate. "
+        "With `Accept: text/event-stream` the answer is a stream of server-sent events instead: each event as "
+        "it commits (`id:` its sequence, `event:` its type, `data:` the event as in a page), starting after "
+        "`Last-Event-ID` or `after`, a `: heartbeat` comment while idle, ending after a configured time; "
+        "a stream counts once against the poll rate.",
         tags=["events"],
         security=BEARER,
+        middlewares=[event_stream(feed, max_cursor=MAX_CURSOR)],
     )
     def poll(
         address_id: str,

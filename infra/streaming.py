@@ -1,0 +1,62 @@
+"""The function that answers readers who hold a connection: the feed's polls, long-polls and event
+streams, and attachment downloads, all through response streaming and with concurrency of their own.
+
+Lambda's managed Python runtime answers buffered only: an answer stops at 6 MB
+(about 4.4 MB of attachment once base64-encoded) and 29 s behind API Gateway.
+This function runs the same resolver as the API function under Cairn's
+streaming loop (`cairn.entrypoints.streaming`), which Lambda starts through the
+exec wrapper in place of its own, so an answer may be a 10 MB attachment or a
+stream of server-sent events lasting up to 15 minutes.
+
+Waiting clients hold executions for as long as they wait. Their own function
+with its own reserved concurrency caps them there: however many wait, the
+API function keeps the concurrency that inbox posts, state writes and the
+ingest function need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.config import STREAM_LIMIT_SECONDS, StageConfig
+from infra.function import ServiceFunction
+
+# What the wrapper runs; named as the handler so the function says what it runs.
+STREAMING_HANDLER = "cairn.entrypoints.streaming.main"
+# Lambda unpacks the code asset at /var/task.
+EXEC_WRAPPER = "/var/task/cairn/entrypoints/stream_bootstrap"
+
+
+class StreamingFunction(Construct):
+    """Serves the feed (polls, long-polls, event streams) and attachment downloads, streamed."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        environment: Mapping[str, str],
+        config: StageConfig,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = ServiceFunction(
+            self,
+            "Function",
+            code=code,
+            handler=STREAMING_HANDLER,
+            description="Cairn feed reads and attachment downloads (response streaming)",
+            # An event stream ends by itself before this (`max_stream_seconds`); API Gateway's
+            # STREAM mode also stops at 15 minutes.
+            timeout=Duration.seconds(STREAM_LIMIT_SECONDS),
+            # Reading and parsing a 40 MB message for one attachment needs the room.
+            memory_size=1024,
+            environment={**environment, "AWS_LAMBDA_EXEC_WRAPPER": EXEC_WRAPPER},
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+            reserved_concurrency=config.stream_reserved_concurrency,
+        ).function
