@@ -56,6 +56,11 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "state_max_bytes": 65_536,
     "email_text_max_bytes": 256 * 1024,
     "email_attachment_max_bytes": 10_000_000,
+    "max_subscriptions_per_address": 10,
+    "webhook_timeout_seconds": 10,
+    "wake_retry_base_seconds": 5,
+    "wake_retry_max_interval_seconds": 3_600,
+    "wake_retry_window_seconds": 86_400,
 }
 
 # Zero means "never wait": the one limit for which zero makes sense.

@@ -115,3 +115,17 @@ class Unavailable(RetryLater):
 
     def __init__(self, message: str = "Storage is busy; retry shortly.", *, retry_after: int = 1) -> None:
         super().__init__(message, retry_after=retry_after)
+
+
+class TargetRefused(InvalidRequest):
+    """A subscription target this deployment will not deliver to (URL rules, ARN allow-list)."""
+
+    code = "target_refused"
+
+
+class SubscriptionLimitExceeded(QuotaExceeded):
+    code = "subscription_limit_exceeded"
+
+
+class SubscriptionNotFound(NotFound):
+    code = "subscription_not_found"

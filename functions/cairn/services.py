@@ -7,6 +7,9 @@ the HTTP routes receive it and never build storage themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import boto3
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
@@ -20,6 +23,7 @@ from cairn.dynamodb.memory_table import MemoryTable
 from cairn.dynamodb.ratelimit import RateLimiter
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.state_table import StateTable
+from cairn.dynamodb.subscription_table import SubscriptionTable
 from cairn.dynamodb.waiters import PollingWaiter
 from cairn.email.attachments import EmailAttachments
 from cairn.email.ingest import EmailIngest
@@ -27,6 +31,12 @@ from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.store import RuntimeStore
 from cairn.settings import Settings
 from cairn.transcript.memory import MemoryStore
+from cairn.wakeups.aws_targets import AwsTargets
+from cairn.wakeups.dispatcher import Dispatcher, Sweep
+from cairn.wakeups.sender import Sender
+from cairn.wakeups.subscriptions import Subscriptions
+from cairn.wakeups.transports import Transport, Transports
+from cairn.wakeups.webhook import WebhookTransport
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,9 @@ class Services:
     attachments: EmailAttachments
     runtime: RuntimeStore
     memory: MemoryStore
+    subscriptions: Subscriptions
+    dispatcher: Dispatcher
+    sweep: Sweep
 
     @classmethod
     def build(
@@ -49,6 +62,7 @@ class Services:
         client=None,
         waiter: Waiter | None = None,
         clock: Clock = system_clock,
+        wake_transport: Transport | None = None,
     ) -> Services:
         client = client or make_client(settings)
         waiter = waiter or PollingWaiter()
@@ -62,6 +76,12 @@ class Services:
         state_table = StateTable(client, settings.table_name)
         feed = Feed(table, limiter, waiter, settings, clock)
         raw_messages = raw_message_store(settings)
+        subscription_table = SubscriptionTable(client, settings.table_name)
+        transports = wake_transport or Transports(
+            WebhookTransport(timeout=settings.webhook_timeout_seconds, allow_local=settings.webhook_allow_local),
+            AwsTargets(lambda service: _aws_client(settings, service)),
+        )
+        sender = Sender(subscription_table, table, transports, waiter, settings, clock)
         return cls(
             settings=settings,
             provisioning=Provisioning(table, state_table, limiter, settings, clock),
@@ -72,4 +92,12 @@ class Services:
             attachments=EmailAttachments(table, raw_messages, feed, settings, clock),
             runtime=DynamoRuntimeStore(client, settings.table_name),
             memory=MemoryStore(MemoryTable(client, settings.table_name), clock),
+            subscriptions=Subscriptions(table, subscription_table, transports, settings, clock),
+            dispatcher=Dispatcher(subscription_table, sender),
+            sweep=Sweep(subscription_table, sender, clock),
         )
+
+
+def _aws_client(settings: Settings, service: str) -> Any:
+    """A client for a wake-up target's service (made on first delivery to one)."""
+    return boto3.session.Session().client(service, region_name=settings.region)  # type: ignore[call-overload]

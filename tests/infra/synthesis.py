@@ -49,6 +49,11 @@ FULL_CONTEXT = {
     "state_max_bytes": 131_072,
     "email_text_max_bytes": 100_000,
     "email_attachment_max_bytes": 4_000_000,
+    "max_subscriptions_per_address": 4,
+    "webhook_timeout_seconds": 7,
+    "wake_retry_base_seconds": 3,
+    "wake_retry_max_interval_seconds": 1_800,
+    "wake_retry_window_seconds": 43_200,
 }
 
 

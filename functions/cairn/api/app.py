@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler import CORSConfig
 from cairn.api.errors import register_error_handlers
 from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes import addresses, discovery, email, events, inbox, mcp, memory, runtime, state, viewer
+from cairn.api.routes import subscriptions as subscription_routes
 from cairn.services import Services
 
 CORS = CORSConfig(
@@ -27,6 +28,6 @@ def create_app(services: Services) -> ConcurrentRestResolver:
     """The one resolver that Lambda and `cairn serve` both run."""
     app = ConcurrentRestResolver(enable_validation=True, cors=CORS, same_origin_prefixes=SAME_ORIGIN_PREFIXES)
     register_error_handlers(app)
-    for group in (addresses, inbox, events, state, email, runtime, memory, mcp, discovery, viewer):
+    for group in (addresses, inbox, events, state, email, runtime, memory, mcp, discovery, viewer, subscription_routes):
         group.register(app, services)
     return app
