@@ -10,13 +10,14 @@ from urllib.parse import urlsplit
 import uvicorn
 
 from cairn.api.app import create_app
-from cairn.dynamodb.client import make_client
+from cairn.dynamodb.client import make_client, make_streams_client
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.table import ensure_table
 from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from cairn.local.smtp import start_listener
+from cairn.local.wakeups import WakeupLoop
 from cairn.services import Services
 from cairn.settings import Settings
 
@@ -70,11 +71,20 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             endpoint = database.endpoint
             print(f"DynamoDB Local on {endpoint}, data in {args.data_dir}", flush=True)
-        settings = Settings(dynamodb_endpoint=endpoint, email_blob_dir=args.data_dir / "email", **overrides)
+        settings = Settings(
+            dynamodb_endpoint=endpoint,
+            email_blob_dir=args.data_dir / "email",
+            # Webhooks to this machine, so wake-ups can be tried here.
+            webhook_allow_local=True,
+            **overrides,
+        )
         client = make_client(settings)
         ensure_table(client, settings.table_name)
         services = Services.build(settings, client=client, waiter=NotifyingWaiter())
         app = create_app(services)
+        stack.enter_context(
+            WakeupLoop(client, make_streams_client(settings), settings.table_name, services.dispatcher, services.sweep)
+        )
         try:
             listener = start_listener(
                 services.email,
