@@ -16,6 +16,7 @@ from infra.downloads import DownloadFunction
 from infra.email import InboundEmail
 from infra.function import ServiceFunction
 from infra.storage import CairnTable
+from infra.wakeups import Wakeups
 
 
 class CairnStack(Stack):
@@ -58,6 +59,11 @@ class CairnStack(Stack):
         storage.grant_store_access(api_function)
         functions = {"api": api_function}
 
+        wakeups = Wakeups(self, "Wakeups", storage=storage, config=config, code=code, environment=environment)
+        # The API sends test deliveries (`POST .../subscriptions/{id}/test`).
+        wakeups.grant_targets(api_function)
+        functions.update(wakeups.functions)
+
         email = None
         downloads = None
         if config.email_domain is not None:
@@ -91,6 +97,7 @@ class CairnStack(Stack):
             functions=functions,
             table=table,
             failed_ingest=email.failures.queue if email else None,
+            wakeups=wakeups,
             topic_arn=config.alarm_topic_arn,
         )
         self._outputs(config, api, table_name=table.table_name, email=email)

@@ -54,6 +54,11 @@ FULL_CONTEXT = {
     "wake_retry_base_seconds": 3,
     "wake_retry_max_interval_seconds": 1_800,
     "wake_retry_window_seconds": 43_200,
+    "wake_target_arns": [
+        "arn:aws:sqs:eu-west-1:123456789012:agent-*",
+        "arn:aws:states:eu-west-1:123456789012:stateMachine:agent-flow",
+        "arn:aws:lambda:eu-west-1:123456789012:function:agent-run",
+    ],
 }
 
 
