@@ -10,6 +10,7 @@ import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from cairn.client import Address, SubscriptionNotFound, webhooks
 from cairn.local.dynamodb_local import DynamoDBLocal
 from tests.support.serve import ServeProcess, wait_until
 from tests.support.webhooks import Received, receiver
@@ -97,3 +98,26 @@ def test_410_ends_the_subscription(server: ServeProcess):
         assert wait_until(lambda: agent.subscription(sub_id)["status"] == "ended")
         agent.post(1)
         assert not wait_until(lambda: len(hook.received) > 1, timeout=2)
+
+
+def test_the_sdk_subscribes_and_a_receiver_verifies_with_it(server: ServeProcess):
+    with Address.provision(server.base_url, expires_in=3600) as address, receiver() as hook:
+        created = address.subscriptions.create({"kind": "webhook", "url": hook.url}, types=["job.done"])
+        secret, sub_id = created["secret"], created["subscription"]["id"]
+        address.inbox.post({"type": "job.skipped"})
+        address.inbox.post({"type": "job.done", "data": {"ok": True}})
+        (request,) = hook.wait_for(1)
+        payload = webhooks.verify(request.headers, request.body, secret)
+        assert (payload["type"], payload["sequence"], payload["event"]["data"]) == ("job.done", 2, {"ok": True})
+        rotated = address.subscriptions.rotate(sub_id)
+        with pytest.raises(webhooks.InvalidSignature):
+            webhooks.verify(request.headers, request.body, rotated["secret"])
+        assert address.subscriptions.test(sub_id)["outcome"] == "delivered"
+        _, tested = hook.wait_for(2)
+        # During the overlap both secrets verify.
+        for key in (secret, rotated["secret"]):
+            assert webhooks.verify(tested.headers, tested.body, key)["type"] == "subscription.test"
+        assert [item["id"] for item in address.subscriptions.list()] == [sub_id]
+        address.subscriptions.delete(sub_id)
+        with pytest.raises(SubscriptionNotFound):
+            address.subscriptions.get(sub_id)

@@ -7,10 +7,14 @@
     for event in addr.events.follow(cursor_file="cursor"):
         handle(event)                                 # acknowledged once this returns
 
+Wake-ups: `addr.subscriptions.create({"kind": "webhook", "url": ...})` pushes new
+events to a webhook; its receiver checks them with `webhooks.verify(headers, body, secret)`.
+
 Errors are the server's own classes, rebuilt from its error body, so each
 carries its `code` and HTTP `status`; `ConnectionFailed` means no answer.
 """
 
+from cairn.client import webhooks
 from cairn.client.address import Address
 from cairn.client.cursor import CursorFile
 from cairn.client.errors import ConnectionFailed
@@ -29,6 +33,9 @@ from cairn.errors import (
     RateLimited,
     RevisionConflict,
     StateLimitExceeded,
+    SubscriptionLimitExceeded,
+    SubscriptionNotFound,
+    TargetRefused,
     Unauthorized,
     Unavailable,
 )
@@ -51,7 +58,11 @@ __all__ = [
     "RetryPolicy",
     "RevisionConflict",
     "StateLimitExceeded",
+    "SubscriptionLimitExceeded",
+    "SubscriptionNotFound",
+    "TargetRefused",
     "Unauthorized",
     "Unavailable",
     "UnsafeFile",
+    "webhooks",
 ]

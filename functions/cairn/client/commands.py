@@ -37,6 +37,9 @@ _EXIT_BY_CODE = {
     "idempotency_key_reused": EXIT_CONFLICT,
     "not_found": EXIT_NOT_FOUND,
     "unauthorized": EXIT_NOT_FOUND,
+    "target_refused": EXIT_USAGE,
+    "subscription_limit_exceeded": EXIT_CONFLICT,
+    "subscription_not_found": EXIT_NOT_FOUND,
 }
 
 DEFAULT_URL = "http://127.0.0.1:8787"
@@ -138,6 +141,26 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     post.add_argument("--idempotency-key", help="repeat with the same key to deliver at most once")
     post.set_defaults(handler=run_inbox_post)
 
+    subscriptions = commands.add_parser("subscriptions", help="push the task's new events to a webhook or AWS target")
+    subscription_commands = subscriptions.add_subparsers(dest="subscriptions_command", required=True)
+    create = subscription_commands.add_parser(
+        "create", help="subscribe a target; a webhook's secret is printed this once"
+    )
+    create.add_argument("task")
+    target = create.add_mutually_exclusive_group(required=True)
+    target.add_argument("--webhook", metavar="URL", help="an https URL to POST each event to")
+    target.add_argument("--target", metavar="JSON", help='any target, e.g. {"kind": "sqs", "queue_url": "..."}')
+    create.add_argument("--type", action="append", dest="types", help="deliver only this event type (repeatable)")
+    create.add_argument("--description", help="what the subscription is for")
+    create.set_defaults(handler=run_subscriptions_create)
+    listing = subscription_commands.add_parser("list", help="subscriptions with their state and recent attempts")
+    listing.add_argument("task")
+    listing.set_defaults(handler=run_subscriptions_list)
+    remove = subscription_commands.add_parser("delete", help="stop deliveries to a subscription")
+    remove.add_argument("task")
+    remove.add_argument("subscription_id")
+    remove.set_defaults(handler=run_subscriptions_delete)
+
     mcp = commands.add_parser("mcp", parents=[url], help="serve the MCP tools on stdio for the server at --url")
     mcp.set_defaults(handler=run_mcp)
 
@@ -236,6 +259,20 @@ def run_events_ack(args: argparse.Namespace, context: Context) -> dict[str, Any]
 def run_inbox_post(args: argparse.Namespace, context: Context) -> Any:
     payload = _json_argument(args.payload)
     return context.address(args.task).inbox.post(payload, idempotency_key=args.idempotency_key)
+
+
+def run_subscriptions_create(args: argparse.Namespace, context: Context) -> Any:
+    target = {"kind": "webhook", "url": args.webhook} if args.webhook else _json_argument(args.target)
+    return context.address(args.task).subscriptions.create(target, types=args.types, description=args.description)
+
+
+def run_subscriptions_list(args: argparse.Namespace, context: Context) -> Any:
+    return {"subscriptions": context.address(args.task).subscriptions.list()}
+
+
+def run_subscriptions_delete(args: argparse.Namespace, context: Context) -> Any:
+    context.address(args.task).subscriptions.delete(args.subscription_id)
+    return {"subscription_id": args.subscription_id, "deleted": True}
 
 
 def run_mcp(args: argparse.Namespace, context: Context) -> None:

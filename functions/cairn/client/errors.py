@@ -26,6 +26,9 @@ from cairn.errors import (
     RateLimited,
     RevisionConflict,
     StateLimitExceeded,
+    SubscriptionLimitExceeded,
+    SubscriptionNotFound,
+    TargetRefused,
     Unauthorized,
     Unavailable,
 )
@@ -42,6 +45,9 @@ _PLAIN: dict[str, type[CairnError]] = {
         PayloadTooLarge,
         AttachmentUnavailable,
         IdempotencyKeyReused,
+        TargetRefused,
+        SubscriptionLimitExceeded,
+        SubscriptionNotFound,
     )
 }
 
