@@ -18,9 +18,12 @@ from tests.support.serve import ServeProcess
 TOOLS = [
     "acknowledge_event",
     "create_return_address",
+    "create_subscription",
     "delete_state",
+    "delete_subscription",
     "get_state",
     "list_state",
+    "list_subscriptions",
     "poll_events",
     "set_state",
 ]
@@ -53,6 +56,11 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
     acked = await client.call_tool("acknowledge_event", {**creds, "event_id": callback["id"]})
     deleted = await client.call_tool("delete_state", {**creds, "key": "plan", "if_revision": 1})
     refused = await client.call_tool("poll_events", {**creds, "read_token": "crt_wrong"})
+    target = {"kind": "webhook", "url": "http://127.0.0.1:9/hook"}
+    subscribed = await client.call_tool("create_subscription", {**creds, "target": target, "types": ["job.done"]})
+    subscription_id = subscribed.structured_content["subscription"]["id"]
+    subscriptions = await client.call_tool("list_subscriptions", creds)
+    unsubscribed = await client.call_tool("delete_subscription", {**creds, "subscription_id": subscription_id})
     with pytest.raises(MCPError):
         await client.call_tool("launch_rockets", {})
     return {
@@ -66,6 +74,9 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
         "acked": acked.structured_content,
         "deleted": deleted.structured_content,
         "refused": (refused.is_error, refused.structured_content),
+        "subscribed": subscribed.structured_content,
+        "subscriptions": subscriptions.structured_content,
+        "unsubscribed": unsubscribed.structured_content,
     }
 
 
@@ -84,6 +95,10 @@ def check(seen: dict[str, Any], served: ServeProcess) -> None:
     assert seen["deleted"] == {"key": "plan", "deleted": True, "revision": 2}
     is_error, body = seen["refused"]
     assert is_error and body["error"]["code"] == "unauthorized"
+    subscription = seen["subscribed"]["subscription"]
+    assert seen["subscribed"]["secret"].startswith("whsec_")
+    assert seen["subscriptions"]["subscriptions"] == [subscription]
+    assert seen["unsubscribed"] == {"subscription_id": subscription["id"], "deleted": True}
 
 
 def test_streamable_http_on_cairn_serve(served: ServeProcess):
