@@ -83,6 +83,7 @@ def test_the_read_token_guards_every_route(local_api: LambdaClient):
         "https://[fd00:ec2::254]/hook",
         "https://[::ffff:127.0.0.1]/hook",
         "https://user:pw@example.com/hook",
+        "https://localhost/hook",  # a name that resolves to loopback
         "not a url",
     ],
 )

@@ -25,6 +25,10 @@ class EgressRefused(Exception):
     """The target resolves to an address no webhook may reach."""
 
 
+class Unresolvable(EgressRefused):
+    """DNS gives the target's name no address (now)."""
+
+
 def check_url(url: str, *, allow_local: bool) -> SplitResult:
     """The parsed URL if its form is allowed; `TargetRefused` otherwise."""
     try:
@@ -49,6 +53,23 @@ def check_url(url: str, *, allow_local: bool) -> SplitResult:
     return parts
 
 
+def check_destination(url: str, *, allow_local: bool) -> None:
+    """`check_url`, then the addresses DNS gives the name now; `TargetRefused` if any is forbidden.
+
+    A name that does not resolve yet passes: it may be published later, and
+    every delivery checks again before it connects.
+    """
+    parts = check_url(url, allow_local=allow_local)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        resolve(parts.hostname or "", port, allow_local=allow_local)
+    except Unresolvable:
+        return
+    except EgressRefused:
+        message = "The webhook URL's name resolves to a private, loopback, link-local or metadata address."
+        raise _refused(message) from None
+
+
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """A globally routable unicast address (not private, loopback, link-local, metadata, reserved)."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -62,13 +83,13 @@ def resolve(host: str, port: int, *, allow_local: bool) -> str:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as error:
-        raise EgressRefused(f"cannot resolve {host}: {error}") from None
+        raise Unresolvable(f"cannot resolve {host}: {error}") from None
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     for address in addresses:
         if not (is_public(address) or (local and address.is_loopback)):
             raise EgressRefused(f"{host} resolves to a forbidden address")
     if not addresses:
-        raise EgressRefused(f"{host} has no address")
+        raise Unresolvable(f"{host} has no address")
     return str(addresses[0])
 
 

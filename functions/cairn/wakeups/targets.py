@@ -47,7 +47,7 @@ def check_target(target: Target, *, allowed_arns: Iterable[str], allow_local: bo
             f"A {target.kind} target takes {', '.join(required + optional)}.", missing=missing, unknown=unknown
         )
     if target.kind is TargetKind.WEBHOOK:
-        egress.check_url(target.params["url"], allow_local=allow_local)
+        egress.check_destination(target.params["url"], allow_local=allow_local)
         return
     patterns = list(allowed_arns)
     if target.kind is TargetKind.STEP_FUNCTIONS:
