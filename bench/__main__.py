@@ -17,7 +17,11 @@ when it ends. What it measures, in the order printed:
    requests back to back for a fixed time (after a warm-up that is not
    counted). Requests per second and latency p50/p99 per scenario.
 3. Wake-up latency: a long-poll (wait=20) waits on an address; an inbox POST
-   then lands on it. Times from the POST's answer to the poll's answer.
+   then lands on it. Times from the POST's answer to the poll's answer. Then
+   wake-ups by webhook: from the POST's answer to the webhook's arrival at a
+   receiver on 127.0.0.1 (through DynamoDB Local's stream), deliveries per
+   second for a burst of posts, and DynamoDB table calls while a subscribed
+   agent waits 25 s idle beside one 25 s long-poll.
 4. Baseline: the inbox append's transaction (head Update with a condition +
    event Put) in raw boto3 at 1 and 8 threads on the same DynamoDB Local,
    and Cairn's HTTP posts/s as a share of it.
@@ -80,6 +84,7 @@ from bench.summary import summarize
 from bench.throughput import measure_throughput
 from bench.transcripts import measure_replay
 from bench.wakeup import measure_wakeup
+from bench.webhooks import IDLE_SECONDS, measure_webhooks
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.table import ensure_table
 from cairn.local.dynamodb_local import DynamoDBLocal, find_distribution
@@ -92,6 +97,7 @@ RUNTIME_TABLE = "bench-runtime"
 TRANSCRIPT_TABLE = "bench-transcripts"
 EMAIL_TABLE = "bench-email"
 DOWNLOAD_TABLE = "bench-downloads"
+WAKE_TABLE = "bench-wake"
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,8 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             wakeup = measure_wakeup(server, plan.trials)
             _progress("7/14 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
+            _progress(f"7b/14 wake-ups by webhook (with two {IDLE_SECONDS} s idle measurements)")
+            webhooks = measure_webhooks(server, settings.model_copy(update={"table_name": WAKE_TABLE}), plan.trials)
         _progress("8/14 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
         _progress("9/14 runtime store appends")
@@ -180,7 +188,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         _progress("14/14 attachment downloads, buffered and streamed")
         downloads = measure_downloads(settings, DOWNLOAD_TABLE, workdir / "downloads", plan.trials)
     tables = {
-        "calls": calls, "throughput": throughput, "wakeup": wakeup, "baseline": baseline,
+        "calls": calls, "throughput": throughput, "wakeup": wakeup, "webhooks": webhooks, "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,

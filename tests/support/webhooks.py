@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ class Receiver:
 
     def __init__(self, statuses: list[int] | None = None, default: int = 200) -> None:
         self.received: list[Received] = []
+        # `time.perf_counter()` at each arrival, for latency figures.
+        self.arrival_times: list[float] = []
         self._statuses = list(statuses or [])
         self._default = default
         self._lock = threading.Lock()
@@ -34,6 +37,7 @@ class Receiver:
     def answer(self, headers: dict[str, str], body: bytes) -> int:
         with self._lock:
             self.received.append(Received(headers, body))
+            self.arrival_times.append(time.perf_counter())
             self._arrived.notify_all()
             return self._statuses.pop(0) if self._statuses else self._default
 

@@ -69,6 +69,7 @@ class Sender:
         if held is None:
             return self._not_acquired(address_id, subscription_id, now)
         subscription: Subscription = held
+        saved = subscription.cursor
         cursor = subscription.cursor
         sent = 0
         while sent < MAX_EVENTS_PER_LEASE:
@@ -87,6 +88,12 @@ class Sender:
                         return Run.DELIVERED
                     subscription = next_state
                 cursor = event.sequence
+            if subscription.cursor > saved:
+                # One write per page of deliveries: a crash before it repeats them (delivery is at least once).
+                progress = self._progress(subscription, subscription.cursor, keep_lease=True)
+                if self._advance(subscription, owner, progress) is None:
+                    return Run.DELIVERED
+                saved = subscription.cursor
         # Long backlog: hand over so other work interleaves; the sweep picks this up at once.
         self._advance(subscription, owner, self._progress(subscription, cursor))
         self._subscriptions.schedule(address_id, subscription_id, self._clock())
@@ -108,13 +115,22 @@ class Sender:
         outcome = self._transport.send(
             subscription, event_delivery(subscription.address_id, subscription.id, event), now
         )
+        if outcome.delivered and subscription.target.one_shot:
+            attempt = _attempt(now, "ended", event.sequence, outcome)
+            ended = self._progress(subscription, event.sequence, attempt, status=SubscriptionStatus.ENDED)
+            self._advance(subscription, owner, ended)
+            return None
         if outcome.delivered:
-            ended = subscription.target.one_shot
-            attempt = _attempt(now, "ended" if ended else "delivered", event.sequence, outcome)
-            status = SubscriptionStatus.ENDED if ended else SubscriptionStatus.ACTIVE
-            progress = self._progress(subscription, event.sequence, attempt, status=status, keep_lease=not ended)
-            advanced = self._advance(subscription, owner, progress)
-            return advanced if advanced and not ended else None
+            # Written with the page (`deliver`), or with whatever ends this lease first.
+            attempt = _attempt(now, "delivered", event.sequence, outcome)
+            return replace(
+                subscription,
+                cursor=event.sequence,
+                attempts=(attempt, *subscription.attempts)[:ATTEMPTS_KEPT],
+                retry_at=None,
+                failing_since=None,
+                failures=0,
+            )
         if outcome.gone:
             attempt = _attempt(now, "ended", event.sequence, outcome)
             progress = self._progress(subscription, event.sequence - 1, attempt, status=SubscriptionStatus.ENDED)
