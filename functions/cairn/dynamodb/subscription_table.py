@@ -36,7 +36,7 @@ from cairn.dynamodb.subscription_items import (
     subscription_item,
     subscription_key,
 )
-from cairn.errors import SubscriptionLimitExceeded, Unauthorized
+from cairn.errors import SubscriptionLimitExceeded, Unauthorized, Unavailable
 from cairn.wakeups.models import Attempt, SigningSecret, Subscription, SubscriptionStatus, TargetKind
 from cairn.wakeups.ports import DueRetry, Progress
 
@@ -81,14 +81,14 @@ class SubscriptionTable:
         try:
             table_ops.transact_write(self._client, actions)
         except ClientError as error:
-            reasons = [reason.get("Code") for reason in cancellation_reasons(error)]
+            reasons = _reasons(error)
             if reasons[:1] == ["ConditionalCheckFailed"]:
                 raise Unauthorized() from None
             if reasons[1:2] == ["ConditionalCheckFailed"]:
                 raise SubscriptionLimitExceeded(
                     f"An address has at most {max_per_address} subscriptions.", limit=max_per_address
                 ) from None
-            raise
+            raise _busy(error) from None
 
     def of_address(self, address_id: str) -> list[Subscription]:
         items = table_ops.query_prefix(self._client, self._table, keys.address_pk(address_id), keys.SUBSCRIPTION_PREFIX)
@@ -124,9 +124,9 @@ class SubscriptionTable:
         try:
             table_ops.transact_write(self._client, actions)
         except ClientError as error:
-            if cancellation_reasons(error):
+            if _reasons(error)[:1] == ["ConditionalCheckFailed"]:
                 return False
-            raise
+            raise _busy(error) from None
         return True
 
     def rotate(self, address_id: str, subscription_id: str, secrets: Sequence[SigningSecret]) -> Subscription | None:
@@ -287,3 +287,12 @@ class SubscriptionTable:
                 return None
             raise
         return subscription_from_item(response["Attributes"])
+
+
+def _reasons(error: ClientError) -> list[str | None]:
+    return [reason.get("Code") for reason in cancellation_reasons(error)]
+
+
+def _busy(error: ClientError) -> Exception:
+    """A transaction cancelled by contention is retryable (503), like any busy store; other errors stay."""
+    return Unavailable() if error_code(error) == "TransactionCanceledException" else error
