@@ -20,6 +20,10 @@ when it ends. What it measures, in the order printed:
    then lands on it. Times from the POST's answer to the poll's answer. Then
    the same through one open event stream (`Accept: text/event-stream`):
    times from the POST's answer to the client reading the event's frame.
+   wake-ups by webhook: from the POST's answer to the webhook's arrival at a
+   receiver on 127.0.0.1 (through DynamoDB Local's stream), deliveries per
+   second for a burst of posts, and DynamoDB table calls while a subscribed
+   agent waits 25 s idle beside one 25 s long-poll.
 4. Baseline: the inbox append's transaction (head Update with a condition +
    event Put) in raw boto3 at 1 and 8 threads on the same DynamoDB Local,
    and Cairn's HTTP posts/s as a share of it.
@@ -88,6 +92,7 @@ from bench.summary import summarize
 from bench.throughput import measure_throughput
 from bench.transcripts import measure_replay
 from bench.wakeup import measure_wakeup
+from bench.webhooks import IDLE_SECONDS, measure_webhooks
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.table import ensure_table
 from cairn.local.dynamodb_local import DynamoDBLocal, find_distribution
@@ -101,6 +106,7 @@ TRANSCRIPT_TABLE = "bench-transcripts"
 EMAIL_TABLE = "bench-email"
 DOWNLOAD_TABLE = "bench-downloads"
 OUTBOUND_TABLE = "bench-outbound"
+WAKE_TABLE = "bench-wake"
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,8 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             stream_wakeup = measure_stream_wakeup(server, plan.trials)
             _progress("7/15 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
+            _progress(f"7b/15 wake-ups by webhook (with two {IDLE_SECONDS} s idle measurements)")
+            webhooks = measure_webhooks(server, settings.model_copy(update={"table_name": WAKE_TABLE}), plan.trials)
         _progress("8/15 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
         _progress("9/15 runtime store appends")
@@ -194,7 +202,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         outbound = measure_outbound(settings, OUTBOUND_TABLE, plan.trials, plan.seconds, plan.warmup)
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "stream_wakeup": stream_wakeup,
-        "baseline": baseline,
+        "webhooks": webhooks, "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,

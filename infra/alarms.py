@@ -19,12 +19,17 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.wakeups import Wakeups
+
 PERIOD = Duration.minutes(5)
 
 # Above this share of 5xx answers something is broken, not unlucky...
 SERVER_ERROR_PERCENT = 5
 # ...provided enough requests came in for a share to mean anything.
 SERVER_ERROR_MIN_REQUESTS = 20
+
+# A stream record older than this waited too long to wake its subscribers.
+WAKE_ITERATOR_AGE_MS = 60_000
 
 # Every DynamoDB operation the store issues; throttles and system errors are
 # reported per operation and summed here.
@@ -55,6 +60,7 @@ class Alarms(Construct):
         table: dynamodb.ITableV2,
         failed_ingest: sqs.IQueue | None,
         topic_arn: str | None,
+        wakeups: Wakeups | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._name_prefix = name_prefix
@@ -109,6 +115,22 @@ class Alarms(Construct):
                 description="Inbound mail could not be ingested after retries; "
                 "the failed-ingest queue holds its SES message ids for replay.",
             )
+        if wakeups is not None:
+            self._wakeup_alarms(wakeups)
+
+    def _wakeup_alarms(self, wakeups: Wakeups) -> None:
+        self._alarm(
+            "wake-failed-batches",
+            wakeups.failures.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+            description="Stream batches failed every retry: their events woke no subscriber; "
+            "the queue holds their stream positions.",
+        )
+        self._alarm(
+            "wake-iterator-age",
+            wakeups.dispatcher.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
+            threshold=WAKE_ITERATOR_AGE_MS,
+            description="The dispatcher lags the table's stream by over a minute: wake-ups are late.",
+        )
 
     def _alarm(
         self,

@@ -30,6 +30,10 @@ _CERTIFICATE_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate
 _SURFACE_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 _RESERVED_SURFACES = frozenset({"http", "state", "outbound"})
 _TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}")
+# Wake-up targets: queues, event buses, functions and state machines, `*` allowed after the service.
+_WAKE_TARGET_ARN = re.compile(
+    r"arn:aws[a-z-]*:(sqs|events|lambda|states):[a-z0-9*-]+:(\d{12}|\*):[A-Za-z0-9_.:/*$-]{1,512}"
+)
 
 # API Gateway ends every request at 29 s; a long-poll must answer before that.
 API_GATEWAY_TIMEOUT_SECONDS = 29
@@ -68,6 +72,11 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "outbound_max_text_bytes": 10_000,
     "outbound_max_contacts": 10,
     "outbound_verifications_per_day": 20,
+    "max_subscriptions_per_address": 10,
+    "webhook_timeout_seconds": 10,
+    "wake_retry_base_seconds": 5,
+    "wake_retry_max_interval_seconds": 3_600,
+    "wake_retry_window_seconds": 86_400,
 }
 
 # Zero means "never wait", and "no reserve": the limits for which zero makes sense.
@@ -110,6 +119,8 @@ class StageConfig:
     log_retention_days: int = 30
     # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".
     limits: Mapping[str, int] = field(default_factory=dict)
+    # ARN patterns of the AWS services wake-up subscriptions may deliver to; the functions get exactly these.
+    wake_target_arns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _STAGE_NAME.fullmatch(self.stage):
@@ -143,6 +154,18 @@ class StageConfig:
                 f"'log_retention_days' must be one of CloudWatch's values {sorted(_RETENTION_DAYS)}, "
                 f"got {self.log_retention_days}"
             )
+        self._check_wake_targets()
+        self._check_limits()
+
+    def _check_wake_targets(self) -> None:
+        for pattern in self.wake_target_arns:
+            if not _WAKE_TARGET_ARN.fullmatch(pattern):
+                raise ValueError(
+                    f"'wake_target_arns' entries must be SQS, EventBridge, Lambda or Step Functions ARNs "
+                    f"(with * wildcards), got {pattern!r}"
+                )
+
+    def _check_limits(self) -> None:
         unknown = set(self.limits) - set(LIMIT_DEFAULTS)
         if unknown:
             raise ValueError(f"unknown limits {sorted(unknown)}")
@@ -197,6 +220,7 @@ class StageConfig:
             ),
             stream_reserved_concurrency=number("stream_reserved_concurrency", cls.stream_reserved_concurrency),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
+            wake_target_arns=_as_list("wake_target_arns", node.try_get_context("wake_target_arns")),
             limits={
                 key: number(key, default, _LIMIT_MINIMUMS.get(key, 1))
                 for key, default in LIMIT_DEFAULTS.items()
@@ -238,6 +262,8 @@ class StageConfig:
             environment["CAIRN_EMAIL_DOMAIN"] = self.email_domain
         if self.public_base_url is not None:
             environment["CAIRN_PUBLIC_BASE_URL"] = self.public_base_url
+        if self.wake_target_arns:
+            environment["CAIRN_WAKE_TARGET_ARNS"] = json.dumps(list(self.wake_target_arns))
         return environment
 
 
@@ -278,6 +304,16 @@ def _as_bool(name: str, value: object) -> bool:
     if text in ("true", "false"):
         return text == "true"
     raise ValueError(f"context value {name!r} must be true or false, got {value!r}")
+
+
+def _as_list(name: str, value: object) -> tuple[str, ...]:
+    """Accept a JSON list (cdk.json) or a comma-separated string (`-c name=a,b`)."""
+    if value in (None, ""):
+        return ()
+    items = value if isinstance(value, list) else str(value).split(",")
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError(f"context value {name!r} must be a list of strings, got {value!r}")
+    return tuple(item.strip() for item in items if item.strip())
 
 
 def _as_int(name: str, value: object, default: int, minimum: int) -> int:

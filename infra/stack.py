@@ -17,6 +17,7 @@ from infra.function import ServiceFunction
 from infra.outbound import OutboundEmail
 from infra.storage import CairnTable
 from infra.streaming import StreamingFunction
+from infra.wakeups import Wakeups
 
 
 class CairnStack(Stack):
@@ -66,6 +67,11 @@ class CairnStack(Stack):
         storage.grant_store_access(streaming)
         functions = {"api": api_function, "streaming": streaming}
 
+        wakeups = Wakeups(self, "Wakeups", storage=storage, config=config, code=code, environment=environment)
+        # The API sends test deliveries (`POST .../subscriptions/{id}/test`).
+        wakeups.grant_targets(api_function)
+        functions.update(wakeups.functions)
+
         email = None
         if config.email_domain is not None:
             email = InboundEmail(
@@ -106,6 +112,7 @@ class CairnStack(Stack):
             functions=functions,
             table=table,
             failed_ingest=email.failures.queue if email else None,
+            wakeups=wakeups,
             topic_arn=config.alarm_topic_arn,
         )
         self._outputs(config, api, table_name=table.table_name, email=email)

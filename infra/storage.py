@@ -48,6 +48,8 @@ class CairnTable(Construct):
             # The AWS managed key (aws/dynamodb): its use shows in CloudTrail,
             # without a customer key to own, rotate and pay for.
             encryption=dynamodb.TableEncryptionV2.aws_managed_key(),
+            # New events wake subscribers (infra/wakeups.py); only new images are needed.
+            dynamo_stream=dynamodb.StreamViewType.NEW_IMAGE,
             deletion_protection=not config.ephemeral,
             removal_policy=config.removal_policy,
         )

@@ -188,3 +188,17 @@ class TooManyAttempts(CairnError):
 
 class CodeExpired(CairnError):
     code = "code_expired"
+
+
+class TargetRefused(InvalidRequest):
+    """A subscription target this deployment will not deliver to (URL rules, ARN allow-list)."""
+
+    code = "target_refused"
+
+
+class SubscriptionLimitExceeded(QuotaExceeded):
+    code = "subscription_limit_exceeded"
+
+
+class SubscriptionNotFound(NotFound):
+    code = "subscription_not_found"

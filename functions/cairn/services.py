@@ -7,6 +7,9 @@ the HTTP routes receive it and never build storage themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import boto3
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
@@ -23,6 +26,7 @@ from cairn.dynamodb.ratelimit import RateLimiter
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.send_ledger import SendLedger
 from cairn.dynamodb.state_table import StateTable
+from cairn.dynamodb.subscription_table import SubscriptionTable
 from cairn.dynamodb.waiters import PollingWaiter
 from cairn.email.attachments import EmailAttachments
 from cairn.email.contacts import Contacts
@@ -34,6 +38,12 @@ from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.store import RuntimeStore
 from cairn.settings import Settings
 from cairn.transcript.memory import MemoryStore
+from cairn.wakeups.aws_targets import AwsTargets
+from cairn.wakeups.dispatcher import Dispatcher, Sweep
+from cairn.wakeups.sender import Sender
+from cairn.wakeups.subscriptions import Subscriptions
+from cairn.wakeups.transports import Transport, Transports
+from cairn.wakeups.webhook import WebhookTransport
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,9 @@ class Services:
     sending: Sending
     runtime: RuntimeStore
     memory: MemoryStore
+    subscriptions: Subscriptions
+    dispatcher: Dispatcher
+    sweep: Sweep
 
     @classmethod
     def build(
@@ -60,6 +73,7 @@ class Services:
         waiter: Waiter | None = None,
         clock: Clock = system_clock,
         mailer: OutboundMailer | None = None,
+        wake_transport: Transport | None = None,
     ) -> Services:
         """`mailer` carries outbound mail; without one, `settings.outbound` chooses (SES, or none)."""
         client = client or make_client(settings)
@@ -78,6 +92,12 @@ class Services:
         mailer = mailer or _configured_mailer(settings)
         contacts = ContactTable(client, settings.table_name)
         mail_retention = MailRetention(table, raw_messages, settings, clock)
+        subscription_table = SubscriptionTable(client, settings.table_name)
+        transports = wake_transport or Transports(
+            WebhookTransport(timeout=settings.webhook_timeout_seconds, allow_local=settings.webhook_allow_local),
+            AwsTargets(lambda service: _aws_client(settings, service)),
+        )
+        sender = Sender(subscription_table, table, transports, waiter, settings, clock)
         return cls(
             settings=settings,
             provisioning=Provisioning(
@@ -95,6 +115,9 @@ class Services:
             ),
             runtime=DynamoRuntimeStore(client, settings.table_name),
             memory=MemoryStore(MemoryTable(client, settings.table_name), clock),
+            subscriptions=Subscriptions(table, subscription_table, transports, settings, clock),
+            dispatcher=Dispatcher(subscription_table, sender),
+            sweep=Sweep(subscription_table, sender, clock),
         )
 
 
@@ -105,3 +128,8 @@ def _configured_mailer(settings: Settings) -> OutboundMailer | None:
     from cairn.email.ses_mailer import SesMailer
 
     return SesMailer.for_region(settings.region, settings.ses_configuration_set)
+
+
+def _aws_client(settings: Settings, service: str) -> Any:
+    """A client for a wake-up target's service (made on first delivery to one)."""
+    return boto3.session.Session().client(service, region_name=settings.region)  # type: ignore[call-overload]

@@ -74,6 +74,18 @@ class Settings(BaseSettings):
     # AgentAddress keep checking the value they know.
     email_ingress_surface: str = Field(default="email", pattern=SURFACE_NAME_PATTERN)
 
+    # Wake-ups: subscriptions per address, webhook answer time, retry back-off (doubling from the base,
+    # capped at the interval) and how long a failing target is retried before its subscription fails.
+    max_subscriptions_per_address: int = Field(default=10, ge=1)
+    webhook_timeout_seconds: int = Field(default=10, ge=1, le=60)
+    wake_retry_base_seconds: int = Field(default=5, ge=1)
+    wake_retry_max_interval_seconds: int = Field(default=3_600, ge=1)
+    wake_retry_window_seconds: int = Field(default=DAY_SECONDS, ge=1)
+    # ARN patterns (`*` wildcards) of the AWS targets subscriptions may name; the stack grants exactly these.
+    wake_target_arns: tuple[str, ...] = ()
+    # `cairn serve` only: webhooks may use http://127.0.0.1 and http://localhost.
+    webhook_allow_local: bool = False
+
     # Outbound mail. `outbound` names the mailer: `none` (routes answer
     # `outbound_not_configured`) or `ses` (SES v2 from `<address>@email_domain`,
     # events through `ses_configuration_set`); `cairn serve` picks its own.

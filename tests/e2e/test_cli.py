@@ -168,3 +168,21 @@ def test_mail_commands_verify_a_contact_and_send(cli: Cli, served: ServeProcess)
         "removed": True,
     }
     assert all(cli.read_token("mailer") not in output for output in cli.outputs)
+
+
+def test_subscriptions_are_created_listed_and_deleted(cli: Cli):
+    cli("provision", "waker")
+    created = cli("subscriptions", "create", "waker", "--webhook", "http://127.0.0.1:9/hook", "--type", "job.done")
+    assert created.code == 0, created.stderr
+    answer = created.json()
+    assert answer["secret"].startswith("whsec_")
+    sub_id = answer["subscription"]["id"]
+    listed = cli("subscriptions", "list", "waker").json()["subscriptions"]
+    assert [(item["id"], item["types"]) for item in listed] == [(sub_id, ["job.done"])]
+    assert answer["secret"] not in cli("subscriptions", "list", "waker").stdout
+    refused = cli("subscriptions", "create", "waker", "--webhook", "https://169.254.169.254/")
+    assert (refused.code, refused.error["code"]) == (2, "target_refused")
+    assert cli("subscriptions", "delete", "waker", sub_id).json() == {"subscription_id": sub_id, "deleted": True}
+    gone = cli("subscriptions", "delete", "waker", sub_id)
+    assert gone.error["code"] == "subscription_not_found"
+    assert cli("subscriptions", "list", "waker").json() == {"subscriptions": []}

@@ -21,10 +21,13 @@ TOOLS = [
     "acknowledge_event",
     "add_contact",
     "create_return_address",
+    "create_subscription",
     "delete_state",
+    "delete_subscription",
     "get_state",
     "list_contacts",
     "list_state",
+    "list_subscriptions",
     "poll_events",
     "send_email",
     "set_state",
@@ -68,6 +71,12 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
     message = {**creds, "to": "ada@example.org", "subject": "Hi", "text": "From a tool.", "idempotency_key": "t1"}
     sent = await client.call_tool("send_email", message)
     contacts = await client.call_tool("list_contacts", creds)
+
+    target = {"kind": "webhook", "url": "http://127.0.0.1:9/hook"}
+    subscribed = await client.call_tool("create_subscription", {**creds, "target": target, "types": ["job.done"]})
+    subscription_id = subscribed.structured_content["subscription"]["id"]
+    subscriptions = await client.call_tool("list_subscriptions", creds)
+    unsubscribed = await client.call_tool("delete_subscription", {**creds, "subscription_id": subscription_id})
     with pytest.raises(MCPError):
         await client.call_tool("launch_rockets", {})
     return {
@@ -89,6 +98,9 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
             "sent": sent.structured_content["status"],
             "contacts": contacts.structured_content,
         },
+        "subscribed": subscribed.structured_content,
+        "subscriptions": subscriptions.structured_content,
+        "unsubscribed": unsubscribed.structured_content,
     }
 
 
@@ -118,6 +130,11 @@ def check(seen: dict[str, Any], served: ServeProcess) -> None:
     assert (mail["verified"], mail["sent"]) == ("verified", "accepted")
     assert mail["contacts"]["outbound_configured"] is True
     assert [contact["status"] for contact in mail["contacts"]["contacts"]] == ["verified"]
+
+    subscription = seen["subscribed"]["subscription"]
+    assert seen["subscribed"]["secret"].startswith("whsec_")
+    assert seen["subscriptions"]["subscriptions"] == [subscription]
+    assert seen["unsubscribed"] == {"subscription_id": subscription["id"], "deleted": True}
 
 
 def test_streamable_http_on_cairn_serve(served: ServeProcess):

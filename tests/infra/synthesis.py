@@ -58,6 +58,16 @@ FULL_CONTEXT = {
     "outbound_max_text_bytes": 20_000,
     "outbound_max_contacts": 5,
     "outbound_verifications_per_day": 7,
+    "max_subscriptions_per_address": 4,
+    "webhook_timeout_seconds": 7,
+    "wake_retry_base_seconds": 3,
+    "wake_retry_max_interval_seconds": 1_800,
+    "wake_retry_window_seconds": 43_200,
+    "wake_target_arns": [
+        "arn:aws:sqs:eu-west-1:123456789012:agent-*",
+        "arn:aws:states:eu-west-1:123456789012:stateMachine:agent-flow",
+        "arn:aws:lambda:eu-west-1:123456789012:function:agent-run",
+    ],
 }
 
 

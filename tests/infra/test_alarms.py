@@ -26,6 +26,12 @@ def test_every_failure_has_an_alarm(default: Synthesis, full: Synthesis) -> None
         "streaming-throttles",
         "table-throttles",
         "table-system-errors",
+        "wake-dispatcher-errors",
+        "wake-dispatcher-throttles",
+        "wake-sweep-errors",
+        "wake-sweep-throttles",
+        "wake-failed-batches",
+        "wake-iterator-age",
     }
     assert set(alarms_by_name(full, "cairn-prod")) == set(alarms_by_name(default, "cairn-test")) | {
         "email-ingest-errors",
@@ -68,3 +74,10 @@ def test_without_a_topic_alarms_only_change_state(default: Synthesis) -> None:
     for alarm in default.resources(ALARM).values():
         assert "AlarmActions" not in alarm["Properties"]
         assert alarm["Properties"]["TreatMissingData"] == "notBreaching"
+
+
+def test_wake_ups_alarm_on_failed_batches_and_a_lagging_stream(default: Synthesis) -> None:
+    alarms = alarms_by_name(default, "cairn-test")
+    assert alarms["wake-failed-batches"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    lag = alarms["wake-iterator-age"]
+    assert (lag["MetricName"], lag["Statistic"], lag["Threshold"]) == ("IteratorAge", "Maximum", 60_000)

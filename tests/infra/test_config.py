@@ -90,11 +90,21 @@ def test_public_base_url_comes_only_from_a_custom_domain() -> None:
         {"stage": "dev", "email_ingress_surface": "http"},
         {"stage": "dev", "email_ingress_surface": "state"},
         {"stage": "dev", "email_ingress_surface": "Resend Mail"},
+        {"stage": "dev", "wake_target_arns": "*"},
+        {"stage": "dev", "wake_target_arns": ["arn:aws:s3:::bucket"]},
+        {"stage": "dev", "wake_target_arns": [7]},
     ],
 )
 def test_unusable_context_is_refused_before_synthesis(context: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         from_context(context)
+
+
+def test_wake_target_arns_come_as_a_list_or_comma_separated() -> None:
+    arns = ("arn:aws:sqs:eu-west-1:123456789012:agent-*", "arn:aws:lambda:eu-west-1:123456789012:function:run")
+    assert from_context({"stage": "dev", "wake_target_arns": list(arns)}).wake_target_arns == arns
+    assert from_context({"stage": "dev", "wake_target_arns": ",".join(arns)}).wake_target_arns == arns
+    assert from_context({"stage": "dev"}).wake_target_arns == ()
 
 
 def test_zero_wait_is_a_valid_limit() -> None:

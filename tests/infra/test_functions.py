@@ -19,6 +19,8 @@ API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
 EMAIL_HANDLER = "cairn.entrypoints.email_handler.lambda_handler"
 STREAMING_HANDLER = "cairn.entrypoints.streaming.main"
 OUTCOME_HANDLER = "cairn.entrypoints.outbound_events_handler.lambda_handler"
+DISPATCH_HANDLER = "cairn.entrypoints.wake_handler.stream_handler"
+SWEEP_HANDLER = "cairn.entrypoints.wake_handler.sweep_handler"
 
 
 def cairn_functions(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
@@ -57,14 +59,14 @@ def role_of(properties: dict[str, Any]) -> str:
     return properties["Role"]["Fn::GetAtt"][0]
 
 
-def test_without_email_the_api_and_streaming_functions_exist(default: Synthesis) -> None:
+def test_without_email_the_api_streaming_and_wake_up_functions_exist(default: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(default).values()}
-    assert handlers == {API_HANDLER, STREAMING_HANDLER}
+    assert handlers == {API_HANDLER, STREAMING_HANDLER, DISPATCH_HANDLER, SWEEP_HANDLER}
 
 
 def test_with_email_the_ingest_and_outcome_functions_exist_too(full: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(full).values()}
-    assert handlers == {API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER, OUTCOME_HANDLER}
+    assert handlers == {API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER, OUTCOME_HANDLER, DISPATCH_HANDLER, SWEEP_HANDLER}
 
 
 def test_every_handler_resolves_to_a_function_in_the_code_asset(full: Synthesis) -> None:

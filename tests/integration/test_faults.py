@@ -225,6 +225,60 @@ def verify_trim(api: LambdaClient, created: dict, first: Reply, retry: Reply) ->
     assert [item["sk"]["S"] for item in remaining] == ["E#000000000003"]
 
 
+def subscriptions_path(created: dict) -> str:
+    return f"{path_of(created['endpoints']['address_url'])}/subscriptions"
+
+
+def listed_subscriptions(api: LambdaClient, created: dict) -> list[dict]:
+    reply = api.request("GET", subscriptions_path(created), token=token(created))
+    assert reply.status == 200, reply.text
+    return reply.json()["subscriptions"]
+
+
+def counted_subscriptions(api: LambdaClient, created: dict) -> int:
+    """The counter the limit is checked against; it must equal what is listed."""
+    item = make_client(api.services.settings).get_item(
+        TableName=api.services.settings.table_name,
+        Key={"pk": {"S": f"A#{created['address']['id']}"}, "sk": {"S": "WCOUNT"}},
+        ConsistentRead=True,
+    ).get("Item")
+    return int(item["n"]["N"]) if item else 0
+
+
+def with_subscription(api: LambdaClient) -> dict:
+    created = api.provision()
+    reply = send_subscription_create(api, created)
+    assert reply.status == 201, reply.text
+    return {**created, "subscription_id": reply.json()["subscription"]["id"]}
+
+
+def send_subscription_create(api: LambdaClient, created: dict) -> Reply:
+    body = {"target": {"kind": "webhook", "url": "https://hooks.invalid/cairn"}}
+    return api.request("POST", subscriptions_path(created), json_body=body, token=token(created))
+
+
+def verify_subscription_create(api: LambdaClient, created: dict, first: Reply, retry: Reply) -> None:
+    # No idempotency key: a lost answer costs a second subscription, never a miscounted one.
+    assert retry.status == 201, retry.text
+    listed = listed_subscriptions(api, created)
+    # Two when the first one landed, whether or not its answer did.
+    assert len(listed) in ((2,) if first.status == 201 else (1, 2))
+    assert counted_subscriptions(api, created) == len(listed)
+
+
+def send_subscription_delete(api: LambdaClient, created: dict) -> Reply:
+    path = f"{subscriptions_path(created)}/{created['subscription_id']}"
+    return api.request("DELETE", path, token=token(created))
+
+
+def verify_subscription_delete(api: LambdaClient, created: dict, first: Reply, retry: Reply) -> None:
+    assert retry.status in (200, 404), retry.text
+    if retry.status == 404:
+        assert retry.json()["error"]["code"] == "subscription_not_found"
+    assert listed_subscriptions(api, created) == []
+    assert counted_subscriptions(api, created) == 0
+
+
 OPERATIONS = {
     "provision": Operation(provisioned, send_provision, verify_provision),
     "inbox_post": Operation(provisioned, send_delivery, verify_delivery),
@@ -234,6 +288,8 @@ OPERATIONS = {
     "state_batch": Operation(with_counter, send_state_batch, verify_state_batch),
     "address_delete": Operation(with_everything, send_address_delete, verify_address_delete),
     "trim": Operation(with_three_events, send_trim, verify_trim),
+    "subscription_create": Operation(provisioned, send_subscription_create, verify_subscription_create),
+    "subscription_delete": Operation(with_subscription, send_subscription_delete, verify_subscription_delete),
 }
 
 

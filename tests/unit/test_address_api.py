@@ -353,6 +353,7 @@ def test_skill_names_this_servers_endpoints(moto_api: LambdaClient):
     for needle in ("http://cairn.test/api/v1/addresses", "credentials.read_token", "next_cursor", "ack"):
         assert needle in reply.text
     assert "/attachments/att_1" in reply.text and "/email/replay" in reply.text
+    assert "http://cairn.test/api/v1/addresses/<id>/subscriptions" in reply.text
     # Every placeholder is filled with this deployment's value.
     assert "{{" not in reply.text and "Over 10000000 bytes: 413" in reply.text
 

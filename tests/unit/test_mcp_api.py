@@ -1,4 +1,4 @@
-"""`POST /mcp` through the Lambda resolver: stateless JSON-RPC, the seven tools, REST-shaped answers."""
+"""`POST /mcp` through the Lambda resolver: stateless JSON-RPC, the ten tools, REST-shaped answers."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ TOOL_NAMES = {
     "add_contact",
     "verify_contact",
     "send_email",
+    "create_subscription",
+    "list_subscriptions",
+    "delete_subscription",
 }
 
 
@@ -177,3 +180,38 @@ def test_discovery_points_agents_at_mcp(api: LambdaClient):
     assert "mcp" in api.request("GET", "/.well-known/agentaddress.json").json()["capabilities"]
     assert "/mcp" in api.request("GET", "/llms.txt").text
     assert "/mcp" in api.request("GET", "/openapi.json").json()["paths"]
+
+
+def test_subscription_tools_answer_as_the_rest_routes(api: LambdaClient):
+    creds = credentials(call(api, "create_return_address"))
+    target = {"kind": "webhook", "url": "https://hooks.example.com/cairn"}
+    created = call(api, "create_subscription", **creds, target=target, types=["email.received"])
+    assert created["isError"] is False
+    subscription = created["structuredContent"]["subscription"]
+    assert (subscription["target"], subscription["types"]) == (target, ["email.received"])
+    assert created["structuredContent"]["secret"].startswith("whsec_")
+    listed = call(api, "list_subscriptions", **creds)["structuredContent"]
+    rest = api.request(
+        "GET", f"/api/v1/addresses/{creds['address_id']}/subscriptions", token=creds["read_token"]
+    ).json()
+    assert listed == rest == {"subscriptions": [subscription]}
+    deleted = call(api, "delete_subscription", **creds, subscription_id=subscription["id"])
+    assert deleted["structuredContent"] == {"subscription_id": subscription["id"], "deleted": True}
+    again = call(api, "delete_subscription", **creds, subscription_id=subscription["id"])
+    assert again["isError"] and again["structuredContent"]["error"]["code"] == "subscription_not_found"
+
+
+@pytest.mark.parametrize(
+    "target, code",
+    [
+        ({"kind": "webhook", "url": "https://10.0.0.1/"}, "target_refused"),
+        ({"kind": "pigeon"}, "invalid_request"),
+        ({"kind": "lambda", "function_arn": "arn:aws:lambda:us-east-1:123456789012:function:x"}, "target_refused"),
+    ],
+)
+def test_refused_subscriptions_are_tool_errors(api: LambdaClient, target: dict, code: str):
+    creds = credentials(call(api, "create_return_address"))
+    result = call(api, "create_subscription", **creds, target=target)
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == code
+    assert call(api, "list_subscriptions", **creds)["structuredContent"] == {"subscriptions": []}

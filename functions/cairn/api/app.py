@@ -18,6 +18,7 @@ from cairn.api.routes import (
     outbound,
     runtime,
     state,
+    subscriptions,
     viewer,
 )
 from cairn.services import Services
@@ -42,7 +43,8 @@ def create_app(services: Services) -> ConcurrentRestResolver:
     app = ConcurrentRestResolver(enable_validation=True, cors=CORS, same_origin_prefixes=SAME_ORIGIN_PREFIXES)
     register_error_handlers(app)
     for group in (
-        addresses, inbox, inbox_settings, events, state, email, outbound, runtime, memory, mcp, discovery, viewer
+        addresses, inbox, inbox_settings, events, state, email, outbound, subscriptions, runtime, memory, mcp,
+        discovery, viewer,
     ):
         group.register(app, services)
     return app

@@ -8,10 +8,14 @@
     for event in addr.events.follow(cursor_file="cursor"):
         handle(event)                                 # acknowledged once this returns
 
+Wake-ups: `addr.subscriptions.create({"kind": "webhook", "url": ...})` pushes new
+events to a webhook; its receiver checks them with `webhooks.verify(headers, body, secret)`.
+
 Errors are the server's own classes, rebuilt from its error body, so each
 carries its `code` and HTTP `status`; `ConnectionFailed` means no answer.
 """
 
+from cairn.client import webhooks
 from cairn.client.address import Address
 from cairn.client.cursor import CursorFile
 from cairn.client.errors import ConnectionFailed
@@ -39,6 +43,9 @@ from cairn.errors import (
     SignatureInvalid,
     StateLimitExceeded,
     StreamUnavailable,
+    SubscriptionLimitExceeded,
+    SubscriptionNotFound,
+    TargetRefused,
     TooManyAttempts,
     TooManyRecipients,
     Unauthorized,
@@ -76,9 +83,13 @@ __all__ = [
     "TooManyAttempts",
     "TooManyRecipients",
     "StreamUnavailable",
+    "SubscriptionLimitExceeded",
+    "SubscriptionNotFound",
+    "TargetRefused",
     "Unauthorized",
     "Unavailable",
     "UnknownRecipient",
     "UnsafeFile",
     "WrongCode",
+    "webhooks",
 ]

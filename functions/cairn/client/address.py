@@ -16,6 +16,7 @@ from cairn.client.inbox import Inbox
 from cairn.client.mailbox import Mailbox
 from cairn.client.private import read_private, write_private
 from cairn.client.state import State
+from cairn.client.subscriptions import Subscriptions
 
 ADDRESSES_PATH = "/api/v1/addresses"
 
@@ -45,6 +46,7 @@ class Address:
         self.state = State(self._http, self.state_url, self.read_token)
         self.events = Events(self._http, self.events_url, self.read_token)
         self.attachments = Attachments(self._http, self.events_url, self.read_token)
+        self.subscriptions = Subscriptions(self._http, self.address_url, self.read_token)
 
     # -- making one ------------------------------------------------------------
 

@@ -39,6 +39,9 @@ _EXIT_BY_CODE = {
     "unauthorized": EXIT_NOT_FOUND,
     "wrong_code": EXIT_USAGE,
     "unknown_recipient": EXIT_NOT_FOUND,
+    "target_refused": EXIT_USAGE,
+    "subscription_limit_exceeded": EXIT_CONFLICT,
+    "subscription_not_found": EXIT_NOT_FOUND,
 }
 
 DEFAULT_URL = "http://127.0.0.1:8787"
@@ -171,6 +174,25 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--idempotency-key", required=True, help="repeat with the same key after a failure: never mails twice"
     )
     send.set_defaults(handler=run_mail_send)
+    subscriptions = commands.add_parser("subscriptions", help="push the task's new events to a webhook or AWS target")
+    subscription_commands = subscriptions.add_subparsers(dest="subscriptions_command", required=True)
+    create = subscription_commands.add_parser(
+        "create", help="subscribe a target; a webhook's secret is printed this once"
+    )
+    create.add_argument("task")
+    target = create.add_mutually_exclusive_group(required=True)
+    target.add_argument("--webhook", metavar="URL", help="an https URL to POST each event to")
+    target.add_argument("--target", metavar="JSON", help='any target, e.g. {"kind": "sqs", "queue_url": "..."}')
+    create.add_argument("--type", action="append", dest="types", help="deliver only this event type (repeatable)")
+    create.add_argument("--description", help="what the subscription is for")
+    create.set_defaults(handler=run_subscriptions_create)
+    listing = subscription_commands.add_parser("list", help="subscriptions with their state and recent attempts")
+    listing.add_argument("task")
+    listing.set_defaults(handler=run_subscriptions_list)
+    remove = subscription_commands.add_parser("delete", help="stop deliveries to a subscription")
+    remove.add_argument("task")
+    remove.add_argument("subscription_id")
+    remove.set_defaults(handler=run_subscriptions_delete)
 
     mcp = commands.add_parser("mcp", parents=[url], help="serve the MCP tools on stdio for the server at --url")
     mcp.set_defaults(handler=run_mcp)
@@ -296,6 +318,20 @@ def run_mail_send(args: argparse.Namespace, context: Context) -> Any:
     return context.address(args.task).email.send(
         args.to, text, subject=args.subject, reply_to_event_id=args.reply_to, idempotency_key=args.idempotency_key
     )
+
+
+def run_subscriptions_create(args: argparse.Namespace, context: Context) -> Any:
+    target = {"kind": "webhook", "url": args.webhook} if args.webhook else _json_argument(args.target)
+    return context.address(args.task).subscriptions.create(target, types=args.types, description=args.description)
+
+
+def run_subscriptions_list(args: argparse.Namespace, context: Context) -> Any:
+    return {"subscriptions": context.address(args.task).subscriptions.list()}
+
+
+def run_subscriptions_delete(args: argparse.Namespace, context: Context) -> Any:
+    context.address(args.task).subscriptions.delete(args.subscription_id)
+    return {"subscription_id": args.subscription_id, "deleted": True}
 
 
 def run_mcp(args: argparse.Namespace, context: Context) -> None:

@@ -35,6 +35,9 @@ from cairn.errors import (
     SignatureInvalid,
     StateLimitExceeded,
     StreamUnavailable,
+    SubscriptionLimitExceeded,
+    SubscriptionNotFound,
+    TargetRefused,
     TooManyAttempts,
     TooManyRecipients,
     Unauthorized,
@@ -68,6 +71,9 @@ _PLAIN: dict[str, type[CairnError]] = {
         CodeExpired,
         SignatureInvalid,
         StreamUnavailable,
+        TargetRefused,
+        SubscriptionLimitExceeded,
+        SubscriptionNotFound,
     )
 }
 

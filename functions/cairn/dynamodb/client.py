@@ -14,6 +14,7 @@ from cairn.settings import Settings
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
+    from types_boto3_dynamodbstreams import DynamoDBStreamsClient
 
 # Enough pooled connections for the local server's concurrent requests.
 _MAX_POOL = 256
@@ -34,6 +35,24 @@ def make_client(settings: Settings) -> DynamoDBClient:
         "dynamodb",
         region_name=settings.region,
         config=config,
+        endpoint_url=settings.dynamodb_endpoint or None,
+        aws_access_key_id=stand_in,
+        aws_secret_access_key=stand_in,
+    )
+
+
+def make_streams_client(settings: Settings) -> DynamoDBStreamsClient:
+    """A DynamoDB Streams client for the same endpoint and credentials as `make_client`'s.
+
+    DynamoDB Local serves its streams on the table port, and keeps a table's
+    stream per access key unless shared, so the reader uses the writer's key.
+    """
+    session = boto3.session.Session()
+    stand_in = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
+    return session.client(
+        "dynamodbstreams",
+        region_name=settings.region,
+        config=Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=3, read_timeout=10),
         endpoint_url=settings.dynamodb_endpoint or None,
         aws_access_key_id=stand_in,
         aws_secret_access_key=stand_in,

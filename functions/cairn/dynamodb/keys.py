@@ -4,6 +4,8 @@ Sequences are zero-padded so that string order equals numeric order.
 
   A#<address>        META | STATE (usage) | S#<key> | I#<sha256(idempotency key)> | E#<seq> event
                      | OUT outbound counters | OC#<email> contact
+                     | W#<subscription> wake-up subscription | WCOUNT subscription count
+  WAKE#DUE           <due ms>#<address>#<subscription> scheduled delivery retry
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
                      | Q#<run> initial history of the session
   R#<run>            META | E#<seq> record | K#<sha256(event key)> guard | CKPT checkpoint
@@ -183,3 +185,33 @@ def legacy_memory_chunk_prefix(sequence: int) -> str:
 
 
 LEGACY_CHECKPOINT_CHUNK_PREFIX = "CK#"
+
+
+# -- wake-up subscriptions ---------------------------------------------------------
+
+SUBSCRIPTION_PREFIX = "W#"
+# Under the address: how many subscriptions it has (the limit is a condition on it).
+SUBSCRIPTION_COUNT = "WCOUNT"
+# One partition of scheduled retries, sorted by due time (only failing targets are in it).
+WAKE_DUE_PK = "WAKE#DUE"
+
+
+def subscription_sk(subscription_id: str) -> str:
+    return f"{SUBSCRIPTION_PREFIX}{subscription_id}"
+
+
+def wake_due_sk(at: float, address_id: str, subscription_id: str) -> str:
+    return f"{round(at * 1000):015d}#{address_id}#{subscription_id}"
+
+
+def wake_due_upper_bound(now: float) -> str:
+    """An `sk` above every retry due at or before `now`."""
+    return f"{round(now * 1000):015d}~"
+
+
+def address_of_event_key(pk: str, sk: str) -> tuple[str, int] | None:
+    """(address id, sequence) when `pk`/`sk` are an address event's key, else None."""
+    if not pk.startswith("A#") or not sk.startswith(EVENT_PREFIX):
+        return None
+    digits = sk.removeprefix(EVENT_PREFIX)
+    return (pk.removeprefix("A#"), int(digits)) if digits.isdigit() else None

@@ -8,11 +8,18 @@ from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
-    from types_boto3_dynamodb.type_defs import WaiterConfigTypeDef
+    from types_boto3_dynamodb.type_defs import StreamSpecificationTypeDef, WaiterConfigTypeDef
+
+
+# New item images feed the wake-up dispatcher (`cairn.wakeups`), as the stack's stream does in AWS.
+STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
 
 
 def ensure_table(client: DynamoDBClient, table_name: str) -> None:
-    """Create the table with its TTL attribute unless it already exists."""
+    """Create the table with its TTL attribute and its stream unless it already exists.
+
+    A table made before wake-ups existed gets its stream added.
+    """
     try:
         client.create_table(
             TableName=table_name,
@@ -25,10 +32,12 @@ def ensure_table(client: DynamoDBClient, table_name: str) -> None:
                 {"AttributeName": "sk", "KeyType": "RANGE"},
             ],
             BillingMode="PAY_PER_REQUEST",
+            StreamSpecification=cast("StreamSpecificationTypeDef", STREAM),
         )
     except ClientError as error:
         if error.response["Error"]["Code"] != "ResourceInUseException":
             raise
+        _ensure_stream(client, table_name)
         return
     # botocore sleeps `Delay` seconds, a fraction included (the stubs say int): DynamoDB Local is ready in moments.
     waiting = cast("WaiterConfigTypeDef", {"Delay": 0.2, "MaxAttempts": 100})
@@ -37,3 +46,9 @@ def ensure_table(client: DynamoDBClient, table_name: str) -> None:
         TableName=table_name,
         TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
     )
+
+
+def _ensure_stream(client: DynamoDBClient, table_name: str) -> None:
+    described = client.describe_table(TableName=table_name)["Table"]
+    if not described.get("StreamSpecification", {}).get("StreamEnabled"):
+        client.update_table(TableName=table_name, StreamSpecification=cast("StreamSpecificationTypeDef", STREAM))

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import uvicorn
 
 from cairn.api.app import create_app
-from cairn.dynamodb.client import make_client
+from cairn.dynamodb.client import make_client, make_streams_client
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.table import ensure_table
 from cairn.dynamodb.waiters import NotifyingWaiter
@@ -19,6 +19,7 @@ from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from cairn.local.outbound import OutboxMailer, SmtpRelayMailer, parse_relay
 from cairn.local.smtp import start_listener
+from cairn.local.wakeups import WakeupLoop
 from cairn.services import Services
 from cairn.settings import Settings
 
@@ -84,7 +85,13 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             endpoint = database.endpoint
             print(f"DynamoDB Local on {endpoint}, data in {args.data_dir}", flush=True)
-        settings = Settings(dynamodb_endpoint=endpoint, email_blob_dir=args.data_dir / "email", **overrides)
+        settings = Settings(
+            dynamodb_endpoint=endpoint,
+            email_blob_dir=args.data_dir / "email",
+            # Webhooks to this machine, so wake-ups can be tried here.
+            webhook_allow_local=True,
+            **overrides,
+        )
         if settings.runtime_key is None:
             key_path = args.data_dir / runtime_key_file.FILE_NAME
             settings = settings.model_copy(update={"runtime_key": runtime_key_file.load_or_create(key_path)})
@@ -96,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
         ensure_table(client, settings.table_name)
         services = Services.build(settings, client=client, waiter=NotifyingWaiter(), mailer=mailer)
         app = create_app(services)
+        stack.enter_context(
+            WakeupLoop(client, make_streams_client(settings), settings.table_name, services.dispatcher, services.sweep)
+        )
         try:
             listener = start_listener(
                 services.email,

@@ -78,6 +78,17 @@ class ClientOperations:
             idempotency_key=arguments.idempotency_key,
         )
 
+    def create_subscription(self, arguments: tools.CreateSubscription) -> Mapping[str, Any]:
+        subscriptions = self._address(arguments).subscriptions
+        return subscriptions.create(arguments.target, types=arguments.types, description=arguments.description)
+
+    def list_subscriptions(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
+        return {"subscriptions": self._address(arguments).subscriptions.list()}
+
+    def delete_subscription(self, arguments: tools.SubscriptionArguments) -> Mapping[str, Any]:
+        self._address(arguments).subscriptions.delete(arguments.subscription_id)
+        return {"subscription_id": arguments.subscription_id, "deleted": True}
+
     def _address(self, arguments: tools.AddressArguments) -> Address:
         return Address.connect(self._base_url, arguments.address_id, arguments.read_token, http=self._http)
 

@@ -122,6 +122,20 @@ class SendEmail(AddressArguments):
     )
 
 
+class CreateSubscription(AddressArguments):
+    target: dict[str, str] = Field(
+        description='Where to push new events: {"kind": "webhook", "url": "https://..."}, or an AWS target the '
+        'deployment allows: {"kind": "sqs", "queue_url"}, {"kind": "eventbridge", "event_bus_arn"}, '
+        '{"kind": "lambda", "function_arn"}, {"kind": "step_functions", "task_token"}.'
+    )
+    types: list[str] | None = Field(default=None, max_length=32, description="Only these event types (default: all).")
+    description: str | None = Field(default=None, max_length=500)
+
+
+class SubscriptionArguments(AddressArguments):
+    subscription_id: str = Field(description="`subscription.id` from create_subscription or list_subscriptions.")
+
+
 class Operations(Protocol):
     """What the tools do, answering with the REST endpoints' JSON; refusals raise `CairnError`."""
 
@@ -146,6 +160,12 @@ class Operations(Protocol):
     def verify_contact(self, arguments: VerifyContact) -> Mapping[str, Any]: ...
 
     def send_email(self, arguments: SendEmail) -> Mapping[str, Any]: ...
+
+    def create_subscription(self, arguments: CreateSubscription) -> Mapping[str, Any]: ...
+
+    def list_subscriptions(self, arguments: AddressArguments) -> Mapping[str, Any]: ...
+
+    def delete_subscription(self, arguments: SubscriptionArguments) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -316,6 +336,35 @@ SEND_EMAIL = ToolSpec(
     SendEmail,
     _hints(idempotent=True, open_world=True),
 )
+CREATE_SUBSCRIPTION = ToolSpec(
+    "create_subscription",
+    "Wake a runtime on new events",
+    "Pushes every event committed to the address from now on (or only `types`) to a target, so the next "
+    "run can start when something arrives instead of polling: an https webhook (signed as Standard "
+    "Webhooks with the `secret` in the result, shown only there) or an AWS target the deployment allows. "
+    "Delivery is at least once, in sequence order, retried with back-off for a day. Not idempotent: each "
+    "call adds a subscription (at most 10 per address: `subscription_limit_exceeded`). Fails with "
+    "`target_refused` for a URL that is not public https or a target outside the allow-list.",
+    CreateSubscription,
+    _hints(),
+)
+LIST_SUBSCRIPTIONS = ToolSpec(
+    "list_subscriptions",
+    "List subscriptions",
+    "Returns the address's subscriptions as `{subscriptions}`, each with its target, `status` (active, "
+    "failed after a day of failed retries, or ended), `delivered_through` and its recent delivery attempts. "
+    "Changes nothing; secrets are never shown.",
+    AddressArguments,
+    _hints(read_only=True),
+)
+DELETE_SUBSCRIPTION = ToolSpec(
+    "delete_subscription",
+    "Delete a subscription",
+    "Stops deliveries to one subscription. A repeated delete fails with `subscription_not_found`, which "
+    "means it is already gone.",
+    SubscriptionArguments,
+    _hints(destructive=True, idempotent=True),
+)
 # AgentAddress's poll_events answers at once: no `wait` input.
 POLL_EVENTS_NOW = ToolSpec(
     "poll_events",
@@ -376,6 +425,9 @@ CAIRN = Toolset(
         ADD_CONTACT,
         VERIFY_CONTACT,
         SEND_EMAIL,
+        CREATE_SUBSCRIPTION,
+        LIST_SUBSCRIPTIONS,
+        DELETE_SUBSCRIPTION,
     ),
 )
 AGENTADDRESS = Toolset(AGENTADDRESS_INSTRUCTIONS, (CREATE_RETURN_ADDRESS, POLL_EVENTS_NOW, ACKNOWLEDGE_EVENT))

@@ -20,10 +20,12 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from pydantic import BaseModel
 
 from cairn.addresses.state import StateOperation
-from cairn.api import presenters, urls
+from cairn.api import presenters, subscription_presenters, urls
 from cairn.api.errors import error_response
 from cairn.api.requests import client_ip, raw_body
+from cairn.api.subscription_schemas import SubscriptionCreateRequest, SubscriptionDeletedResponse
 from cairn.services import Services
+from cairn.wakeups.models import Target, TargetKind
 
 if TYPE_CHECKING:
     from cairn.mcp import tools
@@ -41,7 +43,8 @@ ENDPOINTS = (
     Endpoint(
         "/mcp",
         lambda module: module.CAIRN,
-        "create_return_address, poll_events, acknowledge_event, get_state, set_state, delete_state, list_state",
+        "create_return_address, poll_events, acknowledge_event, get_state, set_state, delete_state, list_state, "
+        "create_subscription, list_subscriptions, delete_subscription",
     ),
     Endpoint(
         "/api/mcp",
@@ -103,6 +106,25 @@ class ServiceOperations:
     def list_state(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
         entries, usage = self._services.state.list_keys(arguments.address_id, arguments.read_token)
         return _json(presenters.state_listing(entries, usage, self._services.settings))
+
+    def create_subscription(self, arguments: tools.CreateSubscription) -> Mapping[str, Any]:
+        target = SubscriptionCreateRequest.model_validate({"target": arguments.target}).target
+        created = self._services.subscriptions.create(
+            arguments.address_id,
+            arguments.read_token,
+            Target(TargetKind(target.kind), target.model_dump(exclude={"kind"}, exclude_none=True)),
+            types=arguments.types or (),
+            description=arguments.description,
+        )
+        return _json(subscription_presenters.created(created))
+
+    def list_subscriptions(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
+        found = self._services.subscriptions.list(arguments.address_id, arguments.read_token)
+        return _json(subscription_presenters.listing(found))
+
+    def delete_subscription(self, arguments: tools.SubscriptionArguments) -> Mapping[str, Any]:
+        self._services.subscriptions.delete(arguments.address_id, arguments.read_token, arguments.subscription_id)
+        return _json(SubscriptionDeletedResponse(subscription_id=arguments.subscription_id, deleted=True))
 
 
     def list_contacts(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:

@@ -1,0 +1,56 @@
+"""An address's wake-up subscriptions: where its new events are pushed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from cairn.client.http import HttpClient, json_body
+
+
+class Subscriptions:
+    """`addr.subscriptions`: create, list, read, delete, test and rotate (all with the read token)."""
+
+    def __init__(self, http: HttpClient, address_url: str, read_token: str) -> None:
+        self._http = http
+        self._url = f"{address_url}/subscriptions"
+        self._token = read_token
+
+    def create(
+        self, target: dict[str, Any], *, types: Sequence[str] | None = None, description: str | None = None
+    ) -> dict[str, Any]:
+        """Subscribe `target` (e.g. `{"kind": "webhook", "url": "https://..."}`) to events committed from now on.
+
+        The answer is `{subscription, secret}`: a webhook's `secret`
+        (`whsec_...`) is shown this once; keep it to verify deliveries with
+        `cairn.client.webhooks.verify`.
+        """
+        request: dict[str, Any] = {"target": target}
+        if types is not None:
+            request["types"] = list(types)
+        if description is not None:
+            request["description"] = description
+        return self._http.request("POST", self._url, token=self._token, body=json_body(request)).json()
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every subscription with its status and recent delivery attempts."""
+        return self._http.request("GET", self._url, token=self._token).json()["subscriptions"]
+
+    def get(self, subscription_id: str) -> dict[str, Any]:
+        return self._http.request("GET", self._one(subscription_id), token=self._token).json()["subscription"]
+
+    def delete(self, subscription_id: str) -> None:
+        """Stop deliveries to it; `NotFound` if there is no such subscription."""
+        self._http.request("DELETE", self._one(subscription_id), token=self._token)
+
+    def test(self, subscription_id: str) -> dict[str, Any]:
+        """Send a `subscription.test` delivery now; the attempt (outcome, status code or error)."""
+        return self._http.request("POST", f"{self._one(subscription_id)}/test", token=self._token).json()["attempt"]
+
+    def rotate(self, subscription_id: str) -> dict[str, Any]:
+        """A new webhook secret (`{subscription, secret}`); the old one keeps signing for 24 hours."""
+        return self._http.request("POST", f"{self._one(subscription_id)}/rotate", token=self._token).json()
+
+    def _one(self, subscription_id: str) -> str:
+        return f"{self._url}/{quote(subscription_id, safe='')}"

@@ -1,0 +1,146 @@
+"""`cairn serve`'s part of Lambda's for wake-ups: read the table's stream, sweep due retries.
+
+In AWS an event source mapping reads the stream and a schedule runs the
+sweep; here two threads do the same with DynamoDB Local's own stream (the
+Streams API: DescribeStream, GetShardIterator, GetRecords, following shard
+splits), and hand everything to the very same `Dispatcher` and `Sweep`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from cairn.dynamodb.stream_records import event_notices
+from cairn.wakeups.dispatcher import Dispatcher, Sweep
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+    from types_boto3_dynamodbstreams import DynamoDBStreamsClient
+
+logger = logging.getLogger(__name__)
+
+# How long the reader rests after an empty read, and after a failure.
+POLL_SECONDS = 0.1
+RETRY_SECONDS = 1.0
+SWEEP_SECONDS = 1.0
+# How often the reader looks for new shards (DynamoDB Local rolls shards over now and then).
+DESCRIBE_SECONDS = 5.0
+
+
+class StreamFollower:
+    """Reads every shard of a table's stream from its oldest record, parents before children.
+
+    Starting at the oldest retained record means events committed while the
+    server was down are dispatched when it starts again; the dispatcher is
+    safe to repeat (subscriptions keep their own cursors).
+    """
+
+    def __init__(self, streams: DynamoDBStreamsClient, stream_arn: str, dispatcher: Dispatcher) -> None:
+        self._streams = streams
+        self._arn = stream_arn
+        self._dispatcher = dispatcher
+        self._iterators: dict[str, str] = {}
+        self._finished: set[str] = set()
+        self._parents: dict[str, str | None] = {}
+
+    def run(self, stop: threading.Event) -> None:
+        described_at = float("-inf")
+        clock = 0.0
+        while not stop.is_set():
+            try:
+                if clock - described_at >= DESCRIBE_SECONDS or not self._iterators:
+                    self._discover()
+                    described_at = clock
+                busy = self._read_all()
+            except (ClientError, BotoCoreError):
+                logger.warning("reading the table's stream failed; retrying", exc_info=True)
+                stop.wait(RETRY_SECONDS)
+                clock += RETRY_SECONDS
+                continue
+            if not busy:
+                stop.wait(POLL_SECONDS)
+                clock += POLL_SECONDS
+
+    def _discover(self) -> None:
+        request: dict[str, Any] = {"StreamArn": self._arn}
+        while True:
+            description = self._streams.describe_stream(**request)["StreamDescription"]
+            for shard in description.get("Shards", []):
+                shard_id = shard["ShardId"]
+                if shard_id not in self._parents:
+                    self._parents[shard_id] = shard.get("ParentShardId")
+            last = description.get("LastEvaluatedShardId")
+            if not last:
+                break
+            request["ExclusiveStartShardId"] = last
+        for shard_id, parent in self._parents.items():
+            waiting = parent is not None and parent in self._parents and parent not in self._finished
+            if shard_id in self._iterators or shard_id in self._finished or waiting:
+                continue
+            self._iterators[shard_id] = self._streams.get_shard_iterator(
+                StreamArn=self._arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+
+    def _read_all(self) -> bool:
+        """One read of every open shard; True if any returned records."""
+        busy = False
+        for shard_id, iterator in list(self._iterators.items()):
+            answer = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+            records = answer.get("Records", [])
+            if records and self._dispatcher.dispatch(event_notices(records)):
+                # Keep the iterator: the same records are read (and dispatched) again.
+                continue
+            busy = busy or bool(records)
+            following = answer.get("NextShardIterator")
+            if following:
+                self._iterators[shard_id] = following
+            else:
+                # A closed shard, read to its end: its children may start.
+                del self._iterators[shard_id]
+                self._finished.add(shard_id)
+                self._discover()
+        return busy
+
+
+class WakeupLoop:
+    """The stream reader and the retry sweep as two daemon threads, while the context is open."""
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        streams: DynamoDBStreamsClient,
+        table_name: str,
+        dispatcher: Dispatcher,
+        sweep: Sweep,
+    ) -> None:
+        stream_arn = client.describe_table(TableName=table_name)["Table"].get("LatestStreamArn")
+        if not stream_arn:
+            raise RuntimeError(f"table {table_name} has no stream")
+        self._follower = StreamFollower(streams, stream_arn, dispatcher)
+        self._sweep = sweep
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._follower.run, args=(self._stop,), name="wake-stream", daemon=True),
+            threading.Thread(target=self._sweep_forever, name="wake-sweep", daemon=True),
+        ]
+
+    def __enter__(self) -> WakeupLoop:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def _sweep_forever(self) -> None:
+        while not self._stop.wait(SWEEP_SECONDS):
+            try:
+                self._sweep.run(until=self._stop.is_set)
+            except (ClientError, BotoCoreError):
+                logger.warning("sweeping due wake-up retries failed; retrying", exc_info=True)

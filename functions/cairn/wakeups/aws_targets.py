@@ -1,0 +1,82 @@
+"""Deliveries to AWS services: SQS, EventBridge, Lambda (asynchronous) and Step Functions callbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from cairn.wakeups.models import Delivery, Outcome, Subscription, TargetKind
+
+# Message size limits: SQS 1 MiB, Lambda asynchronous 1 MB, EventBridge 256 KB an entry,
+# Step Functions 262,144 characters of output. A larger delivery goes without the event's data.
+MAX_BODY = {
+    TargetKind.SQS: 1_000_000,
+    TargetKind.LAMBDA: 1_000_000,
+    TargetKind.EVENTBRIDGE: 250_000,
+    TargetKind.STEP_FUNCTIONS: 262_144,
+}
+EVENT_SOURCE = "cairn"
+# A task that no longer waits: the callback can never succeed.
+_GONE_TASK_CODES = {"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"}
+
+
+class AwsTargets:
+    """Sends to AWS targets with clients made on first use (`client_factory(service)`)."""
+
+    def __init__(self, client_factory: Callable[[str], Any]) -> None:
+        self._factory = client_factory
+        self._clients: dict[str, Any] = {}
+
+    def send(self, subscription: Subscription, delivery: Delivery) -> Outcome:
+        kind = subscription.target.kind
+        body = delivery.body if len(delivery.body.encode()) <= MAX_BODY[kind] else delivery.compact_body
+        params = subscription.target.params
+        try:
+            if kind is TargetKind.SQS:
+                return self._sqs(subscription, delivery, body)
+            if kind is TargetKind.EVENTBRIDGE:
+                return self._eventbridge(params, delivery, body)
+            if kind is TargetKind.LAMBDA:
+                answer = self._client("lambda").invoke(
+                    FunctionName=params["function_arn"], InvocationType="Event", Payload=body.encode()
+                )
+                return Outcome(delivered=answer.get("StatusCode") == 202, status_code=answer.get("StatusCode"))
+            self._client("stepfunctions").send_task_success(taskToken=params["task_token"], output=body)
+            return Outcome(delivered=True)
+        except ClientError as error:
+            details = error.response.get("Error", {})
+            code = details.get("Code", "")
+            gone = kind is TargetKind.STEP_FUNCTIONS and code in _GONE_TASK_CODES
+            return Outcome(delivered=False, gone=gone, error=f"{code}: {details.get('Message')}")
+        except BotoCoreError as error:
+            return Outcome(delivered=False, error=f"{type(error).__name__}: {error}")
+
+    def _sqs(self, subscription: Subscription, delivery: Delivery, body: str) -> Outcome:
+        queue_url = subscription.target.params["queue_url"]
+        request: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": body}
+        if queue_url.endswith(".fifo"):
+            # One group per subscription keeps its order; the event id deduplicates retries.
+            request["MessageGroupId"] = f"{subscription.address_id}.{subscription.id}"
+            request["MessageDeduplicationId"] = delivery.message_id
+        self._client("sqs").send_message(**request)
+        return Outcome(delivered=True)
+
+    def _eventbridge(self, params: Any, delivery: Delivery, body: str) -> Outcome:
+        entry = {
+            "Source": EVENT_SOURCE,
+            "DetailType": params.get("detail_type") or delivery.event_type,
+            "Detail": body,
+            "EventBusName": params["event_bus_arn"],
+        }
+        answer = self._client("events").put_events(Entries=[entry])
+        if answer.get("FailedEntryCount"):
+            failed = answer["Entries"][0]
+            return Outcome(delivered=False, error=f"{failed.get('ErrorCode')}: {failed.get('ErrorMessage')}")
+        return Outcome(delivered=True)
+
+    def _client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self._factory(service)
+        return self._clients[service]

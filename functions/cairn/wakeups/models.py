@@ -1,0 +1,130 @@
+"""What a subscription is, independent of storage, HTTP and transports."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class TargetKind(enum.StrEnum):
+    WEBHOOK = "webhook"
+    SQS = "sqs"
+    EVENTBRIDGE = "eventbridge"
+    LAMBDA = "lambda"
+    STEP_FUNCTIONS = "step_functions"
+
+
+class SubscriptionStatus(enum.StrEnum):
+    ACTIVE = "active"
+    # Retries ran out; an event of the address says so.
+    FAILED = "failed"
+    # The target said it wants no more (410), or a one-shot target was used.
+    ENDED = "ended"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where deliveries go: a kind and its parameters (`url`, `queue_url`, ...)."""
+
+    kind: TargetKind
+    params: Mapping[str, str]
+
+    @property
+    def one_shot(self) -> bool:
+        """A Step Functions task token completes one task, once."""
+        return self.kind is TargetKind.STEP_FUNCTIONS
+
+
+@dataclass(frozen=True)
+class SigningSecret:
+    """A webhook secret (`whsec_...`); a rotated-out one signs until `expires_at`."""
+
+    secret: str
+    expires_at: float | None = None
+
+    def valid(self, now: float) -> bool:
+        return self.expires_at is None or self.expires_at > now
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One delivery attempt, as GET shows it."""
+
+    at: float
+    outcome: str  # delivered | failed | ended
+    sequence: int | None
+    status_code: int | None = None
+    error: str | None = None
+    next_retry_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A subscription with its delivery position and retry state.
+
+    `cursor` is the last sequence handled (delivered, or skipped by the
+    type filter); `retry_at` is when a failing delivery may be tried again.
+    `secrets` sign webhooks and are never shown after creation.
+    """
+
+    id: str
+    address_id: str
+    target: Target
+    types: tuple[str, ...]
+    description: str | None
+    created_at: float
+    status: SubscriptionStatus = SubscriptionStatus.ACTIVE
+    cursor: int = 0
+    retry_at: float | None = None
+    failing_since: float | None = None
+    failures: int = 0
+    attempts: tuple[Attempt, ...] = ()
+    lease_until: float | None = None
+    secrets: tuple[SigningSecret, ...] = field(default=(), repr=False)
+
+    def wants(self, event_type: str) -> bool:
+        return not self.types or event_type in self.types
+
+    def signing_secrets(self, now: float) -> list[str]:
+        return [item.secret for item in self.secrets if item.valid(now)]
+
+
+@dataclass(frozen=True)
+class Created:
+    """A new subscription and, for a webhook, its secret: shown this once."""
+
+    subscription: Subscription
+    secret: str | None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a transport sends: `message_id` is the event id (receivers deduplicate by it)."""
+
+    message_id: str
+    event_type: str
+    sequence: int | None
+    body: str
+    # The same delivery without the event's data, for targets whose messages are smaller.
+    compact_body: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a target answered: delivered, gone (ends the subscription), or a failure to retry."""
+
+    delivered: bool
+    gone: bool = False
+    status_code: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EventNotice:
+    """A new address event seen on the table's stream; `record_id` is the stream record's sequence number."""
+
+    address_id: str
+    sequence: int
+    type: str
+    record_id: str

@@ -1,0 +1,141 @@
+"""Subscriptions of an address (read token): create, list, read, delete, test, rotate the secret."""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+from collections.abc import Sequence
+
+from cairn.addresses.access import authenticate
+from cairn.addresses.models import AddressRecord
+from cairn.addresses.ports import AddressStore
+from cairn.clock import Clock
+from cairn.errors import SubscriptionNotFound, TargetRefused
+from cairn.settings import Settings
+from cairn.wakeups.models import Attempt, Created, SigningSecret, Subscription, Target, TargetKind
+from cairn.wakeups.payload import probe_delivery
+from cairn.wakeups.ports import SubscriptionStore
+from cairn.wakeups.sender import ATTEMPTS_KEPT
+from cairn.wakeups.targets import check_target
+from cairn.wakeups.transports import Transport
+
+# A rotated-out secret keeps signing this long, so receivers can switch without losing a delivery.
+ROTATION_OVERLAP_SECONDS = 86_400
+_SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{24}")
+
+
+def new_secret() -> str:
+    """A Standard Webhooks secret: `whsec_` and 32 random bytes in base64."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class Subscriptions:
+    def __init__(
+        self,
+        addresses: AddressStore,
+        store: SubscriptionStore,
+        transport: Transport,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self._addresses = addresses
+        self._store = store
+        self._transport = transport
+        self._settings = settings
+        self._clock = clock
+
+    def create(
+        self,
+        address_id: str,
+        read_token: str | None,
+        target: Target,
+        *,
+        types: Sequence[str] = (),
+        description: str | None = None,
+    ) -> Created:
+        """A new subscription that receives the events committed after it; a webhook's secret, once."""
+        record = self._open(address_id, read_token)
+        check_target(
+            target, allowed_arns=self._settings.wake_target_arns, allow_local=self._settings.webhook_allow_local
+        )
+        secret = new_secret() if target.kind is TargetKind.WEBHOOK else None
+        subscription = Subscription(
+            id=f"sub_{secrets.token_hex(12)}",
+            address_id=address_id,
+            target=target,
+            types=tuple(dict.fromkeys(types)),
+            description=description,
+            # Milliseconds, as stored, so the creation answer and later reads agree.
+            created_at=round(self._clock(), 3),
+            cursor=record.last_sequence,
+            secrets=(SigningSecret(secret),) if secret else (),
+        )
+        self._store.create(
+            subscription, max_per_address=self._settings.max_subscriptions_per_address, expires_at=record.expires_at
+        )
+        return Created(subscription, secret)
+
+    def list(self, address_id: str, read_token: str | None) -> list[Subscription]:
+        self._open(address_id, read_token)
+        return self._store.of_address(address_id)
+
+    def get(self, address_id: str, read_token: str | None, subscription_id: str) -> Subscription:
+        self._open(address_id, read_token)
+        return self._find(address_id, subscription_id)
+
+    def delete(self, address_id: str, read_token: str | None, subscription_id: str) -> None:
+        self._open(address_id, read_token)
+        if not _SUBSCRIPTION_ID.fullmatch(subscription_id) or not self._store.delete(address_id, subscription_id):
+            raise _not_found(subscription_id)
+
+    def rotate(self, address_id: str, read_token: str | None, subscription_id: str) -> Created:
+        """A new webhook secret; the ones in use keep signing for `ROTATION_OVERLAP_SECONDS`."""
+        self._open(address_id, read_token)
+        current = self._find(address_id, subscription_id)
+        if current.target.kind is not TargetKind.WEBHOOK:
+            raise TargetRefused("Only webhook subscriptions have a secret.")
+        now = self._clock()
+        secret = new_secret()
+        overlap_end = now + ROTATION_OVERLAP_SECONDS
+        kept = [
+            SigningSecret(item.secret, overlap_end if item.expires_at is None else item.expires_at)
+            for item in current.secrets
+            if item.valid(now)
+        ]
+        rotated = self._store.rotate(address_id, subscription_id, [SigningSecret(secret), *kept])
+        if rotated is None:
+            raise _not_found(subscription_id)
+        return Created(rotated, secret)
+
+    def test(self, address_id: str, read_token: str | None, subscription_id: str) -> Attempt:
+        """Send a `subscription.test` delivery now and record the attempt; the feed position does not move."""
+        self._open(address_id, read_token)
+        subscription = self._find(address_id, subscription_id)
+        if subscription.target.one_shot:
+            raise TargetRefused("A one-shot target would be used up by a test.")
+        now = self._clock()
+        delivery = probe_delivery(address_id, subscription_id, f"test_{secrets.token_hex(12)}", now)
+        outcome = self._transport.send(subscription, delivery, now)
+        attempt = Attempt(
+            at=now,
+            outcome="delivered" if outcome.delivered else "failed",
+            sequence=None,
+            status_code=outcome.status_code,
+            error=outcome.error,
+        )
+        self._store.record_attempts(address_id, subscription_id, (attempt, *subscription.attempts)[:ATTEMPTS_KEPT])
+        return attempt
+
+    def _open(self, address_id: str, read_token: str | None) -> AddressRecord:
+        return authenticate(self._addresses, address_id, read_token, now=self._clock())
+
+    def _find(self, address_id: str, subscription_id: str) -> Subscription:
+        found = self._store.get(address_id, subscription_id) if _SUBSCRIPTION_ID.fullmatch(subscription_id) else None
+        if found is None:
+            raise _not_found(subscription_id)
+        return found
+
+
+def _not_found(subscription_id: str) -> SubscriptionNotFound:
+    return SubscriptionNotFound("This address has no such subscription.", subscription_id=subscription_id[:64])

@@ -1,0 +1,151 @@
+"""Wake-ups in AWS: the table's stream feeds the dispatcher; a schedule sweeps due retries.
+
+Both functions run the same code `cairn serve` runs in-process
+(`cairn.wakeups`). They, and the API function (whose `POST .../test` sends
+a delivery), may call exactly the AWS targets the `wake_target_arns`
+context names, and nothing wider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.checks import acknowledge
+from infra.config import StageConfig
+from infra.function import ServiceFunction
+from infra.storage import CairnTable
+
+DISPATCH_HANDLER = "cairn.entrypoints.wake_handler.stream_handler"
+SWEEP_HANDLER = "cairn.entrypoints.wake_handler.sweep_handler"
+
+# The one action each kind of target needs, by the service in its ARN.
+TARGET_ACTIONS = {
+    "sqs": "sqs:SendMessage",
+    "events": "events:PutEvents",
+    "lambda": "lambda:InvokeFunction",
+    "states": "states:SendTaskSuccess",
+}
+# A batch waits behind slow targets (10 s each, in parallel per subscription); give it room.
+DISPATCH_TIMEOUT = Duration.minutes(5)
+SWEEP_RATE = Duration.minutes(1)
+# Stream records are kept 24 h; after this many failed tries a batch goes to the failure queue.
+STREAM_RETRY_ATTEMPTS = 10
+
+
+class Wakeups(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        storage: CairnTable,
+        config: StageConfig,
+        code: lambda_.Code,
+        environment: Mapping[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._patterns = config.wake_target_arns
+        self.failures = sqs.Queue(
+            self,
+            "FailedBatches",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.failures,
+            "AwsSolutions-SQS3",
+            "This queue is itself the failure destination of the stream's dispatcher: it keeps the "
+            "positions of batches that failed every retry; nothing consumes it automatically.",
+        )
+        self.dispatcher = ServiceFunction(
+            self,
+            "Dispatcher",
+            code=code,
+            handler=DISPATCH_HANDLER,
+            description="Cairn wake-up dispatcher (table stream)",
+            timeout=DISPATCH_TIMEOUT,
+            memory_size=512,
+            environment=environment,
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+        ).function
+        self.dispatcher.add_event_source(
+            event_sources.DynamoEventSource(
+                storage.table,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=100,
+                bisect_batch_on_error=True,
+                report_batch_item_failures=True,
+                retry_attempts=STREAM_RETRY_ATTEMPTS,
+                max_record_age=Duration.days(1),
+                on_failure=event_sources.SqsDlq(self.failures),
+                # Only address events wake anyone: heads, state keys and claims never reach the function.
+                filters=[
+                    lambda_.FilterCriteria.filter(
+                        {
+                            "eventName": lambda_.FilterRule.is_equal("INSERT"),
+                            "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.begins_with("E#")}}},
+                        }
+                    )
+                ],
+            )
+        )
+        self.sweep = ServiceFunction(
+            self,
+            "Sweep",
+            code=code,
+            handler=SWEEP_HANDLER,
+            description="Cairn wake-up retry sweep",
+            timeout=DISPATCH_TIMEOUT,
+            memory_size=512,
+            environment=environment,
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+        ).function
+        events.Rule(
+            self,
+            "SweepSchedule",
+            description="Deliver the wake-up retries that are due",
+            schedule=events.Schedule.rate(SWEEP_RATE),
+            targets=[events_targets.LambdaFunction(self.sweep)],
+        )
+        for function in (self.dispatcher, self.sweep):
+            storage.grant_store_access(function)
+            self.grant_targets(function)
+
+    @property
+    def functions(self) -> dict[str, lambda_.Function]:
+        return {"wake-dispatcher": self.dispatcher, "wake-sweep": self.sweep}
+
+    def grant_targets(self, function: lambda_.Function) -> None:
+        """Let `function` deliver to the allow-listed targets, each with its one action."""
+        by_action: dict[str, list[str]] = {}
+        for pattern in self._patterns:
+            by_action.setdefault(TARGET_ACTIONS[pattern.split(":")[2]], []).append(pattern)
+        for action, resources in sorted(by_action.items()):
+            function.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=resources))
+        _acknowledge_wildcards(function, self._patterns)
+
+
+def _acknowledge_wildcards(function: lambda_.Function, patterns: Iterable[str]) -> None:
+    # The grant sits in the role's policy, a sibling of the function in its ServiceFunction.
+    owner = function.node.scope
+    assert owner is not None
+    for pattern in patterns:
+        if "*" in pattern:
+            acknowledge(
+                owner,
+                f"AwsSolutions-IAM5[Resource::{pattern}]",
+                "The operator's wake_target_arns allow-list names this pattern; subscriptions are "
+                "refused unless their target matches it, and the grant is exactly the pattern.",
+            )

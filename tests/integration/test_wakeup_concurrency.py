@@ -1,0 +1,130 @@
+"""Wake-ups on DynamoDB Local: senders racing on one subscription, the stream follower, limits under races."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from cairn.dynamodb.client import make_client, make_streams_client
+from cairn.dynamodb.table import ensure_table
+from cairn.dynamodb.waiters import NotifyingWaiter
+from cairn.local.dynamodb_local import DynamoDBLocal
+from cairn.local.wakeups import StreamFollower
+from cairn.services import Services
+from cairn.settings import Settings
+from cairn.wakeups.models import Delivery, EventNotice, Outcome, Subscription
+from tests.support.fakes import FakeClock
+from tests.support.lambda_client import LambdaClient
+
+
+class Recording:
+    """A target that takes a little time and records what it was sent, from any thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sequences: list[int] = []
+        self.inside = 0
+        self.overlapped = False
+
+    def send(self, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
+        with self.lock:
+            self.inside += 1
+            self.overlapped |= self.inside > 1
+        time.sleep(0.002)
+        with self.lock:
+            self.inside -= 1
+            if delivery.sequence is not None:
+                self.sequences.append(delivery.sequence)
+        return Outcome(delivered=True, status_code=200)
+
+
+def build(dynamodb_local: DynamoDBLocal, table: str, clock: Any, transport: Recording, **overrides: Any):
+    settings = Settings(
+        table_name=table,
+        dynamodb_endpoint=dynamodb_local.endpoint,
+        poll_rate_per_minute=100_000,
+        create_rate_per_minute=100_000,
+        webhook_allow_local=True,
+        **overrides,
+    )
+    services = Services.build(settings, waiter=NotifyingWaiter(), clock=clock, wake_transport=transport)
+    return services, LambdaClient(services)
+
+
+def subscribe(api: LambdaClient, created: dict, url: str = "http://127.0.0.1:9/hook"):
+    return api.request(
+        "POST",
+        f"/api/v1/addresses/{created['address']['id']}/subscriptions",
+        json_body={"target": {"kind": "webhook", "url": url}},
+        token=created["credentials"]["read_token"],
+    )
+
+
+def test_racing_senders_deliver_each_event_once_in_order(dynamodb_local, local_table, clock: FakeClock):
+    transport = Recording()
+    services, api = build(dynamodb_local, local_table, clock, transport)
+    created = api.provision()
+    assert subscribe(api, created).status == 201
+    address_id = created["address"]["id"]
+    posted = 60
+
+    def post_and_dispatch(n: int) -> None:
+        sequence = api.post_inbox(created, {"type": "job.done", "data": {"n": n}}).json()["event"]["sequence"]
+        services.dispatcher.dispatch([EventNotice(address_id, sequence, "job.done", str(sequence))])
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(post_and_dispatch, range(posted)))
+    services.sweep.run()
+    assert transport.sequences == list(range(1, posted + 1))
+    assert not transport.overlapped, "two senders delivered to one subscription at once"
+
+
+def test_the_subscription_limit_holds_under_concurrent_creates(dynamodb_local, local_table, clock: FakeClock):
+    _, api = build(dynamodb_local, local_table, clock, Recording(), max_subscriptions_per_address=5)
+    created = api.provision()
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: subscribe(api, created).status, range(16)))
+    assert sorted(statuses) == [201] * 5 + [409] * 11
+    listed = api.request(
+        "GET", f"/api/v1/addresses/{created['address']['id']}/subscriptions", token=created["credentials"]["read_token"]
+    )
+    assert len(listed.json()["subscriptions"]) == 5
+
+
+def test_the_stream_follower_hands_new_events_to_the_dispatcher(dynamodb_local, local_table, clock: FakeClock):
+    transport = Recording()
+    services, api = build(dynamodb_local, local_table, clock, transport)
+    client = make_client(services.settings)
+    stream_arn = client.describe_table(TableName=local_table)["Table"]["LatestStreamArn"]
+    follower = StreamFollower(make_streams_client(services.settings), stream_arn, services.dispatcher)
+    stop = threading.Event()
+    reader = threading.Thread(target=follower.run, args=(stop,), daemon=True)
+    reader.start()
+    try:
+        created = api.provision()
+        subscribe(api, created)
+        for n in range(5):
+            api.post_inbox(created, {"type": "job.done", "data": {"n": n}})
+        deadline = time.monotonic() + 20
+        while len(transport.sequences) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        reader.join()
+    assert transport.sequences == [1, 2, 3, 4, 5]
+
+
+def test_a_table_made_before_wake_ups_gets_its_stream(dynamodb_local: DynamoDBLocal):
+    client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
+    name = f"cairn-old-{time.time_ns()}"
+    client.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ensure_table(client, name)
+    described = client.describe_table(TableName=name)["Table"]
+    assert described["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}

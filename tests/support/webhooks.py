@@ -1,0 +1,76 @@
+"""A webhook receiver on 127.0.0.1 whose answers a test scripts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Received:
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class Receiver:
+    """Records every POST; answers each with the next scripted status (then `default`)."""
+
+    def __init__(self, statuses: list[int] | None = None, default: int = 200) -> None:
+        self.received: list[Received] = []
+        # `time.perf_counter()` at each arrival, for latency figures.
+        self.arrival_times: list[float] = []
+        self._statuses = list(statuses or [])
+        self._default = default
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self.url = ""
+
+    def answer(self, headers: dict[str, str], body: bytes) -> int:
+        with self._lock:
+            self.received.append(Received(headers, body))
+            self.arrival_times.append(time.perf_counter())
+            self._arrived.notify_all()
+            return self._statuses.pop(0) if self._statuses else self._default
+
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
+        """The first `count` requests, once they have arrived (fails the test after `timeout`)."""
+        with self._lock:
+            if not self._arrived.wait_for(lambda: len(self.received) >= count, timeout):
+                raise AssertionError(f"{len(self.received)} of {count} webhook requests arrived")
+            return list(self.received[:count])
+
+
+@contextmanager
+def receiver(statuses: list[int] | None = None, default: int = 200, path: str = "/hook") -> Iterator[Receiver]:
+    """A `Receiver` listening on 127.0.0.1 while the block runs; its `url` ends with `path`."""
+    target = Receiver(statuses, default)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            status = target.answer({k.lower(): v for k, v in self.headers.items()}, body)
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    target.url = f"http://127.0.0.1:{server.server_address[1]}{path}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield target
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,252 @@
+"""Subscription routes through the Lambda resolver, on moto: shapes, rules, limits, secrets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from tests.support.fakes import FakeClock
+from tests.support.lambda_client import LambdaClient
+from tests.support.webhooks import receiver
+
+QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/agent-jobs"
+FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agent-run"
+
+
+@pytest.fixture
+def local_api(moto_env: None, clock: FakeClock) -> LambdaClient:
+    """Resolver on moto as `cairn serve` configures it: webhooks may reach 127.0.0.1 over http."""
+    return LambdaClient.on_moto(clock, webhook_allow_local=True)
+
+
+def base(created: dict[str, Any]) -> str:
+    return f"/api/v1/addresses/{created['address']['id']}/subscriptions"
+
+
+def subscribe(api: LambdaClient, created: dict[str, Any], target: dict[str, Any], **body: Any):
+    token = created["credentials"]["read_token"]
+    return api.request("POST", base(created), json_body={"target": target, **body}, token=token)
+
+
+def read(api: LambdaClient, created: dict[str, Any], path: str = "", method: str = "GET"):
+    return api.request(method, base(created) + path, token=created["credentials"]["read_token"])
+
+
+def table_dump() -> str:
+    return json.dumps(boto3.client("dynamodb", region_name="us-east-1").scan(TableName="cairn-test")["Items"])
+
+
+def test_a_webhook_subscription_shows_its_secret_once(local_api: LambdaClient):
+    created = local_api.provision()
+    reply = subscribe(
+        local_api, created, {"kind": "webhook", "url": "http://127.0.0.1:9/hook"}, types=["email.received"]
+    )
+    assert reply.status == 201, reply.text
+    body = reply.json()
+    secret = body["secret"]
+    assert secret.startswith("whsec_")
+    subscription = body["subscription"]
+    assert subscription["target"] == {"kind": "webhook", "url": "http://127.0.0.1:9/hook"}
+    assert subscription["types"] == ["email.received"]
+    assert subscription["status"] == "active"
+    assert subscription["attempts"] == []
+    listing = read(local_api, created)
+    one = read(local_api, created, f"/{subscription['id']}")
+    assert listing.json()["subscriptions"] == [subscription]
+    assert one.json()["subscription"] == subscription
+    assert secret not in listing.text + one.text
+
+
+def test_the_read_token_guards_every_route(local_api: LambdaClient):
+    created = local_api.provision()
+    other = local_api.provision()
+    sub_id = subscribe(local_api, created, {"kind": "webhook", "url": "http://localhost/x"}).json()["subscription"]["id"]
+    for method, path in [("GET", ""), ("GET", f"/{sub_id}"), ("DELETE", f"/{sub_id}"), ("POST", f"/{sub_id}/rotate")]:
+        reply = local_api.request(method, base(created) + path, token=other["credentials"]["read_token"])
+        assert reply.status == 401, (method, path)
+        assert reply.error_code == "unauthorized"
+    assert len(read(local_api, created).json()["subscriptions"]) == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com/hook",  # https only
+        "https://10.0.0.8/hook",
+        "https://192.168.1.1/hook",
+        "https://169.254.169.254/latest/meta-data",  # instance metadata
+        "https://[::1]/hook",
+        "https://[fd00:ec2::254]/hook",
+        "https://[::ffff:127.0.0.1]/hook",
+        "https://user:pw@example.com/hook",
+        "https://localhost/hook",  # a name that resolves to loopback
+        "not a url",
+    ],
+)
+def test_webhooks_never_reach_private_addresses(moto_api: LambdaClient, url: str):
+    created = moto_api.provision()
+    reply = subscribe(moto_api, created, {"kind": "webhook", "url": url})
+    assert reply.status == 400, reply.text
+    assert reply.error_code == "target_refused"
+    assert read(moto_api, created).json()["subscriptions"] == []
+
+
+def test_only_cairn_serve_may_use_plain_http_on_this_machine(moto_api: LambdaClient, local_api: LambdaClient):
+    assert subscribe(moto_api, moto_api.provision(), {"kind": "webhook", "url": "http://127.0.0.1:8/x"}).status == 400
+    assert subscribe(local_api, local_api.provision(), {"kind": "webhook", "url": "http://127.0.0.1:8/x"}).status == 201
+    refused = subscribe(local_api, local_api.provision(), {"kind": "webhook", "url": "http://10.1.1.1/x"})
+    assert refused.error_code == "target_refused"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"target": {"kind": "pigeon", "url": "https://example.com"}},
+        {"target": {"kind": "webhook"}},
+        {"target": {"kind": "webhook", "url": "https://example.com", "extra": 1}},
+        {"target": {"kind": "webhook", "url": "https://example.com"}, "types": [""]},
+        {"target": {"kind": "webhook", "url": "https://example.com"}, "description": "x" * 501},
+        {},
+    ],
+)
+def test_malformed_requests_change_nothing(moto_api: LambdaClient, body: dict):
+    created = moto_api.provision()
+    reply = moto_api.request("POST", base(created), json_body=body, token=created["credentials"]["read_token"])
+    assert reply.status in (400, 422), reply.text
+    assert reply.error_code == "invalid_request"
+    assert read(moto_api, created).json()["subscriptions"] == []
+
+
+def test_an_address_has_at_most_the_configured_number(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(clock, max_subscriptions_per_address=3)
+    created = api.provision()
+    target = {"kind": "webhook", "url": "https://example.com/hook"}
+    ids = [subscribe(api, created, target).json()["subscription"]["id"] for _ in range(3)]
+    refused = subscribe(api, created, target)
+    assert refused.status == 409
+    assert refused.error_code == "subscription_limit_exceeded"
+    assert read(api, created, f"/{ids[0]}", "DELETE").json() == {"subscription_id": ids[0], "deleted": True}
+    assert subscribe(api, created, target).status == 201
+    assert len(read(api, created).json()["subscriptions"]) == 3
+
+
+def test_unknown_subscriptions_are_not_found(moto_api: LambdaClient):
+    created = moto_api.provision()
+    sub_id = subscribe(moto_api, created, {"kind": "webhook", "url": "https://example.com/h"}).json()["subscription"]["id"]
+    assert read(moto_api, created, f"/{sub_id}", "DELETE").status == 200
+    for path, method in [(f"/{sub_id}", "GET"), (f"/{sub_id}", "DELETE"), ("/sub_" + "0" * 24, "GET"), ("/" + "x" * 600, "GET")]:
+        reply = read(moto_api, created, path, method)
+        assert reply.status == 404, (path, reply.text)
+        assert reply.error_code == "subscription_not_found"
+
+
+def test_deleting_the_address_deletes_its_subscriptions(moto_api: LambdaClient):
+    created = moto_api.provision()
+    sub_id = subscribe(moto_api, created, {"kind": "webhook", "url": "https://example.com/h"}).json()["subscription"]["id"]
+    assert sub_id in table_dump()
+    token = created["credentials"]["read_token"]
+    assert moto_api.request("DELETE", f"/api/v1/addresses/{created['address']['id']}", token=token).status == 200
+    assert sub_id not in table_dump()
+
+
+def test_aws_targets_must_match_the_allow_list(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(
+        clock, wake_target_arns=("arn:aws:sqs:us-east-1:123456789012:agent-*", "arn:aws:states:*:123456789012:*")
+    )
+    created = api.provision()
+    assert subscribe(api, created, {"kind": "sqs", "queue_url": QUEUE_URL}).status == 201
+    clock.advance(1)
+    assert subscribe(api, created, {"kind": "step_functions", "task_token": "AAAA-token"}).status == 201
+    for target in [
+        {"kind": "sqs", "queue_url": QUEUE_URL.replace("agent-jobs", "payroll")},
+        {"kind": "sqs", "queue_url": "https://evil.example.com/123456789012/agent-jobs"},
+        {"kind": "lambda", "function_arn": FUNCTION_ARN},
+        {"kind": "eventbridge", "event_bus_arn": "arn:aws:events:us-east-1:123456789012:event-bus/default"},
+    ]:
+        reply = subscribe(api, created, target)
+        assert reply.status == 400, target
+        assert reply.error_code == "target_refused"
+    kinds = [item["target"] for item in read(api, created).json()["subscriptions"]]
+    # A task token completes a task: it is accepted once and never shown again.
+    assert kinds == [{"kind": "sqs", "queue_url": QUEUE_URL}, {"kind": "step_functions"}]
+
+
+def test_without_an_allow_list_no_aws_target_is_accepted(moto_api: LambdaClient):
+    created = moto_api.provision()
+    for target in [{"kind": "lambda", "function_arn": FUNCTION_ARN}, {"kind": "step_functions", "task_token": "t"}]:
+        assert subscribe(moto_api, created, target).error_code == "target_refused"
+
+
+def test_a_test_delivery_is_signed_and_recorded(local_api: LambdaClient):
+    created = local_api.provision()
+    with receiver() as hook:
+        reply = subscribe(local_api, created, {"kind": "webhook", "url": hook.url})
+        secret, sub_id = reply.json()["secret"], reply.json()["subscription"]["id"]
+        tested = read(local_api, created, f"/{sub_id}/test", "POST")
+        assert tested.status == 200, tested.text
+        assert tested.json()["attempt"]["outcome"] == "delivered"
+        assert tested.json()["attempt"]["status_code"] == 200
+        (request,) = hook.wait_for(1)
+    payload = Webhook(secret).verify(request.body, request.headers)
+    assert payload["type"] == "subscription.test"
+    assert payload["subscription_id"] == sub_id
+    assert payload["address_id"] == created["address"]["id"]
+    assert request.headers["webhook-id"] == payload["event"]["id"]
+    shown = read(local_api, created, f"/{sub_id}").json()["subscription"]
+    assert shown["attempts"] == [tested.json()["attempt"]]
+    assert shown["delivered_through"] == 0
+
+
+def test_a_failed_test_delivery_says_why(local_api: LambdaClient):
+    created = local_api.provision()
+    with receiver(default=503) as hook:
+        sub_id = subscribe(local_api, created, {"kind": "webhook", "url": hook.url}).json()["subscription"]["id"]
+        attempt = read(local_api, created, f"/{sub_id}/test", "POST").json()["attempt"]
+    assert (attempt["outcome"], attempt["status_code"]) == ("failed", 503)
+
+
+def test_rotation_signs_with_both_secrets_for_a_day(local_api: LambdaClient, clock: FakeClock):
+    created = local_api.provision()
+    with receiver() as hook:
+        first = subscribe(local_api, created, {"kind": "webhook", "url": hook.url}).json()
+        sub_id, old = first["subscription"]["id"], first["secret"]
+        rotated = read(local_api, created, f"/{sub_id}/rotate", "POST")
+        assert rotated.status == 200, rotated.text
+        new = rotated.json()["secret"]
+        assert new.startswith("whsec_") and new != old
+        read(local_api, created, f"/{sub_id}/test", "POST")
+        clock.advance(86_401)
+        read(local_api, created, f"/{sub_id}/test", "POST")
+        during, after = hook.wait_for(2)
+    # Verification checks the timestamp against the real clock, so the late one is checked as signed.
+    assert len(during.headers["webhook-signature"].split(" ")) == 2
+    for secret in (old, new):
+        Webhook(secret).verify(during.body, during.headers)
+    assert len(after.headers["webhook-signature"].split(" ")) == 1
+
+
+def test_rotation_is_for_webhooks_only(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(clock, wake_target_arns=("arn:aws:sqs:*",))
+    created = api.provision()
+    sub_id = subscribe(api, created, {"kind": "sqs", "queue_url": QUEUE_URL}).json()["subscription"]["id"]
+    reply = read(api, created, f"/{sub_id}/rotate", "POST")
+    assert reply.status == 400
+    assert reply.error_code == "target_refused"
+
+
+def test_a_wrong_secret_is_rejected(local_api: LambdaClient):
+    created = local_api.provision()
+    with receiver() as hook:
+        sub_id = subscribe(local_api, created, {"kind": "webhook", "url": hook.url}).json()["subscription"]["id"]
+        read(local_api, created, f"/{sub_id}/test", "POST")
+        (request,) = hook.wait_for(1)
+    other = local_api.request(
+        "POST", base(created), json_body={"target": {"kind": "webhook", "url": hook.url}},
+        token=created["credentials"]["read_token"],
+    ).json()["secret"]
+    with pytest.raises(WebhookVerificationError):
+        Webhook(other).verify(request.body, request.headers)

@@ -1,0 +1,228 @@
+"""The delivery engine on moto: order, once, back-off without holding others back, failure, endings."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.subscription_table import SubscriptionTable
+from cairn.dynamodb.table import ensure_table
+from cairn.dynamodb.waiters import NotifyingWaiter
+from cairn.services import Services
+from cairn.settings import Settings
+from cairn.wakeups.models import Delivery, EventNotice, Outcome, Subscription
+from tests.support.fakes import FakeClock
+from tests.support.lambda_client import LambdaClient
+
+BASE_DELAY = 5
+
+
+class ScriptedTransport:
+    """Answers per target URL from a script (then delivered); records what was sent."""
+
+    def __init__(self, script: dict[str, list[Outcome]] | None = None) -> None:
+        self.script = script or {}
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def send(self, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
+        url = subscription.target.params.get("url", subscription.target.kind.value)
+        self.sent.append((url, json.loads(delivery.body)))
+        answers = self.script.get(url, [])
+        return answers.pop(0) if answers else Outcome(delivered=True, status_code=200)
+
+    def sequences(self, url: str) -> list[int]:
+        return [body["sequence"] for sent_to, body in self.sent if sent_to == url]
+
+
+class Engine:
+    """An API on moto whose dispatcher and sweep use a scripted transport, driven by hand."""
+
+    def __init__(self, clock: FakeClock, transport: ScriptedTransport, **overrides: Any) -> None:
+        relaxed = {"poll_rate_per_minute": 10_000, "create_rate_per_minute": 10_000}
+        settings = Settings(table_name="cairn-test", webhook_allow_local=True, **relaxed, **overrides)
+        client = make_client(settings)
+        ensure_table(client, settings.table_name)
+        self.services = Services.build(settings, waiter=NotifyingWaiter(), clock=clock, wake_transport=transport)
+        self.api = LambdaClient(self.services)
+        self.table = SubscriptionTable(client, settings.table_name)
+        self.clock = clock
+        self.created = self.api.provision()
+        self.address_id = self.created["address"]["id"]
+        self.token = self.created["credentials"]["read_token"]
+
+    def subscribe(self, url: str, **body: Any) -> str:
+        reply = self.api.request(
+            "POST",
+            f"/api/v1/addresses/{self.address_id}/subscriptions",
+            json_body={"target": {"kind": "webhook", "url": url}, **body},
+            token=self.token,
+        )
+        assert reply.status == 201, reply.text
+        return reply.json()["subscription"]["id"]
+
+    def post(self, count: int, type_: str = "job.done") -> None:
+        """Post events and dispatch their stream notices, as the stream would."""
+        for _ in range(count):
+            reply = self.api.post_inbox(self.created, {"type": type_, "data": {}})
+            sequence = reply.json()["event"]["sequence"]
+            assert not self.services.dispatcher.dispatch([EventNotice(self.address_id, sequence, type_, str(sequence))])
+
+    def shown(self, sub_id: str) -> dict[str, Any]:
+        path = f"/api/v1/addresses/{self.address_id}/subscriptions/{sub_id}"
+        return self.api.request("GET", path, token=self.token).json()["subscription"]
+
+    def feed_types(self) -> list[str]:
+        return [event["type"] for event in self.api.poll(self.created).json()["events"]]
+
+
+@pytest.fixture
+def transport() -> ScriptedTransport:
+    return ScriptedTransport()
+
+
+@pytest.fixture
+def engine(moto_env: None, clock: FakeClock, transport: ScriptedTransport) -> Engine:
+    return Engine(clock, transport, wake_retry_base_seconds=BASE_DELAY)
+
+
+def test_each_event_is_delivered_once_in_order(engine: Engine, transport: ScriptedTransport):
+    sub_id = engine.subscribe("http://127.0.0.1/a")
+    engine.post(5)
+    assert transport.sequences("http://127.0.0.1/a") == [1, 2, 3, 4, 5]
+    body = transport.sent[0][1]
+    assert body["address_id"] == engine.address_id
+    assert body["subscription_id"] == sub_id
+    assert body["event"]["type"] == "job.done"
+    shown = engine.shown(sub_id)
+    assert shown["delivered_through"] == 5
+    assert [attempt["sequence"] for attempt in shown["attempts"]] == [5, 4, 3, 2, 1]
+    assert {attempt["outcome"] for attempt in shown["attempts"]} == {"delivered"}
+
+
+def test_a_subscription_receives_only_events_after_it_was_made(engine: Engine, transport: ScriptedTransport):
+    engine.post(2)
+    engine.subscribe("http://127.0.0.1/a")
+    engine.post(1)
+    assert transport.sequences("http://127.0.0.1/a") == [3]
+
+
+def test_types_filter_what_is_delivered(engine: Engine, transport: ScriptedTransport):
+    sub_id = engine.subscribe("http://127.0.0.1/a", types=["email.received"])
+    engine.post(2, "job.done")
+    engine.post(1, "email.received")
+    assert transport.sequences("http://127.0.0.1/a") == [3]
+    assert engine.shown(sub_id)["delivered_through"] == 3
+
+
+def test_a_failing_target_backs_off_without_holding_others(
+    engine: Engine, transport: ScriptedTransport, clock: FakeClock
+):
+    transport.script["http://127.0.0.1/bad"] = [Outcome(False, status_code=500)] * 3
+    bad = engine.subscribe("http://127.0.0.1/bad")
+    engine.subscribe("http://127.0.0.1/good")
+    engine.post(3)
+    assert transport.sequences("http://127.0.0.1/good") == [1, 2, 3]
+    assert transport.sequences("http://127.0.0.1/bad") == [1]
+    shown = engine.shown(bad)
+    assert (shown["failures"], shown["delivered_through"]) == (1, 0)
+    assert shown["attempts"][0]["status_code"] == 500
+    assert shown["attempts"][0]["next_retry_at"] == shown["next_retry_at"] is not None
+    engine.services.sweep.run()  # not due yet
+    assert transport.sequences("http://127.0.0.1/bad") == [1]
+    for delay in (BASE_DELAY, 2 * BASE_DELAY, 4 * BASE_DELAY):
+        clock.advance(delay)
+        engine.services.sweep.run()
+    assert transport.sequences("http://127.0.0.1/bad") == [1, 1, 1, 1, 2, 3]
+    shown = engine.shown(bad)
+    assert (shown["status"], shown["failures"], shown["next_retry_at"]) == ("active", 0, None)
+
+
+def test_back_off_doubles_up_to_the_cap(moto_env: None, clock: FakeClock):
+    transport = ScriptedTransport({"http://127.0.0.1/bad": [Outcome(False, error="refused")] * 6})
+    engine = Engine(clock, transport, wake_retry_base_seconds=2, wake_retry_max_interval_seconds=10)
+    sub_id = engine.subscribe("http://127.0.0.1/bad")
+    engine.post(1)
+    for _ in range(5):
+        clock.advance(10)
+        engine.services.sweep.run()
+    attempts = engine.shown(sub_id)["attempts"]
+    delays = [round(moment(a["next_retry_at"]) - moment(a["at"])) for a in reversed(attempts)]
+    assert delays == [2, 4, 8, 10, 10, 10]
+    assert {attempt["error"] for attempt in attempts} == {"refused"}
+
+
+def moment(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def test_after_the_retry_window_the_subscription_fails_and_an_event_says_so(
+    engine: Engine, transport: ScriptedTransport, clock: FakeClock
+):
+    transport.script["http://127.0.0.1/bad"] = [Outcome(False, status_code=503)] * 1000
+    bad = engine.subscribe("http://127.0.0.1/bad")
+    engine.subscribe("http://127.0.0.1/good")
+    engine.post(1)
+    for _ in range(40):
+        clock.advance(3_600)
+        engine.services.sweep.run()
+    shown = engine.shown(bad)
+    assert shown["status"] == "failed"
+    assert shown["attempts"][0]["outcome"] == "failed"
+    assert engine.feed_types() == ["job.done", "subscription.failed"]
+    failed_event = engine.api.poll(engine.created).json()["events"][1]
+    assert failed_event["data"]["subscription_id"] == bad
+    assert failed_event["ingress_surface"] == "wakeups"
+    # The good subscription hears of the failure; the failed one hears nothing more.
+    engine.services.dispatcher.dispatch([EventNotice(engine.address_id, 2, "subscription.failed", "2")])
+    assert transport.sequences("http://127.0.0.1/good") == [1, 2]
+    attempts_before = len([1 for url, _ in transport.sent if url.endswith("/bad")])
+    engine.post(1)
+    assert len([1 for url, _ in transport.sent if url.endswith("/bad")]) == attempts_before
+
+
+def test_410_ends_the_subscription(engine: Engine, transport: ScriptedTransport):
+    transport.script["http://127.0.0.1/gone"] = [Outcome(True, status_code=200), Outcome(False, gone=True, status_code=410)]
+    sub_id = engine.subscribe("http://127.0.0.1/gone")
+    engine.post(3)
+    assert transport.sequences("http://127.0.0.1/gone") == [1, 2]
+    shown = engine.shown(sub_id)
+    assert shown["status"] == "ended"
+    assert (shown["attempts"][0]["outcome"], shown["attempts"][0]["status_code"]) == ("ended", 410)
+
+
+def test_a_step_functions_target_is_used_once(moto_env: None, clock: FakeClock):
+    transport = ScriptedTransport()
+    engine = Engine(clock, transport, wake_target_arns=("arn:aws:states:*",))
+    reply = engine.api.request(
+        "POST",
+        f"/api/v1/addresses/{engine.address_id}/subscriptions",
+        json_body={"target": {"kind": "step_functions", "task_token": "token-1"}},
+        token=engine.token,
+    )
+    sub_id = reply.json()["subscription"]["id"]
+    engine.post(2)
+    assert transport.sequences("step_functions") == [1]
+    assert engine.shown(sub_id)["status"] == "ended"
+
+
+def test_a_busy_subscription_is_checked_when_the_lease_lapses(engine: Engine, transport: ScriptedTransport):
+    sub_id = engine.subscribe("http://127.0.0.1/a")
+    held = engine.table.acquire(engine.address_id, sub_id, "crashed-sender", now=engine.clock(), lease_seconds=120)
+    assert held is not None
+    engine.post(1)
+    assert transport.sent == []
+    engine.clock.advance(121)
+    engine.services.sweep.run()
+    assert transport.sequences("http://127.0.0.1/a") == [1]
+
+
+def test_a_deleted_subscription_receives_nothing(engine: Engine, transport: ScriptedTransport):
+    sub_id = engine.subscribe("http://127.0.0.1/a")
+    path = f"/api/v1/addresses/{engine.address_id}/subscriptions/{sub_id}"
+    assert engine.api.request("DELETE", path, token=engine.token).status == 200
+    engine.post(1)
+    assert transport.sent == []
