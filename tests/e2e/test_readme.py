@@ -1,8 +1,10 @@
 """The README and skill.md are scripts that work: their shell blocks, run as written, on `cairn serve`.
 
-The README's tour, state, inbox-callback and email blocks and its `cairn`
-commands run in order in one shell; only the values the text says to change
-are changed (`BASE`, `SMTP_PORT`, and `CAIRN_URL` for the `cairn` commands).
+The README's tour, state, inbox-callback, email, outbound-mail and wake-up
+blocks and its `cairn` commands run in order in one shell; only the values
+the text says to change are changed (`BASE`, `SMTP_PORT`, `OUTBOX`,
+`WAKE_URL`, and `CAIRN_URL` for the `cairn` commands). The server ends event
+streams after 2 s, as the README says the test configures it.
 skill.md's blocks run with the placeholders it names (`<id>`, `<event_id>`,
 `$READ_TOKEN`) filled in. Every `curl` answer is checked for its status and
 shape, in order.
@@ -11,19 +13,23 @@ shape, in order.
 from __future__ import annotations
 
 import base64
+import http.server
 import json
 import os
 import re
 import smtplib
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from cairn.local.dynamodb_local import DynamoDBLocal
 from tests.support.serve import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,20 +46,61 @@ curl() {
 """
 
 
+@pytest.fixture
+def served(dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
+    """`cairn serve` whose event streams end after 2 s, so the tour's `curl -N` returns."""
+    env = {"CAIRN_MAX_STREAM_SECONDS": "2"}
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+        yield server
+
+
+class WakeReceiver:
+    """A webhook on 127.0.0.1 that answers 204 and keeps each delivery's body."""
+
+    def __init__(self) -> None:
+        received = self.received = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (the standard library's name)
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/wake"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[WakeReceiver]:
+    hook = WakeReceiver()
+    yield hook
+    hook.close()
+
+
 def sh_blocks(text: str) -> list[str]:
     return re.findall(r"```sh\n(.*?)```", text, flags=re.S)
 
 
-def readme_script(base_url: str, smtp_port: int) -> str:
-    """The tour, state, inbox-callback and email blocks, then the `cairn` commands, as one script."""
+def readme_script(served: ServeProcess, wake_url: str) -> str:
+    """The tour's blocks (API through wake-ups), then the `cairn` commands, as one script."""
     text = (ROOT / "README.md").read_text()
     api = text[text.index("## A tour of the API") : text.index("### The inbox page")]
     tools = text[text.index("## Agent tools: SDK, CLI, MCP") : text.index("## Configuration and limits")]
     blocks = sh_blocks(api) + [block for block in sh_blocks(tools) if block.startswith("cairn provision")]
-    assert len(blocks) == 5, "tour, state, inbox callbacks, email, cairn commands"
+    assert len(blocks) == 7, "tour, state, inbox callbacks, email, email out, wake-ups, cairn commands"
     script = "\n".join(blocks)
-    for documented, here in [("BASE=http://127.0.0.1:8787\n", f"BASE={base_url}\n"),
-                             ("SMTP_PORT=2525 ", f"SMTP_PORT={smtp_port} ")]:
+    for documented, here in [("BASE=http://127.0.0.1:8787\n", f"BASE={served.base_url}\n"),
+                             ("SMTP_PORT=2525 ", f"SMTP_PORT={served.smtp_port} "),
+                             ("OUTBOX=.cairn/data/outbox ", f"OUTBOX={served.data_dir / 'outbox'} "),
+                             ("WAKE_URL=https://agent.example.com/wake ", f"WAKE_URL={wake_url} ")]:
         assert script.count(documented) == 1, documented
         script = script.replace(documented, here)
     return script
@@ -101,6 +148,8 @@ README_ANSWERS: list[tuple[str, int, Callable[[Any], bool]]] = [
     ("inbox post", 202, lambda body: body["duplicate"] is False and body["event"]["sequence"] == 1),
     ("long-poll", 200, lambda body: body["events"][0]["data"] == {"status": "green"} and body["next_cursor"] == 1),
     ("ack", 200, lambda body: body["event"]["acknowledged_at"]),
+    ("event stream", 200, lambda body: b"id: 1\nevent: build.completed\n" in body),
+    ("trim", 200, lambda body: body == {"trimmed": 1, "trimmed_through": 1}),
     ("describe", 200, keys("address", "feed", "state", "endpoints")),
     ("state create", 201, lambda body: body["revision"] == 1),
     ("state compare-and-set", 200, lambda body: body["revision"] == 2),
@@ -117,12 +166,22 @@ README_ANSWERS: list[tuple[str, int, Callable[[Any], bool]]] = [
     ("feed with mail", 200, lambda body: body["events"][-1]["type"] == "email.received"),
     ("attachment", 200, lambda body: body == b""),  # written to invoice.pdf
     ("replay", 200, lambda body: body["duplicate"] is True),
+    ("ask for a code", 202, lambda body: body["contact"]["status"] == "pending" and body["code_sent"] is True),
+    ("verify the code", 200, lambda body: body["status"] == "verified"),
+    ("contacts", 200, lambda body: [c["status"] for c in body["contacts"]] == ["verified"] and body["outbound_configured"]),
+    ("send", 202, lambda body: body["status"] == "accepted" and body["duplicate"] is False),
+    ("remove contact", 200, lambda body: body == {"email": "ada@example.org", "removed": True}),
+    ("subscribe", 201, lambda body: body["secret"].startswith("whsec_") and body["subscription"]["status"] == "active"),
+    ("test delivery", 200, lambda body: body["attempt"]["outcome"] == "delivered"),
+    ("subscriptions", 200, lambda body: len(body["subscriptions"]) == 1),
+    ("rotate", 200, lambda body: body["secret"].startswith("whsec_")),
+    ("unsubscribe", 200, lambda body: body["deleted"] is True),
     ("delete", 200, lambda body: body["deleted"] is True),
 ]
 
 
-def test_the_readme_runs_as_written(served: ServeProcess, tmp_path: Path):
-    stdout, answers = run(readme_script(served.base_url, served.smtp_port), tmp_path, served)
+def test_the_readme_runs_as_written(served: ServeProcess, receiver: WakeReceiver, tmp_path: Path):
+    stdout, answers = run(readme_script(served, receiver.url), tmp_path, served)
     assert len(answers) == len(README_ANSWERS), [status for status, _ in answers]
     for (name, status, shape), (got_status, body) in zip(README_ANSWERS, answers, strict=True):
         assert got_status == status, (name, body)
@@ -132,11 +191,15 @@ def test_the_readme_runs_as_written(served: ServeProcess, tmp_path: Path):
     assert signed_event["content_type"] == "application/json"
     followed = [json.loads(line) for line in stdout.splitlines()[-2:]]  # the script ends with `follow`
     assert [event["type"] for event in followed] == ["state.updated", "build.done"], "cairn events follow"
+    assert [delivery["type"] for delivery in receiver.received] == ["subscription.test"], "the tour's test delivery"
+    sent = sorted((served.data_dir / "outbox").glob("*.eml"), key=lambda path: path.stat().st_mtime)
+    assert [b"Subject: Pay invoice 42?" in mail.read_bytes() for mail in sent].count(True) == 1
+    assert [b"Subject: Report" in mail.read_bytes() for mail in sent].count(True) == 1
 
 
-def test_the_readme_marks_the_signed_callback(served: ServeProcess, tmp_path: Path):
+def test_the_readme_marks_the_signed_callback(served: ServeProcess, receiver: WakeReceiver, tmp_path: Path):
     """The tour and the callback block alone: the signed post's event is verified and keeps its header."""
-    script = readme_script(served.base_url, served.smtp_port)
+    script = readme_script(served, receiver.url)
     script = script[: script.index("SMTP_PORT=")] + 'curl -s "$EVENTS_URL?after=0" -H "Authorization: Bearer $READ_TOKEN"\n'
     _, answers = run(script, tmp_path, served)
     events = answers[-1][1]["events"]
@@ -154,9 +217,9 @@ def indented_blocks(text: str) -> list[str]:
     ]
 
 
-def test_skill_md_runs_as_written(served: ServeProcess, tmp_path: Path):
+def test_skill_md_runs_as_written(served: ServeProcess, receiver: WakeReceiver, tmp_path: Path):
     guide = httpx.get(f"{served.base_url}/skill.md").text
-    provision, poll, ack, state, attachment = indented_blocks(guide)
+    provision, poll, ack, state, attachment, send, subscribe = indented_blocks(guide)
     _, [(status, created)] = run(provision, tmp_path, served)
     assert status == 201
     address_id, token = created["address"]["id"], created["credentials"]["read_token"]
@@ -181,3 +244,19 @@ def test_skill_md_runs_as_written(served: ServeProcess, tmp_path: Path):
     assert (status, written["revision"]) == (201, 1)
     _, [(status, _)] = run(filled(attachment, mail_event["id"]), tmp_path, served, READ_TOKEN=token)
     assert status == 200 and (tmp_path / "file").read_bytes() == b"invoice bytes"
+
+    # Writing back: the person verifies with the code mailed to them, then the agent's send block runs.
+    bearer = {"Authorization": f"Bearer {token}"}
+    contacts = f"{served.base_url}/api/v1/addresses/{address_id}/email/contacts"
+    assert httpx.post(contacts, json={"email": "person@example.org"}, headers=bearer).status_code == 202
+    [code_mail] = (served.data_dir / "outbox").glob("*.eml")
+    found = re.search(rb"code is: (\d{6})", code_mail.read_bytes())
+    assert found, "the verification mail carries its code"
+    code = found.group(1).decode()
+    assert httpx.post(contacts, json={"email": "person@example.org", "code": code}, headers=bearer).status_code == 200
+    _, [(status, sent)] = run(filled(send), tmp_path, served, READ_TOKEN=token)
+    assert (status, sent["status"]) == (202, "accepted")
+    # Wake-ups: the runner's URL is the one value to put in.
+    wake = filled(subscribe).replace("https://your-runner.example.com/wake", receiver.url)
+    _, [(status, subscribed)] = run(wake, tmp_path, served, READ_TOKEN=token)
+    assert status == 201 and subscribed["subscription"]["types"] == ["email.received"]
