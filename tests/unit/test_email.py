@@ -526,3 +526,14 @@ def test_deleting_an_address_deletes_its_stored_mail_unless_another_named_addres
     assert mail.replay(second, {"message_id": shared}).status == 200
     assert delete_address(mail, second) == 200
     assert not stored(mail, shared)
+
+
+def test_mail_stops_short_of_the_owners_reserve(make_mailroom):
+    mail = make_mailroom(max_events=3, owner_reserved_events=1)
+    created = mail.api.provision()
+    for fixture in ("plain.eml", "alternative.eml", "html_only.eml"):
+        mail.receive(fixture_message(fixture, email_of(created)), [email_of(created)])
+    assert len(mail.emails(created)) == 2
+    url = f"{path_of(created['endpoints']['state_url'])}/seen"
+    token = created["credentials"]["read_token"]
+    assert mail.api.request("PUT", url, json_body={"value": 2}, token=token).status == 201

@@ -1,8 +1,9 @@
 """The bearer key that guards the runtime and memory routes outside AWS.
 
 Both serve trusted workers, not agents holding an address token. In AWS, API
-Gateway authorizes them with IAM; `cairn serve` has no IAM, so when
-`CAIRN_RUNTIME_KEY` is set every such request must carry it.
+Gateway authorizes them with IAM; `cairn serve` has no IAM, so it always
+sets a key (the one it is given, or one it makes in its data directory) and
+every such request must carry it.
 """
 
 from __future__ import annotations

@@ -68,6 +68,7 @@ def render(name: str, base: str, settings: Settings, *, outbound_configured: boo
     values = {
         "BASE_URL": base,
         "MAX_EVENTS": settings.max_events,
+        "OUTSIDER_EVENTS": settings.max_events - settings.owner_reserved_events,
         "RETENTION_DAYS": round(settings.event_retention_seconds / DAY_SECONDS, 2),
         "MAX_INBOX_BYTES": settings.max_inbox_bytes,
         "POLL_RATE": settings.poll_rate_per_minute,
