@@ -20,6 +20,9 @@ when it ends. What it measures, in the order printed:
    then lands on it. Times from the POST's answer to the poll's answer. Then
    the same through one open event stream (`Accept: text/event-stream`):
    times from the POST's answer to the client reading the event's frame.
+   Last, DynamoDB calls while a reader waits 20 s on an idle feed with
+   Lambda's waiter (re-reading with back-off): long-polls against one event
+   stream, counted as in 1.
 4. Baseline: the inbox append's transaction (head Update with a condition +
    event Put) in raw boto3 at 1 and 8 threads on the same DynamoDB Local,
    and Cairn's HTTP posts/s as a share of it.
@@ -71,6 +74,7 @@ from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
 from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
+from bench.idle_reads import measure_idle_reads
 from bench.report import Table
 from bench.runtime_appends import measure_appends
 from bench.runtime_calls import measure_runtime_calls
@@ -152,8 +156,9 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE):
             ensure_table(client, table)
 
-        _progress("1/14 DynamoDB calls per operation")
+        _progress("1/14 DynamoDB calls per operation, and while a reader waits on an idle feed (20 s twice)")
         calls = measure_calls(settings, plan.repeats)
+        idle_reads = measure_idle_reads(settings)
         _progress("2/14 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
         _progress("3/14 raw TransactWriteItems baseline")
@@ -185,6 +190,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         downloads = measure_downloads(settings, DOWNLOAD_TABLE, workdir / "downloads", plan.trials)
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "stream_wakeup": stream_wakeup,
+        "idle_reads": idle_reads,
         "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
