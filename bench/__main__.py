@@ -20,6 +20,9 @@ when it ends. What it measures, in the order printed:
    then lands on it. Times from the POST's answer to the poll's answer. Then
    the same through one open event stream (`Accept: text/event-stream`):
    times from the POST's answer to the client reading the event's frame.
+   Last, DynamoDB calls while a reader waits 20 s on an idle feed with
+   Lambda's waiter (re-reading with back-off): long-polls against one event
+   stream, counted as in 1.
    wake-ups by webhook: from the POST's answer to the webhook's arrival at a
    receiver on 127.0.0.1 (through DynamoDB Local's stream), deliveries per
    second for a burst of posts, and DynamoDB table calls while a subscribed
@@ -79,6 +82,7 @@ from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
 from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
+from bench.idle_reads import measure_idle_reads
 from bench.outbound import measure_outbound
 from bench.report import Table
 from bench.runtime_appends import measure_appends
@@ -165,8 +169,9 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         for table in (*tables_used, OUTBOUND_TABLE):
             ensure_table(client, table)
 
-        _progress("1/15 DynamoDB calls per operation")
+        _progress("1/15 DynamoDB calls per operation, and while a reader waits on an idle feed (20 s twice)")
         calls = measure_calls(settings, plan.repeats)
+        idle_reads = measure_idle_reads(settings)
         _progress("2/15 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
         _progress("3/15 raw TransactWriteItems baseline")
@@ -202,7 +207,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         outbound = measure_outbound(settings, OUTBOUND_TABLE, plan.trials, plan.seconds, plan.warmup)
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "stream_wakeup": stream_wakeup,
-        "webhooks": webhooks, "baseline": baseline,
+        "webhooks": webhooks, "idle_reads": idle_reads, "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,

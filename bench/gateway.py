@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +26,40 @@ def invoke(
     json_body: Any = None,
 ) -> Reply:
     """Resolve one request and return its status and decoded JSON body."""
+    response = app.resolve(proxy_event(method, path, query=query, headers=headers, json_body=json_body), {})
+    text = response.get("body") or "null"
+    return Reply(response["statusCode"], json.loads(text))
+
+
+class StreamingContext:
+    """The Lambda context of the streaming function's loop, which sends iterator bodies as they come."""
+
+    streams_responses = True
+
+
+def stream(app, path: str, *, headers: dict[str, str]) -> Iterator[bytes]:
+    """Resolve a `GET` as the streaming function does; the answer's body, chunk by chunk."""
+    response = app.resolve(proxy_event("GET", path, headers=headers), StreamingContext())
+    if response["statusCode"] != 200:
+        raise RuntimeError(f"the stream was refused: {response['statusCode']} {response.get('body')}")
+    return iter(response["body"])
+
+
+def proxy_event(
+    method: str,
+    path: str,
+    *,
+    query: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    json_body: Any = None,
+) -> dict[str, Any]:
+    """The API Gateway REST proxy event of one request."""
     all_headers = {"Host": "cairn.bench", **(headers or {})}
     body = None
     if json_body is not None:
         body = json.dumps(json_body)
         all_headers["Content-Type"] = "application/json"
-    event = {
+    return {
         "resource": "/{proxy+}",
         "path": path,
         "httpMethod": method,
@@ -44,6 +73,3 @@ def invoke(
         "body": body,
         "isBase64Encoded": False,
     }
-    response = app.resolve(event, {})
-    text = response.get("body") or "null"
-    return Reply(response["statusCode"], json.loads(text))
