@@ -40,7 +40,7 @@ class CairnStack(Stack):
         code = function_code()
         environment = {"CAIRN_TABLE_NAME": table.table_name, **config.application_environment}
 
-        api_function = ServiceFunction(
+        api_service = ServiceFunction(
             self,
             "ApiFunction",
             code=code,
@@ -54,7 +54,10 @@ class CairnStack(Stack):
             log_retention=config.log_retention,
             removal_policy=config.removal_policy,
             reserved_concurrency=config.api_reserved_concurrency,
-        ).function
+            # New containers start from a snapshot taken after import (`cairn.entrypoints.snapstart`).
+            snap_start=True,
+        )
+        api_function = api_service.function
         storage.grant_store_access(api_function)
         functions = {"api": api_function}
 
@@ -81,7 +84,7 @@ class CairnStack(Stack):
                     reader.add_environment(name, value)
             functions["email-ingest"] = email.ingest.function
             functions["downloads"] = downloads
-        api = CairnApi(self, "Api", handler=api_function, config=config, downloads=downloads)
+        api = CairnApi(self, "Api", handler=api_service.entry, config=config, downloads=downloads)
 
         Alarms(
             self,

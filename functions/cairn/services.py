@@ -1,12 +1,17 @@
 """The use cases of one process, wired to one DynamoDB client.
 
 Built once per Lambda container (at import) or per `cairn serve` process;
-the HTTP routes receive it and never build storage themselves.
+the HTTP routes receive it and never build storage themselves. The address
+use cases are built at once; email, runtime and memory, with the modules
+they need, when first asked for, so a container that only takes inbox posts
+and polls never loads them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
@@ -15,18 +20,18 @@ from cairn.addresses.provisioning import Provisioning
 from cairn.addresses.state import AddressState
 from cairn.clock import Clock, system_clock
 from cairn.dynamodb.address_table import AddressTable
-from cairn.dynamodb.client import make_client
-from cairn.dynamodb.memory_table import MemoryTable
+from cairn.dynamodb.client import LazyClient
 from cairn.dynamodb.ratelimit import RateLimiter
-from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.state_table import StateTable
 from cairn.dynamodb.waiters import PollingWaiter
-from cairn.email.attachments import EmailAttachments
-from cairn.email.ingest import EmailIngest
-from cairn.runtime.dynamo import DynamoRuntimeStore
-from cairn.runtime.store import RuntimeStore
 from cairn.settings import Settings
-from cairn.transcript.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from cairn.email.attachments import EmailAttachments
+    from cairn.email.ingest import EmailIngest
+    from cairn.email.ports import RawMessageStore
+    from cairn.runtime.store import RuntimeStore
+    from cairn.transcript.memory import MemoryStore
 
 
 @dataclass(frozen=True)
@@ -36,10 +41,42 @@ class Services:
     inbox: Inbox
     feed: Feed
     state: AddressState
-    email: EmailIngest
-    attachments: EmailAttachments
-    runtime: RuntimeStore
-    memory: MemoryStore
+    # What the use cases built on first use are made of.
+    client: Any
+    table: AddressTable
+    waiter: Waiter
+    clock: Clock
+
+    @cached_property
+    def raw_messages(self) -> RawMessageStore:
+        from cairn.dynamodb.raw_messages import raw_message_store
+
+        return raw_message_store(self.settings)
+
+    @cached_property
+    def email(self) -> EmailIngest:
+        from cairn.email.ingest import EmailIngest
+
+        return EmailIngest(self.table, self.raw_messages, self.waiter, self.settings, self.clock)
+
+    @cached_property
+    def attachments(self) -> EmailAttachments:
+        from cairn.email.attachments import EmailAttachments
+
+        return EmailAttachments(self.table, self.raw_messages, self.feed, self.settings, self.clock)
+
+    @cached_property
+    def runtime(self) -> RuntimeStore:
+        from cairn.runtime.dynamo import DynamoRuntimeStore
+
+        return DynamoRuntimeStore(self.client, self.settings.table_name)
+
+    @cached_property
+    def memory(self) -> MemoryStore:
+        from cairn.dynamodb.memory_table import MemoryTable
+        from cairn.transcript.memory import MemoryStore
+
+        return MemoryStore(MemoryTable(self.client, self.settings.table_name), self.clock)
 
     @classmethod
     def build(
@@ -50,7 +87,7 @@ class Services:
         waiter: Waiter | None = None,
         clock: Clock = system_clock,
     ) -> Services:
-        client = client or make_client(settings)
+        client = client or LazyClient(settings)
         waiter = waiter or PollingWaiter()
         table = AddressTable(
             client,
@@ -61,15 +98,14 @@ class Services:
         limiter = RateLimiter(client, settings.table_name)
         state_table = StateTable(client, settings.table_name)
         feed = Feed(table, limiter, waiter, settings, clock)
-        raw_messages = raw_message_store(settings)
         return cls(
             settings=settings,
             provisioning=Provisioning(table, state_table, limiter, settings, clock),
             inbox=Inbox(table, waiter, settings, clock),
             feed=feed,
             state=AddressState(table, state_table, waiter, settings, clock),
-            email=EmailIngest(table, raw_messages, waiter, settings, clock),
-            attachments=EmailAttachments(table, raw_messages, feed, settings, clock),
-            runtime=DynamoRuntimeStore(client, settings.table_name),
-            memory=MemoryStore(MemoryTable(client, settings.table_name), clock),
+            client=client,
+            table=table,
+            waiter=waiter,
+            clock=clock,
         )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from importlib import import_module
+
 from aws_lambda_powertools.event_handler import CORSConfig
 
 from cairn.api.errors import register_error_handlers
 from cairn.api.resolver import ConcurrentRestResolver
-from cairn.api.routes import addresses, discovery, email, events, inbox, mcp, memory, runtime, state, viewer
+from cairn.api.routes import addresses, discovery, email, events, inbox, mcp, state, viewer
 from cairn.services import Services
 
 CORS = CORSConfig(
@@ -22,11 +25,26 @@ CORS = CORSConfig(
 # travel in headers, so a page can only use a token it already holds.)
 SAME_ORIGIN_PREFIXES = ("/api/v1/runtime/", "/api/v1/memory/", "/mcp", "/api/mcp")
 
+# Route groups whose modules (and the runtime and transcript code under them) load with the first
+# request under their prefix, so an inbox post or a poll never pays for them: module, prefixes.
+DEFERRED_GROUPS = (("runtime", ("/api/v1/runtime/",)), ("memory", ("/api/v1/memory/",)))
+
 
 def create_app(services: Services) -> ConcurrentRestResolver:
     """The one resolver that Lambda and `cairn serve` both run."""
     app = ConcurrentRestResolver(enable_validation=True, cors=CORS, same_origin_prefixes=SAME_ORIGIN_PREFIXES)
     register_error_handlers(app)
-    for group in (addresses, inbox, events, state, email, runtime, memory, mcp, discovery, viewer):
+    for group in (addresses, inbox, events, state, email, mcp, discovery, viewer):
         group.register(app, services)
+    for name, prefixes in DEFERRED_GROUPS:
+        app.defer(prefixes, _registration(app, services, name))
     return app
+
+
+def _registration(app: ConcurrentRestResolver, services: Services, name: str) -> Callable[[], None]:
+    """Registers the routes of `cairn.api.routes.<name>` on `app`, importing the module then."""
+
+    def register() -> None:
+        import_module(f"cairn.api.routes.{name}").register(app, services)
+
+    return register
