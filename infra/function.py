@@ -48,7 +48,9 @@ class ServiceFunction(Construct):
         removal_policy: RemovalPolicy,
         on_failure: lambda_.IDestination | None = None,
         reserved_concurrency: int | None = None,
+        snap_start: bool = False,
     ) -> None:
+        """`snap_start`: publish versions with SnapStart and serve them through `live` (see `entry`)."""
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
             self, "Logs", retention=log_retention, removal_policy=removal_policy
@@ -75,6 +77,14 @@ class ServiceFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             on_failure=on_failure,
             reserved_concurrent_executions=reserved_concurrency,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snap_start else None,
+        )
+        # SnapStart starts containers from a snapshot of a published version only, never of
+        # $LATEST: callers must invoke the version, through an alias that follows each deployment.
+        self.entry: lambda_.IFunction = (
+            lambda_.Alias(self, "Live", alias_name="live", version=self.function.current_version)
+            if snap_start
+            else self.function
         )
         self.log_group.grant_write(role)
         acknowledge(

@@ -44,7 +44,7 @@ class CairnStack(Stack):
         code = function_code()
         environment = {"CAIRN_TABLE_NAME": table.table_name, **config.application_environment}
 
-        api_function = ServiceFunction(
+        api_service = ServiceFunction(
             self,
             "ApiFunction",
             code=code,
@@ -59,7 +59,10 @@ class CairnStack(Stack):
             log_retention=config.log_retention,
             removal_policy=config.removal_policy,
             reserved_concurrency=config.api_reserved_concurrency,
-        ).function
+            # New containers start from a snapshot taken after import (`cairn.entrypoints.snapstart`).
+            snap_start=True,
+        )
+        api_function = api_service.function
         storage.grant_store_access(api_function)
         streaming = StreamingFunction(
             self, "StreamingFunction", code=code, environment=environment, config=config
@@ -101,7 +104,7 @@ class CairnStack(Stack):
             storage.grant_store_access(outbound.recorder.function)
             functions["outbound-outcomes"] = outbound.recorder.function
         api = CairnApi(
-            self, "Api", handler=api_function, config=config, streaming=streaming, downloads=email is not None
+            self, "Api", handler=api_service.entry, config=config, streaming=streaming, downloads=email is not None
         )
 
         Alarms(

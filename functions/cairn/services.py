@@ -1,68 +1,201 @@
 """The use cases of one process, wired to one DynamoDB client.
 
 Built once per Lambda container (at import) or per `cairn serve` process;
-the HTTP routes receive it and never build storage themselves.
+the HTTP routes receive it and never build storage themselves. The use cases
+of an inbox post and a poll are built at once; the others (provisioning,
+inbox settings, email in and out, wake-ups, runtime and memory), with the
+modules they need, when first asked for, so a container that only takes
+inbox posts and polls never loads them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import boto3
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
-from cairn.addresses.inbox_config import InboxConfiguration
 from cairn.addresses.ports import Waiter
-from cairn.addresses.provisioning import Provisioning
 from cairn.addresses.state import AddressState
 from cairn.clock import Clock, system_clock
 from cairn.dynamodb.address_table import AddressTable
-from cairn.dynamodb.client import make_client
-from cairn.dynamodb.contact_table import ContactTable
-from cairn.dynamodb.memory_table import MemoryTable
+from cairn.dynamodb.client import LazyClient
 from cairn.dynamodb.ratelimit import RateLimiter
-from cairn.dynamodb.raw_messages import raw_message_store
-from cairn.dynamodb.send_ledger import SendLedger
 from cairn.dynamodb.state_table import StateTable
-from cairn.dynamodb.subscription_table import SubscriptionTable
 from cairn.dynamodb.waiters import PollingWaiter
-from cairn.email.attachments import EmailAttachments
-from cairn.email.contacts import Contacts
-from cairn.email.ingest import EmailIngest
-from cairn.email.outbound_ports import OutboundMailer
-from cairn.email.retention import MailRetention
-from cairn.email.sending import Sending
-from cairn.runtime.dynamo import DynamoRuntimeStore
-from cairn.runtime.store import RuntimeStore
 from cairn.settings import Settings
-from cairn.transcript.memory import MemoryStore
-from cairn.wakeups.aws_targets import AwsTargets
-from cairn.wakeups.dispatcher import Dispatcher, Sweep
-from cairn.wakeups.sender import Sender
-from cairn.wakeups.subscriptions import Subscriptions
-from cairn.wakeups.transports import Transport, Transports
-from cairn.wakeups.webhook import WebhookTransport
+
+if TYPE_CHECKING:
+    from cairn.addresses.inbox_config import InboxConfiguration
+    from cairn.addresses.provisioning import Provisioning
+    from cairn.dynamodb.contact_table import ContactTable
+    from cairn.dynamodb.subscription_table import SubscriptionTable
+    from cairn.email.attachments import EmailAttachments
+    from cairn.email.contacts import Contacts
+    from cairn.email.ingest import EmailIngest
+    from cairn.email.outbound_ports import OutboundMailer
+    from cairn.email.ports import RawMessageStore
+    from cairn.email.retention import MailRetention
+    from cairn.email.sending import Sending
+    from cairn.runtime.store import RuntimeStore
+    from cairn.transcript.memory import MemoryStore
+    from cairn.wakeups.dispatcher import Dispatcher, Sweep
+    from cairn.wakeups.sender import Sender
+    from cairn.wakeups.subscriptions import Subscriptions
+    from cairn.wakeups.transports import Transport
 
 
 @dataclass(frozen=True)
 class Services:
     settings: Settings
-    provisioning: Provisioning
     inbox: Inbox
-    inbox_config: InboxConfiguration
     feed: Feed
     state: AddressState
-    email: EmailIngest
-    attachments: EmailAttachments
-    contacts: Contacts
-    sending: Sending
-    runtime: RuntimeStore
-    memory: MemoryStore
-    subscriptions: Subscriptions
-    dispatcher: Dispatcher
-    sweep: Sweep
+    # What the use cases built on first use are made of.
+    client: Any
+    table: AddressTable
+    limiter: RateLimiter
+    state_table: StateTable
+    waiter: Waiter
+    clock: Clock
+    # Given to `build` (tests, `cairn serve`); else chosen from the settings on first use.
+    given_mailer: OutboundMailer | None = None
+    given_wake_transport: Transport | None = None
+
+    @cached_property
+    def provisioning(self) -> Provisioning:
+        from cairn.addresses.provisioning import Provisioning
+
+        return Provisioning(
+            self.table,
+            self.state_table,
+            self.limiter,
+            self.settings,
+            self.clock,
+            before_delete=self.mail_retention.forget_address,
+        )
+
+    @cached_property
+    def inbox_config(self) -> InboxConfiguration:
+        from cairn.addresses.inbox_config import InboxConfiguration
+
+        return InboxConfiguration(self.table, self.clock)
+
+    @cached_property
+    def raw_messages(self) -> RawMessageStore:
+        from cairn.dynamodb.raw_messages import raw_message_store
+
+        return raw_message_store(self.settings)
+
+    @cached_property
+    def mail_retention(self) -> MailRetention:
+        from cairn.email.retention import MailRetention
+
+        return MailRetention(self.table, self.raw_messages, self.settings, self.clock)
+
+    @cached_property
+    def email(self) -> EmailIngest:
+        from cairn.email.ingest import EmailIngest
+
+        return EmailIngest(self.table, self.raw_messages, self.limiter, self.waiter, self.settings, self.clock)
+
+    @cached_property
+    def attachments(self) -> EmailAttachments:
+        from cairn.email.attachments import EmailAttachments
+
+        return EmailAttachments(self.table, self.raw_messages, self.feed, self.settings, self.clock)
+
+    @cached_property
+    def mailer(self) -> OutboundMailer | None:
+        """What carries outbound mail: the one given to `build`, else `settings.outbound` (SES, or none)."""
+        if self.given_mailer is not None or self.settings.outbound != "ses":
+            return self.given_mailer
+        # Loaded only where SES sends: its client costs import time every other function would pay.
+        from cairn.email.ses_mailer import SesMailer
+
+        return SesMailer.for_region(self.settings.region, self.settings.ses_configuration_set)
+
+    @cached_property
+    def _contact_table(self) -> ContactTable:
+        from cairn.dynamodb.contact_table import ContactTable
+
+        return ContactTable(self.client, self.settings.table_name)
+
+    @cached_property
+    def contacts(self) -> Contacts:
+        from cairn.email.contacts import Contacts
+
+        return Contacts(self.table, self._contact_table, self.limiter, self.mailer, self.settings, self.clock)
+
+    @cached_property
+    def sending(self) -> Sending:
+        from cairn.dynamodb.send_ledger import SendLedger
+        from cairn.email.sending import Sending
+
+        ledger = SendLedger(self.client, self.settings.table_name)
+        return Sending(
+            self.table, self._contact_table, ledger, self.mailer, self.waiter, self.settings, self.clock
+        )
+
+    @cached_property
+    def runtime(self) -> RuntimeStore:
+        from cairn.runtime.dynamo import DynamoRuntimeStore
+
+        return DynamoRuntimeStore(self.client, self.settings.table_name)
+
+    @cached_property
+    def memory(self) -> MemoryStore:
+        from cairn.dynamodb.memory_table import MemoryTable
+        from cairn.transcript.memory import MemoryStore
+
+        return MemoryStore(MemoryTable(self.client, self.settings.table_name), self.clock)
+
+    @cached_property
+    def _subscription_table(self) -> SubscriptionTable:
+        from cairn.dynamodb.subscription_table import SubscriptionTable
+
+        return SubscriptionTable(self.client, self.settings.table_name)
+
+    @cached_property
+    def _wake_transport(self) -> Transport:
+        if self.given_wake_transport is not None:
+            return self.given_wake_transport
+        from cairn.wakeups.aws_targets import AwsTargets
+        from cairn.wakeups.transports import Transports
+        from cairn.wakeups.webhook import WebhookTransport
+
+        settings = self.settings
+        return Transports(
+            WebhookTransport(timeout=settings.webhook_timeout_seconds, allow_local=settings.webhook_allow_local),
+            AwsTargets(lambda service: _aws_client(settings, service)),
+        )
+
+    @cached_property
+    def _sender(self) -> Sender:
+        from cairn.wakeups.sender import Sender
+
+        return Sender(
+            self._subscription_table, self.table, self._wake_transport, self.waiter, self.settings, self.clock
+        )
+
+    @cached_property
+    def subscriptions(self) -> Subscriptions:
+        from cairn.wakeups.subscriptions import Subscriptions
+
+        return Subscriptions(self.table, self._subscription_table, self._wake_transport, self.settings, self.clock)
+
+    @cached_property
+    def dispatcher(self) -> Dispatcher:
+        from cairn.wakeups.dispatcher import Dispatcher
+
+        return Dispatcher(self._subscription_table, self._sender)
+
+    @cached_property
+    def sweep(self) -> Sweep:
+        from cairn.wakeups.dispatcher import Sweep
+
+        return Sweep(self._subscription_table, self._sender, self.clock)
 
     @classmethod
     def build(
@@ -76,7 +209,7 @@ class Services:
         wake_transport: Transport | None = None,
     ) -> Services:
         """`mailer` carries outbound mail; without one, `settings.outbound` chooses (SES, or none)."""
-        client = client or make_client(settings)
+        client = client or LazyClient(settings)
         waiter = waiter or PollingWaiter()
         table = AddressTable(
             client,
@@ -87,49 +220,24 @@ class Services:
         )
         limiter = RateLimiter(client, settings.table_name)
         state_table = StateTable(client, settings.table_name)
-        feed = Feed(table, limiter, waiter, settings, clock)
-        raw_messages = raw_message_store(settings)
-        mailer = mailer or _configured_mailer(settings)
-        contacts = ContactTable(client, settings.table_name)
-        mail_retention = MailRetention(table, raw_messages, settings, clock)
-        subscription_table = SubscriptionTable(client, settings.table_name)
-        transports = wake_transport or Transports(
-            WebhookTransport(timeout=settings.webhook_timeout_seconds, allow_local=settings.webhook_allow_local),
-            AwsTargets(lambda service: _aws_client(settings, service)),
-        )
-        sender = Sender(subscription_table, table, transports, waiter, settings, clock)
         return cls(
             settings=settings,
-            provisioning=Provisioning(
-                table, state_table, limiter, settings, clock, before_delete=mail_retention.forget_address
-            ),
             inbox=Inbox(table, waiter, settings, clock),
-            inbox_config=InboxConfiguration(table, clock),
-            feed=feed,
+            feed=Feed(table, limiter, waiter, settings, clock),
             state=AddressState(table, state_table, waiter, settings, clock),
-            email=EmailIngest(table, raw_messages, limiter, waiter, settings, clock),
-            attachments=EmailAttachments(table, raw_messages, feed, settings, clock),
-            contacts=Contacts(table, contacts, limiter, mailer, settings, clock),
-            sending=Sending(
-                table, contacts, SendLedger(client, settings.table_name), mailer, waiter, settings, clock
-            ),
-            runtime=DynamoRuntimeStore(client, settings.table_name),
-            memory=MemoryStore(MemoryTable(client, settings.table_name), clock),
-            subscriptions=Subscriptions(table, subscription_table, transports, settings, clock),
-            dispatcher=Dispatcher(subscription_table, sender),
-            sweep=Sweep(subscription_table, sender, clock),
+            client=client,
+            table=table,
+            limiter=limiter,
+            state_table=state_table,
+            waiter=waiter,
+            clock=clock,
+            given_mailer=mailer,
+            given_wake_transport=wake_transport,
         )
-
-
-def _configured_mailer(settings: Settings) -> OutboundMailer | None:
-    if settings.outbound != "ses":
-        return None
-    # Loaded only where SES sends: its client costs import time every other function would pay.
-    from cairn.email.ses_mailer import SesMailer
-
-    return SesMailer.for_region(settings.region, settings.ses_configuration_set)
 
 
 def _aws_client(settings: Settings, service: str) -> Any:
     """A client for a wake-up target's service (made on first delivery to one)."""
+    import boto3
+
     return boto3.session.Session().client(service, region_name=settings.region)  # type: ignore[call-overload]

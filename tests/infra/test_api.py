@@ -19,6 +19,17 @@ def api_function_id(synthesis: Synthesis) -> str:
     return found
 
 
+def api_entry_id(synthesis: Synthesis) -> str:
+    """The alias API Gateway invokes: `live`, on a published version of the API function (SnapStart)."""
+    function_id = api_function_id(synthesis)
+    [found] = [
+        logical_id
+        for logical_id, resource in synthesis.resources("AWS::Lambda::Alias").items()
+        if resource["Properties"]["FunctionName"] == {"Ref": function_id}
+    ]
+    return found
+
+
 def method_paths(synthesis: Synthesis) -> dict[str, dict[str, Any]]:
     """Each ANY method by its full resource path (the streamed GETs are `tests/infra/test_streaming.py`'s)."""
     return {path: properties for (path, verb), properties in synthesis.gateway_methods().items() if verb == "ANY"}
@@ -45,23 +56,40 @@ def test_worker_routes_require_iam_and_every_other_path_is_open(default: Synthes
     }
 
 
-def test_every_method_proxies_any_verb_to_the_api_function(default: Synthesis) -> None:
-    function_id = api_function_id(default)
+def test_every_method_proxies_any_verb_to_the_api_functions_live_alias(default: Synthesis) -> None:
+    entry_id = api_entry_id(default)
     for path, method in method_paths(default).items():
         assert method["HttpMethod"] == "ANY", path
         integration = method["Integration"]
         assert integration["Type"] == "AWS_PROXY", path
-        assert {"Fn::GetAtt": [function_id, "Arn"]} in integration["Uri"]["Fn::Join"][1], path
+        assert {"Ref": entry_id} in integration["Uri"]["Fn::Join"][1], path
 
 
-def test_api_gateway_may_invoke_the_function_for_each_route(default: Synthesis) -> None:
+def test_the_api_function_starts_new_containers_from_a_snapshot_of_the_version_it_serves(
+    default: Synthesis,
+) -> None:
     function_id = api_function_id(default)
+    function = default.resources("AWS::Lambda::Function")[function_id]["Properties"]
+    assert function["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    alias = default.resources("AWS::Lambda::Alias")[api_entry_id(default)]["Properties"]
+    [(version_id, version)] = [
+        (logical_id, resource["Properties"])
+        for logical_id, resource in default.resources("AWS::Lambda::Version").items()
+        if resource["Properties"]["FunctionName"] == {"Ref": function_id}
+    ]
+    assert alias["FunctionVersion"] == {"Fn::GetAtt": [version_id, "Version"]}
+    # SnapStart refuses provisioned concurrency: none is configured.
+    assert "ProvisionedConcurrencyConfig" not in alias
+
+
+def test_api_gateway_may_invoke_the_live_alias_for_each_route(default: Synthesis) -> None:
+    entry_id = api_entry_id(default)
     permissions = [
         p["Properties"]
         for p in default.resources("AWS::Lambda::Permission").values()
         if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
     ]
-    to_api = [p for p in permissions if p["FunctionName"] == {"Fn::GetAtt": [function_id, "Arn"]}]
+    to_api = [p for p in permissions if p["FunctionName"] == {"Ref": entry_id}]
     assert len(to_api) == len(method_paths(default))
 
 

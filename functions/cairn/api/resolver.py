@@ -10,7 +10,8 @@ implementation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -63,6 +64,8 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self._same_origin_prefixes = same_origin_prefixes
         self._request_state: ContextVar[_RequestState] = ContextVar("cairn_request_state")
         self._idle_state = _RequestState()
+        self._deferred: list[tuple[tuple[str, ...], Callable[[], None]]] = []
+        self._deferred_lock = threading.Lock()
         # Validated bodies go through the same strict parser as raw ones, so nesting too deep for
         # Python and integers too long to convert are `invalid_json`, not an unhandled error.
         kwargs.setdefault("json_body_deserializer", jsontext.parse)
@@ -83,6 +86,30 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         if rule.startswith(self._same_origin_prefixes):
             cors = False
         return super().route(rule, method, cors, *args, **kwargs)
+
+    def defer(self, prefixes: tuple[str, ...], register: Callable[[], None]) -> None:
+        """Run `register` (which adds routes under `prefixes`) when a request first asks for such a path.
+
+        A container that only answers inbox posts and polls then never imports
+        what the runtime, memory or MCP routes need; the OpenAPI document
+        registers every group first, so it always describes them all.
+        """
+        self._deferred.append((prefixes, register))
+
+    def _register_deferred(self, path: str | None) -> None:
+        """Register the deferred groups `path` falls under (all of them for None)."""
+        if not self._deferred:
+            return
+        with self._deferred_lock:
+            for group in list(self._deferred):
+                prefixes, register = group
+                if path is None or path.startswith(prefixes):
+                    register()
+                    self._deferred.remove(group)
+
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        self._register_deferred(None)
+        return super().get_openapi_schema(**kwargs)
 
     def _handle_not_found(self, method: str, path: str) -> ResponseBuilder:
         """A preflight for a same-origin path is refused, so a page elsewhere never sends its request.
@@ -105,6 +132,7 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         proxy_event = cast(APIGatewayProxyEvent, self._to_proxy_event(dict(event)))
+        self._register_deferred(proxy_event.path)
         token = self._request_state.set(_RequestState(event=proxy_event, lambda_context=context))
         try:
             return super().resolve(event, context)

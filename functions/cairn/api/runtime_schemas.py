@@ -23,10 +23,9 @@ from pydantic_core import core_schema
 from cairn.api.errors import status_for
 from cairn.runtime.errors import SENTINELS
 from cairn.runtime.methods import METHODS, Method
+from cairn.runtime.wire import TIME_IN_ANSWER_PATTERN
 
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
-# `wire.format_time`: UTC with milliseconds, or microseconds for a session time that was sent with them.
-TIME_IN_ANSWER_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}(?:[0-9]{3})?Z$"
 BASE64 = {"type": "string", "contentEncoding": "base64", "pattern": BASE64_PATTERN}
 TIME = {"type": "string", "format": "date-time"}
 TIME_IN_ANSWER = {**TIME, "pattern": TIME_IN_ANSWER_PATTERN}

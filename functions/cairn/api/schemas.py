@@ -5,8 +5,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from cairn.addresses.inbox_settings import MAX_KEPT_HEADERS, MAX_SECRET_LENGTH, VerifierKind
-from cairn.api.runtime_schemas import TIME_IN_ANSWER_PATTERN
 from cairn.email.ports import MESSAGE_ID_PATTERN
+from cairn.runtime.wire import TIME_IN_ANSWER_PATTERN
 
 
 class InboxSettingsIn(BaseModel):

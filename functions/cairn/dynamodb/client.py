@@ -5,9 +5,11 @@ The same code talks to AWS and to DynamoDB Local; only the endpoint differs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
 
 from cairn.settings import Settings
@@ -20,15 +22,15 @@ if TYPE_CHECKING:
 _MAX_POOL = 256
 
 
-def make_client(settings: Settings) -> DynamoDBClient:
-    """A thread-safe DynamoDB client with timeouts and standard retries."""
+def make_client(settings: Settings, botocore_session: botocore.session.Session | None = None) -> DynamoDBClient:
+    """A thread-safe DynamoDB client with timeouts and standard retries (in `botocore_session` if given)."""
     config = Config(
         retries={"mode": "standard", "max_attempts": 4},
         connect_timeout=3,
         read_timeout=10,
         max_pool_connections=_MAX_POOL,
     )
-    session = boto3.session.Session()
+    session = boto3.session.Session(botocore_session=botocore_session)
     # DynamoDB Local accepts any alphanumeric key pair but still wants one.
     stand_in = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
     return session.client(
@@ -57,3 +59,44 @@ def make_streams_client(settings: Settings) -> DynamoDBStreamsClient:
         aws_access_key_id=stand_in,
         aws_secret_access_key=stand_in,
     )
+
+
+class LazyClient:
+    """The process's DynamoDB client, made on its first call and made anew by `renew`.
+
+    Making a client reads botocore's DynamoDB model (tens of milliseconds), which
+    a Lambda container then pays with its first request instead of at import,
+    or never, once a SnapStart snapshot holds it (`cairn.entrypoints.snapstart`).
+    `renew` drops the client and its connections but keeps the model already
+    read, so the next call opens fresh connections with fresh credentials in
+    a few milliseconds.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._loader: Any = None
+        self._client: DynamoDBClient | None = None
+
+    def client(self) -> DynamoDBClient:
+        """The client, made now if there is none."""
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    session = botocore.session.get_session()
+                    if self._loader is None:
+                        self._loader = session.get_component("data_loader")
+                    else:
+                        session.register_component("data_loader", self._loader)
+                    self._client = make_client(self._settings, session)
+                client = self._client
+        return client
+
+    def renew(self) -> None:
+        """Forget the client (connections and credentials); the next call makes a new one."""
+        with self._lock:
+            self._client = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client(), name)

@@ -9,6 +9,16 @@ and checkpoints are created under `attribute_not_exists`. If any of that
 fails, something it read has changed: the operation runs again on fresh
 state, so a conflict is only ever reported after a consistent re-read.
 
+The call floor. An operation that says what it reads first (`Reads`) gets
+those items in one consistent `BatchGetItem`; and the session and run heads
+this process last wrote or read are kept (`_HeadCache`), so a writer that
+appends again trusts them, assumes its new key is free, and sends only the
+transaction: its conditions check both. A head that changed meanwhile comes
+back with the failed condition (`ReturnValuesOnConditionCheckFailure`), so
+the next attempt needs no read for it; a key that was taken makes the next
+attempt read the keys. An error decided on trusted state is never reported:
+the operation runs once more on state read in full, and answers from that.
+
 Keys are in `keys`, item shapes in `runtime_items`; this module holds the
 reads, the commit and the purge.
 """
@@ -18,17 +28,20 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn.decimal_text import is_decimal
 from cairn.dynamodb import blobs, keys, runtime_items, table_ops
 from cairn.dynamodb.items import error_code, get_int, key, n, s
-from cairn.runtime.errors import RuntimeStoreUnavailable
+from cairn.runtime.backend import Reads
+from cairn.runtime.errors import ContractError, RuntimeStoreUnavailable
 from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
 from cairn.runtime.state import (
     PURGED,
@@ -50,10 +63,56 @@ T = TypeVar("T")
 _BUDGET_SECONDS = 10.0
 _RETRYABLE = {"TransactionCanceledException", "TransactionConflictException"}
 _TURN_STRIPES = 64
+_CACHED_HEADS = 4096
+
+ItemKey = tuple[str, str]
 
 
 class _Conflict(Exception):
-    """The commit lost a race: run the operation again."""
+    """The commit lost a race: run the operation again. `reasons`: DynamoDB's, one per action, if it gave them."""
+
+    def __init__(self, reasons: list[dict[str, Any]] | None = None) -> None:
+        super().__init__()
+        self.reasons = reasons or []
+
+
+class _HeadCache:
+    """Session and run head items as this process last wrote, read or was shown them, newest kept."""
+
+    def __init__(self, size: int = _CACHED_HEADS) -> None:
+        self._items: OrderedDict[ItemKey, dict[str, Any]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, item_key: ItemKey) -> dict[str, Any] | None:
+        with self._lock:
+            return self._items.get(item_key)
+
+    def put(self, item_key: ItemKey, item: dict[str, Any] | None) -> None:
+        """Remember `item` unless a newer version is kept (forget the key for None: deleted or unknown).
+
+        Threads learn heads out of order (a failed commit's old item can
+        arrive after another thread's newer write): a head only moves forward.
+        """
+        with self._lock:
+            if item is None:
+                self._items.pop(item_key, None)
+                return
+            kept = self._items.get(item_key)
+            if kept is not None and get_int(kept, "version") > get_int(item, "version"):
+                return
+            self._items[item_key] = item
+            self._items.move_to_end(item_key)
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+@dataclass
+class _Trust:
+    """What one attempt may take without reading it: cached heads, and free keys."""
+
+    heads: bool = True
+    free_keys: bool = True
 
 
 class DynamoRuntimeBackend:
@@ -64,19 +123,39 @@ class DynamoRuntimeBackend:
         # on it (striped by head), so they queue here instead of sending
         # transactions bound to cancel each other. Uncontended units never wait.
         self._turns = [threading.Lock() for _ in range(_TURN_STRIPES)]
+        self.heads = _HeadCache()
 
     # -- units of work -----------------------------------------------------------
 
-    def transact(self, operation: Callable[[UnitOfWork], T]) -> T:
+    def transact(self, operation: Callable[[UnitOfWork], T], reads: Reads | None = None) -> T:
         deadline = time.monotonic() + _BUDGET_SECONDS
         attempt = 0
+        trust = _Trust()
         with ExitStack() as turns:
             taking_turns = False
+            if reads is not None:
+                # An attempt that trusts kept heads sends its transaction at once: writers here on the
+                # same heads queue first, or each would commit on what the one before it replaced.
+                heads = {keys.run_pk(run_id) for run_id in reads.runs}
+                self._hold(turns, heads | {keys.session_pk(session_id) for session_id in reads.sessions})
+                taking_turns = True
             while True:
-                unit = _DynamoUnitOfWork(self)
+                unit = _DynamoUnitOfWork(self, trust)
                 try:
                     # A read can meet a conflicting transaction too: start the unit over.
-                    result = self._call(partial(operation, unit))
+                    if reads is not None:
+                        self._call(partial(unit.prefetch, reads))
+                    try:
+                        result = self._call(partial(operation, unit))
+                    except ContractError:
+                        if not unit.trusted:
+                            raise
+                        trust = _Trust(heads=False, free_keys=False)  # decide on what a full read shows
+                        continue
+                    if unit.trusted and not unit.changes_anything():
+                        # No commit will check what was trusted: answer from a full read instead.
+                        trust = _Trust(heads=False, free_keys=False)
+                        continue
                     if not taking_turns and unit.changes_anything() and self._contended(unit):
                         # Others here are queued on these heads: committing now would race them.
                         self._take_turns(turns, unit)
@@ -84,7 +163,8 @@ class DynamoRuntimeBackend:
                         continue
                     self._call(unit.commit)
                     return result
-                except _Conflict:
+                except _Conflict as conflict:
+                    trust = unit.learn(conflict.reasons)
                     attempt += 1
                     if time.monotonic() >= deadline:
                         raise RuntimeStoreUnavailable("runtime store is too busy; retry") from None
@@ -94,19 +174,24 @@ class DynamoRuntimeBackend:
                     # Whoever won may be another process: back off before the re-read.
                     time.sleep(random.uniform(0, 0.001 * min(2**attempt, 100)))
 
-    def _stripes(self, unit: _DynamoUnitOfWork) -> list[int]:
-        return sorted({hash(head) % _TURN_STRIPES for head in unit.heads()})
+    @staticmethod
+    def _stripes(heads: set[str]) -> list[int]:
+        return sorted({hash(head) % _TURN_STRIPES for head in heads})
 
     def _contended(self, unit: _DynamoUnitOfWork) -> bool:
-        return any(self._turns[stripe].locked() for stripe in self._stripes(unit))
+        return any(self._turns[stripe].locked() for stripe in self._stripes(unit.heads()))
 
     def _take_turns(self, turns: ExitStack, unit: _DynamoUnitOfWork) -> None:
-        """Hold the turn of every head `unit` read until the unit commits.
+        """Hold the turn of every head `unit` read until the unit commits."""
+        self._hold(turns, unit.heads())
+
+    def _hold(self, turns: ExitStack, heads: set[str]) -> None:
+        """Hold the turns of `heads` until `turns` closes.
 
         All at once and in stripe order, and nothing else is taken while they
         are held, so two units waiting on each other's heads cannot deadlock.
         """
-        for stripe in self._stripes(unit):
+        for stripe in self._stripes(heads):
             turns.enter_context(self._turns[stripe])
 
     @staticmethod
@@ -131,6 +216,20 @@ class DynamoRuntimeBackend:
     def get(self, pk: str, sk: str) -> dict[str, Any] | None:
         response = self._client.get_item(TableName=self._table, Key=key(pk, sk), ConsistentRead=True)
         return response.get("Item")
+
+    def get_many(self, item_keys: list[ItemKey]) -> dict[ItemKey, dict[str, Any] | None]:
+        """Each item (None if absent), consistently, in one call for up to 100."""
+        if len(item_keys) == 1:
+            [(pk, sk)] = item_keys
+            return {(pk, sk): self.get(pk, sk)}
+        found = table_ops.batch_get(
+            self._client,
+            self._table,
+            [key(pk, sk) for pk, sk in item_keys],
+            exhausted=lambda: RuntimeStoreUnavailable("runtime store is throttled; retry"),
+        )
+        items = {(item["pk"]["S"], item["sk"]["S"]): item for item in found}
+        return {item_key: items.get(item_key) for item_key in item_keys}
 
     def query(self, pk: str, lower: str | None, upper: str | None, **extra: Any) -> Iterator[dict[str, Any]]:
         """Items of one partition, between two sort keys when given."""
@@ -276,38 +375,118 @@ class DynamoRuntimeBackend:
             table_ops.transact_write(self._client, actions)
         except ClientError as error:
             if error_code(error) in _RETRYABLE:
-                raise _Conflict() from error
+                raise _Conflict(cast(list[dict[str, Any]], error.response.get("CancellationReasons"))) from error
             raise
 
-    def put(self, item: dict[str, Any], condition: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    def put(
+        self, item: dict[str, Any], condition: str, values: dict[str, Any] | None = None, *, old: bool = False
+    ) -> dict[str, Any]:
+        """A conditional Put; with `old`, a failed condition returns the stored item."""
         action: dict[str, Any] = {"TableName": self._table, "Item": item, "ConditionExpression": condition}
         if values:
             action["ExpressionAttributeValues"] = values
+        if old:
+            action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return {"Put": action}
 
-    def check(self, pk: str, sk: str, condition: str, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    def check(
+        self, pk: str, sk: str, condition: str, values: dict[str, Any] | None = None, *, old: bool = False
+    ) -> dict[str, Any]:
         action: dict[str, Any] = {"TableName": self._table, "Key": key(pk, sk), "ConditionExpression": condition}
         if values:
             action["ExpressionAttributeValues"] = values
+        if old:
+            action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return {"ConditionCheck": action}
 
 
 class _DynamoUnitOfWork(BufferedUnitOfWork):
-    def __init__(self, backend: DynamoRuntimeBackend) -> None:
+    def __init__(self, backend: DynamoRuntimeBackend, trust: _Trust | None = None) -> None:
         super().__init__()
         self._backend = backend
+        self._trust = trust or _Trust(heads=False, free_keys=False)
         self._seen_sessions: dict[str, int | None] = {}
         self._seen_runs: dict[str, int | None] = {}
         # Seed heads and attempts are versioned heads too, keyed by their item key.
         self._seen_seeds: dict[tuple[str, str], int | None] = {}
+        # Items fetched (or, for trusted heads and free keys, taken) before the operation ran.
+        self._known: dict[ItemKey, dict[str, Any] | None] = {}
+        # Whether the operation sees anything this attempt did not read.
+        self.trusted = False
+        # The session or run head behind each action of the last commit (None for other items),
+        # and which actions were record key guards.
+        self._action_heads: list[ItemKey | None] = []
+        self._guards: set[int] = set()
+
+    def prefetch(self, reads: Reads) -> None:
+        """Fetch what `reads` names in one call, leaving out trusted heads and (then) the keys."""
+        heads = [(keys.run_pk(run_id), keys.META) for run_id in reads.runs]
+        heads += [(keys.session_pk(session_id), keys.META) for session_id in reads.sessions]
+        wanted: list[ItemKey] = []
+        for head in dict.fromkeys(heads):
+            cached = self._backend.heads.get(head) if self._trust.heads else None
+            if cached is None:
+                wanted.append(head)
+            else:
+                self._known[head] = cached
+                self.trusted = True
+        record_keys = [(keys.run_pk(run_id), keys.guard_sk(event_key)) for run_id, event_key in reads.keys]
+        if wanted or not self._trust.free_keys:
+            wanted += record_keys
+        else:
+            # The writer's own heads, trusted: its new keys are assumed free, and their guards' conditions check it.
+            self._known.update(dict.fromkeys(record_keys))
+            self.trusted = self.trusted or bool(record_keys)
+        if not wanted:
+            return
+        for item_key, item in self._backend.get_many(wanted).items():
+            self._known[item_key] = item
+            if item_key[1] == keys.META:
+                self._backend.heads.put(item_key, item)
+
+    def learn(self, reasons: list[dict[str, Any]]) -> _Trust:
+        """After a failed commit: take the heads its conditions returned, and trust them if only they moved.
+
+        A record or pointer at a guessed position fails because its head moved
+        on, and says nothing more. A key guard that failed (the key is taken),
+        a transaction in progress, or no reasons at all: the next attempt
+        reads in full.
+        """
+        trustworthy = bool(reasons) and len(reasons) == len(self._action_heads)
+        moved = False
+        for index, reason in enumerate(reasons):
+            code = reason.get("Code")
+            if code in (None, "None"):
+                continue
+            head = self._action_heads[index] if index < len(self._action_heads) else None
+            if head is not None and code == "ConditionalCheckFailed":
+                self._backend.heads.put(head, reason.get("Item"))
+                moved = True
+                continue
+            if head is not None:
+                self._backend.heads.put(head, None)
+            if head is not None or index in self._guards or code != "ConditionalCheckFailed":
+                trustworthy = False
+        trusted = trustworthy and moved
+        return _Trust(heads=trusted, free_keys=trusted)
+
+    def _known_head(self, item_key: ItemKey) -> tuple[bool, dict[str, Any] | None]:
+        """(True, item) when prefetched; otherwise read now (and remembered) as (False, item)."""
+        if item_key in self._known:
+            return True, self._known[item_key]
+        item = self._backend.get(*item_key)
+        self._backend.heads.put(item_key, item)
+        return False, item
 
     def load_session(self, session_id: str) -> SessionState | None:
-        session = self._backend.load_session(session_id)
+        _, item = self._known_head((keys.session_pk(session_id), keys.META))
+        session = runtime_items.session_from_item(session_id, item) if item else None
         self._seen_sessions[session_id] = None if session is None else session.version
         return session
 
     def load_run(self, run_id: str) -> RunState | None:
-        run = self._backend.load_run(run_id)
+        _, item = self._known_head((keys.run_pk(run_id), keys.META))
+        run = runtime_items.run_from_item(item) if item else None
         self._seen_runs[run_id] = None if run is None else run.version
         return run
 
@@ -334,7 +513,11 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         )
 
     def load_record_by_key(self, run_id: str, event_key: str) -> RunRecord | None:
-        return self._backend.record_by_key(run_id, event_key)
+        guard_key = (keys.run_pk(run_id), keys.guard_sk(event_key))
+        if guard_key not in self._known:
+            return self._backend.record_by_key(run_id, event_key)
+        guard = self._known[guard_key]
+        return self._backend.record(run_id, str(runtime_items.guarded_seq(guard))) if guard else None
 
     def load_checkpoint(self, run_id: str) -> RunSuspension | None:
         return self._backend.load_checkpoint(run_id)
@@ -350,32 +533,49 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         if not self.changes_anything():
             return
         actions: list[dict[str, Any]] = []
+        heads: dict[int, ItemKey] = {}
+        written: dict[ItemKey, dict[str, Any]] = {}
+
+        def head(item_key: ItemKey, action: dict[str, Any]) -> None:
+            heads[len(actions)] = item_key
+            actions.append(action)
+            if "Put" in action:
+                written[item_key] = action["Put"]["Item"]
+
         for session_id in self._seen_sessions.keys() | writes.sessions.keys():
             seen = self._seen_sessions.get(session_id)
+            session_key = (keys.session_pk(session_id), keys.META)
             if session_id in writes.sessions:
-                actions.append(_versioned_put(backend, runtime_items.session_item(writes.sessions[session_id]), seen))
+                item = runtime_items.session_item(writes.sessions[session_id])
+                head(session_key, _versioned_put(backend, item, seen, old=True))
             else:
-                actions.append(_versioned_check(backend, keys.session_pk(session_id), seen))
+                head(session_key, _versioned_check(backend, keys.session_pk(session_id), seen, old=True))
         for run_id in self._seen_runs.keys() | writes.runs.keys():
             seen = self._seen_runs.get(run_id)
+            run_key = (keys.run_pk(run_id), keys.META)
             if run_id in writes.runs:
                 run = writes.runs[run_id]
-                actions.append(_versioned_put(backend, runtime_items.run_item(run), seen))
+                head(run_key, _versioned_put(backend, runtime_items.run_item(run), seen, old=True))
                 if seen is None and run.meta.session_id:
                     member = runtime_items.member_item(run.meta.session_id, run_id)
                     actions.append(backend.put(member, "attribute_not_exists(pk)"))
             else:
-                actions.append(_versioned_check(backend, keys.run_pk(run_id), seen))
+                head(run_key, _versioned_check(backend, keys.run_pk(run_id), seen, old=True))
         for record in writes.records:
             item, chunks, guard = runtime_items.record_items(record)
-            actions.extend(backend.put(new, "attribute_not_exists(pk)") for new in (item, *chunks, guard))
+            actions.extend(backend.put(new, "attribute_not_exists(pk)") for new in (item, *chunks))
+            self._guards.add(len(actions))
+            actions.append(backend.put(guard, "attribute_not_exists(pk)"))
         for session_id, pointer in writes.pointers:
             actions.append(backend.put(runtime_items.pointer_item(session_id, pointer), "attribute_not_exists(pk)"))
         for run_id, suspension in writes.checkpoints.items():
             checkpoint, chunks = runtime_items.checkpoint_items(run_id, suspension)
             actions.extend(backend.put(new, "attribute_not_exists(pk)") for new in (checkpoint, *chunks))
         actions.extend(self._seed_actions())
+        self._action_heads = [heads.get(index) for index in range(len(actions))]
         backend.commit(actions)
+        for item_key, item in written.items():
+            backend.heads.put(item_key, item)
 
     def _seed_actions(self) -> list[dict[str, Any]]:
         """Seed heads and attempts under their versions, new declarations and records once."""
@@ -407,17 +607,19 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         return actions
 
 
-def _versioned_put(backend: DynamoRuntimeBackend, item: dict[str, Any], seen: int | None) -> dict[str, Any]:
+def _versioned_put(
+    backend: DynamoRuntimeBackend, item: dict[str, Any], seen: int | None, *, old: bool = False
+) -> dict[str, Any]:
     item["version"] = n((seen or 0) + 1)
     if seen is None:
-        return backend.put(item, "attribute_not_exists(pk)")
-    return backend.put(item, "version = :seen", {":seen": n(seen)})
+        return backend.put(item, "attribute_not_exists(pk)", old=old)
+    return backend.put(item, "version = :seen", {":seen": n(seen)}, old=old)
 
 
 def _versioned_check(
-    backend: DynamoRuntimeBackend, pk: str, seen: int | None, sk: str = keys.META
+    backend: DynamoRuntimeBackend, pk: str, seen: int | None, sk: str = keys.META, *, old: bool = False
 ) -> dict[str, Any]:
     if seen is None:
-        return backend.check(pk, sk, "attribute_not_exists(pk)")
-    return backend.check(pk, sk, "version = :seen", {":seen": n(seen)})
+        return backend.check(pk, sk, "attribute_not_exists(pk)", old=old)
+    return backend.check(pk, sk, "version = :seen", {":seen": n(seen)}, old=old)
 

@@ -9,13 +9,16 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cairn.api.app import create_app
+from cairn.entrypoints import snapstart
 from cairn.services import Services
 from cairn.settings import get_settings
 
 logger = Logger(service="cairn")
 
 # Built at cold start and reused by every invocation of this container.
-app = create_app(Services.build(get_settings()))
+services = Services.build(get_settings())
+app = create_app(services)
+snapstart.install(services.client)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

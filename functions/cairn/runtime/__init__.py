@@ -10,7 +10,7 @@ records, lifecycle transitions) with one rule engine.
   raise (`ContractError`, `RuntimeStoreUnavailable`; every goa-ai sentinel
   is in `cairn.runtime.errors`, and `is_error` looks through the wrapper).
 
-The stores are imported when first named, so importing this package stays
+Every name is imported when first asked for, so importing this package stays
 cheap and a Lambda function never loads the HTTP client (or httpx).
 """
 
@@ -19,37 +19,37 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cairn import lazy
-from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreUnavailable, is_error
-from cairn.runtime.model import (
-    AppendResult,
-    ChildRunStart,
-    ChildRunStartResult,
-    OneShotChildRunStart,
-    OneShotChildRunStartResult,
-    OneShotRunStart,
-    OneShotRunStartResult,
-    RootRunStart,
-    RootRunStartResult,
-    RunCancellation,
-    RunMeta,
-    RunRecord,
-    RunRecordPage,
-    RunRepairOutcome,
-    RunRepairResult,
-    RunStart,
-    RunStartOutcome,
-    RunStatus,
-    RunSuspension,
-    RunSuspensionCommand,
-    RunTerminal,
-    Session,
-    SessionStatus,
-)
 
 if TYPE_CHECKING:
     from cairn.runtime.dynamo import DynamoRuntimeStore
+    from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreUnavailable, is_error
     from cairn.runtime.http import HttpRuntimeStore
     from cairn.runtime.inmem import InMemoryRuntimeStore
+    from cairn.runtime.model import (
+        AppendResult,
+        ChildRunStart,
+        ChildRunStartResult,
+        OneShotChildRunStart,
+        OneShotChildRunStartResult,
+        OneShotRunStart,
+        OneShotRunStartResult,
+        RootRunStart,
+        RootRunStartResult,
+        RunCancellation,
+        RunMeta,
+        RunRecord,
+        RunRecordPage,
+        RunRepairOutcome,
+        RunRepairResult,
+        RunStart,
+        RunStartOutcome,
+        RunStatus,
+        RunSuspension,
+        RunSuspensionCommand,
+        RunTerminal,
+        Session,
+        SessionStatus,
+    )
     from cairn.runtime.store import EngineRuntimeStore, RuntimeStore
 
 __all__ = [
@@ -92,6 +92,32 @@ if not TYPE_CHECKING:  # type checkers read the imports above
     __getattr__, __dir__ = lazy.exports(
         __name__,
         {
+            "errors": ("ContractError", "RuntimeStoreError", "RuntimeStoreUnavailable", "is_error"),
+            "model": (
+                "AppendResult",
+                "ChildRunStart",
+                "ChildRunStartResult",
+                "OneShotChildRunStart",
+                "OneShotChildRunStartResult",
+                "OneShotRunStart",
+                "OneShotRunStartResult",
+                "RootRunStart",
+                "RootRunStartResult",
+                "RunCancellation",
+                "RunMeta",
+                "RunRecord",
+                "RunRecordPage",
+                "RunRepairOutcome",
+                "RunRepairResult",
+                "RunStart",
+                "RunStartOutcome",
+                "RunStatus",
+                "RunSuspension",
+                "RunSuspensionCommand",
+                "RunTerminal",
+                "Session",
+                "SessionStatus",
+            ),
             "store": ("RuntimeStore", "EngineRuntimeStore"),
             "inmem": ("InMemoryRuntimeStore",),
             "dynamo": ("DynamoRuntimeStore",),

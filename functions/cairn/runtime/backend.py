@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
@@ -11,12 +12,28 @@ from cairn.runtime.state import Pointer, RunState, SessionState, UnitOfWork
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Reads:
+    """What an operation reads first: run and session heads, and the record keys it will claim.
+
+    A backend may fetch them all at once, or trust what it last wrote for the
+    heads and let the commit's conditions check them; either way the
+    operation sees the same state.
+    """
+
+    runs: tuple[str, ...] = ()
+    sessions: tuple[str, ...] = ()
+    # (run id, event key) of each record the operation appends.
+    keys: tuple[tuple[str, str], ...] = ()
+
+
 class Backend(Protocol):
-    def transact(self, operation: Callable[[UnitOfWork], T]) -> T:
+    def transact(self, operation: Callable[[UnitOfWork], T], reads: Reads | None = None) -> T:
         """Run `operation` on fresh state and commit its changes atomically.
 
         If something it read changed before the commit, it runs again; it
-        raises what `operation` raises and commits nothing then.
+        raises what `operation` raises and commits nothing then. `reads`:
+        what it will read first, when known.
         """
 
     def load_session(self, session_id: str) -> SessionState | None: ...

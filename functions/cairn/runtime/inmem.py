@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from cairn.decimal_text import is_decimal
+from cairn.runtime.backend import Reads
 from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
 from cairn.runtime.state import (
     PURGED,
@@ -40,7 +41,7 @@ class InMemoryBackend:
         self.seed_keys: dict[tuple[str, str, str], SeedRecord] = {}
         self.session_seeds: dict[str, set[str]] = {}
 
-    def transact(self, operation: Callable[[UnitOfWork], T]) -> T:
+    def transact(self, operation: Callable[[UnitOfWork], T], reads: Reads | None = None) -> T:
         with self._lock:
             unit = _InMemoryUnitOfWork(self)
             result = operation(unit)

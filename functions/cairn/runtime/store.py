@@ -9,7 +9,7 @@ from typing import Protocol, TypeVar
 
 from cairn.decimal_text import is_decimal
 from cairn.runtime import engine, seed_checks, seed_rules
-from cairn.runtime.backend import Backend
+from cairn.runtime.backend import Backend, Reads
 from cairn.runtime.errors import (
     ContractError,
     InvalidTranscriptPositionError,
@@ -46,6 +46,7 @@ from cairn.runtime.model import (
     RunRecordPage,
     RunRepairResult,
     RunSeed,
+    RunStart,
     RunStatus,
     RunSuspension,
     RunSuspensionCommand,
@@ -179,9 +180,9 @@ class EngineRuntimeStore:
         self._backend = backend
         self._clock = clock
 
-    def _mutate(self, operation: Callable[[UnitOfWork], T]) -> T:
+    def _mutate(self, operation: Callable[[UnitOfWork], T], reads: Reads | None = None) -> T:
         try:
-            return self._backend.transact(operation)
+            return self._backend.transact(operation, reads)
         except (ContractError, RuntimeStoreUnavailable):
             raise
         except RuntimeStoreError as error:
@@ -278,10 +279,13 @@ class EngineRuntimeStore:
     # -- starts and records ------------------------------------------------------
 
     def start_root_run(self, command: RootRunStart) -> RootRunStartResult:
-        return self._mutate(lambda uow: engine.start_root_run(uow, command, self._clock()))
+        return self._mutate(
+            lambda uow: engine.start_root_run(uow, command, self._clock()), _start_reads(command.run, command.started)
+        )
 
     def start_child_run(self, command: ChildRunStart) -> ChildRunStartResult:
-        return self._mutate(lambda uow: engine.start_child_run(uow, command, self._clock()))
+        reads = _start_reads(command.run, command.started, command.parent_linked)
+        return self._mutate(lambda uow: engine.start_child_run(uow, command, self._clock()), reads)
 
     def start_one_shot_run(self, command: OneShotRunStart) -> OneShotRunStartResult:
         return self._mutate(lambda uow: engine.start_one_shot_run(uow, command, self._clock()))
@@ -293,16 +297,19 @@ class EngineRuntimeStore:
         return self._mutate(lambda uow: engine.start_synchronous_run(uow, command, self._clock()))
 
     def append_run_record(self, record: RunRecord) -> AppendResult:
-        return self._mutate(lambda uow: engine.append_run_record(uow, record))
+        return self._mutate(lambda uow: engine.append_run_record(uow, record), _record_reads(record))
 
     def record_run_cancellation(self, command: RunCancellation) -> AppendResult:
-        return self._mutate(lambda uow: engine.record_run_cancellation(uow, command, self._clock()))
+        reads = _record_reads(command.record)
+        return self._mutate(lambda uow: engine.record_run_cancellation(uow, command, self._clock()), reads)
 
     def record_run_suspension(self, command: RunSuspensionCommand) -> AppendResult:
-        return self._mutate(lambda uow: engine.record_run_suspension(uow, command, self._clock()))
+        reads = _record_reads(command.record)
+        return self._mutate(lambda uow: engine.record_run_suspension(uow, command, self._clock()), reads)
 
     def record_run_terminal(self, command: RunTerminal) -> AppendResult:
-        return self._mutate(lambda uow: engine.record_run_terminal(uow, command, self._clock()))
+        reads = _record_reads(command.record)
+        return self._mutate(lambda uow: engine.record_run_terminal(uow, command, self._clock()), reads)
 
     def repair_run_suspension(self, command: RunSuspensionCommand) -> RunRepairResult:
         return self._mutate(lambda uow: engine.repair_run_suspension(uow, command, self._clock()))
@@ -411,3 +418,19 @@ def _session(state: SessionState) -> Session:
     return Session(
         id=state.id, status=SessionStatus(state.status), created_at=state.created_at, ended_at=state.ended_at
     )
+
+
+def _record_reads(record: RunRecord) -> Reads:
+    """An append's first reads: its run, the session the record names, and its key."""
+    sessions = (record.session_id,) if record.session_id else ()
+    return Reads(runs=(record.run_id,), sessions=sessions, keys=((record.run_id, record.event_key),))
+
+
+def _start_reads(run: RunStart, started: RunRecord, parent_linked: RunRecord | None = None) -> Reads:
+    """A start's first reads: the new run, its session and parent, the started and parent-link keys."""
+    runs = (run.run_id, run.parent_run_id) if parent_linked is not None and run.parent_run_id else (run.run_id,)
+    record_keys = [(run.run_id, started.event_key)]
+    if parent_linked is not None:
+        record_keys.append((run.parent_run_id, parent_linked.event_key))
+    sessions = (run.session_id,) if run.session_id else ()
+    return Reads(runs=runs, sessions=sessions, keys=tuple(record_keys))

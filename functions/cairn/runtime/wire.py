@@ -38,6 +38,10 @@ def encode(value: Any) -> Any:
     return value
 
 
+# What `format_time` writes: UTC with milliseconds, or microseconds for a session time that was sent with them.
+TIME_IN_ANSWER_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}(?:[0-9]{3})?Z$"
+
+
 def format_time(moment: datetime) -> str:
     """RFC 3339 UTC; sub-millisecond digits are kept so the store can refuse them."""
     moment = moment.astimezone(UTC)

@@ -5,14 +5,12 @@ from functools import cache
 from importlib import resources
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.models import Server
 
 import cairn
 from cairn.addresses.state import KEY_PATTERN, PER_KEY_OVERHEAD
-from cairn.api import full_guide, runtime_schemas, urls
+from cairn.api import full_guide, urls
 from cairn.api.errors import documented_codes
 from cairn.api.routes.mcp import PATHS as MCP_PATHS
-from cairn.api.routes.runtime import PREFIX as RUNTIME_PREFIX
 from cairn.services import Services
 from cairn.settings import DAY_SECONDS, Settings
 
@@ -174,6 +172,12 @@ def register(app, services: Services) -> None:
         return capabilities(settings, outbound_configured=outbound)
 
     def openapi_document() -> dict:
+        # Built only when asked for: the OpenAPI models and the runtime schemas load here, never for an inbox post.
+        from aws_lambda_powertools.event_handler.openapi.models import Server
+
+        from cairn.api import runtime_schemas
+        from cairn.api.routes.runtime import PREFIX as RUNTIME_PREFIX
+
         document = app.get_openapi_json_schema(
             title="Cairn",
             version=cairn.__version__,

@@ -22,8 +22,7 @@ BINARY_RESPONSE = {
 
 
 def register(app, services: Services) -> None:
-    attachments = services.attachments
-    email = services.email
+    # `services.attachments` and `services.email` are built on first use: read them per request.
 
     @app.get(
         "/api/v1/addresses/<address_id>/events/<event_id>/attachments/<attachment_id>",
@@ -37,7 +36,7 @@ def register(app, services: Services) -> None:
         enable_validation=False,
     )
     def download(address_id: str, event_id: str, attachment_id: str) -> Response[str]:
-        found = attachments.download(address_id, bearer_token(app.current_event), event_id, attachment_id)
+        found = services.attachments.download(address_id, bearer_token(app.current_event), event_id, attachment_id)
         response = Response(
             status_code=200,
             content_type=found.content_type,
@@ -72,7 +71,7 @@ def register(app, services: Services) -> None:
         },
     )
     def replay(address_id: str, body: Annotated[EmailReplayRequest, Body()]) -> Response[DeliveryResponse]:
-        result = email.replay(address_id, bearer_token(app.current_event), body.message_id)
+        result = services.email.replay(address_id, bearer_token(app.current_event), body.message_id)
         return Response(
             status_code=200 if result.duplicate else 201,
             content_type=content_types.APPLICATION_JSON,

@@ -1,0 +1,136 @@
+"""Runtime writes at the call floor, and what they still guarantee (DynamoDB Local).
+
+A writer that appends again sends only its transaction: it trusts the run
+and session heads it last wrote. Another process's store (its own client
+and its own memory of heads) writing in between makes that guess stale:
+the failed conditions return the current heads, the next attempt uses
+them, and nothing is lost, duplicated or decided on a guess.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from cairn.dynamodb.client import make_client
+from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.runtime.errors import ContractError, EventConflictError, RunNotActiveError, is_error
+from cairn.settings import Settings
+from tests.contract.builders import T0, child_start, note, root_start, run_start, terminal
+
+Counted = tuple[DynamoRuntimeStore, Counter[str]]
+
+
+@pytest.fixture
+def process(dynamodb_local, local_table: str) -> Callable[[], Counted]:
+    """A new store as a new process has it: its own client (calls counted by operation) and no heads."""
+
+    def new() -> Counted:
+        client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
+        calls: Counter[str] = Counter()
+        client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.update([model.name]))
+        return DynamoRuntimeStore(client, local_table), calls
+
+    return new
+
+
+def test_a_fresh_process_appends_in_two_calls_and_then_in_one_transaction(process) -> None:
+    setup, _ = process()
+    run = run_start("floor", session="floor-session")
+    setup.create_session("floor-session", T0)
+    setup.start_root_run(root_start(run))
+
+    store, calls = process()
+    assert store.append_run_record(note(run, "first")).inserted
+    assert calls == Counter(BatchGetItem=1, TransactWriteItems=1)
+    calls.clear()
+    assert store.append_run_record(note(run, "second")).inserted
+    assert store.record_run_terminal(terminal(run)).inserted
+    assert calls == Counter(TransactWriteItems=2)
+
+
+def test_starts_read_once_before_their_transaction(process) -> None:
+    store, calls = process()
+    store.create_session("session", T0)  # the builders' child runs start in "session"
+    parent = run_start("starts-parent", session="session")
+    calls.clear()
+    store.start_root_run(root_start(parent))
+    assert calls == Counter(BatchGetItem=1, TransactWriteItems=1)
+    calls.clear()
+    result = store.start_child_run(child_start("starts-child", parent.run_id, call="c1"))
+    assert result.parent_record.inserted
+    assert sum(calls.values()) <= 3
+
+
+def test_a_stale_guess_is_corrected_by_the_failed_condition_without_a_read(process) -> None:
+    first, first_calls = process()
+    second, _ = process()
+    run = run_start("stale", session="stale-session")
+    first.create_session("stale-session", T0)
+    first.start_root_run(root_start(run))
+    first.append_run_record(note(run, "a"))
+    second.append_run_record(note(run, "b"))  # the first store's heads are now stale
+    first_calls.clear()
+
+    result = first.append_run_record(note(run, "c"))
+
+    assert (result.inserted, result.id) == (True, "4")  # started, a, b, then c
+    assert first_calls == Counter(TransactWriteItems=2)
+    page = first.list_run_records(run.run_id)
+    assert [record.event_key for record in page.events][1:] == ["a", "b", "c"]
+
+
+def test_an_exact_retry_and_a_changed_record_are_told_apart_after_a_full_read(process) -> None:
+    store, calls = process()
+    run = run_start("retry", session="retry-session")
+    store.create_session("retry-session", T0)
+    store.start_root_run(root_start(run))
+    original = store.append_run_record(note(run, "k"))
+    calls.clear()
+
+    again = store.append_run_record(note(run, "k"))
+
+    assert (again.inserted, again.id) == (False, original.id)
+    assert calls["BatchGetItem"] == 1  # the answer comes from a consistent read, not the guess
+    with pytest.raises(ContractError) as raised:
+        store.append_run_record(note(run, "k", body=b"{\"text\":\"other\"}"))
+    assert is_error(raised.value, EventConflictError)
+
+
+def test_a_run_another_process_closed_is_reported_from_a_read_not_from_memory(process) -> None:
+    first, first_calls = process()
+    second, _ = process()
+    run = run_start("closed", session="closed-session")
+    first.create_session("closed-session", T0)
+    first.start_root_run(root_start(run))
+    first.append_run_record(note(run, "a"))
+    second.record_run_terminal(terminal(run))
+    first_calls.clear()
+
+    with pytest.raises(ContractError) as raised:
+        first.append_run_record(note(run, "late"))
+
+    assert is_error(raised.value, RunNotActiveError)
+    assert first_calls["BatchGetItem"] >= 1
+    assert len(first.list_run_records(run.run_id).events) == 3  # started, a, completed
+
+
+def test_processes_appending_to_one_run_at_once_lose_and_repeat_nothing(process) -> None:
+    stores = [process()[0] for _ in range(4)]
+    run = run_start("shared-floor", session="shared-floor-session")
+    stores[0].create_session("shared-floor-session", T0)
+    stores[0].start_root_run(root_start(run))
+
+    def append_all(index: int) -> list[str]:
+        return [stores[index].append_run_record(note(run, f"p{index}:{n}")).id for n in range(10)]
+
+    with ThreadPoolExecutor(len(stores)) as pool:
+        ids = [record_id for batch in pool.map(append_all, range(len(stores))) for record_id in batch]
+
+    assert sorted(map(int, ids)) == list(range(2, 42))
+    records = stores[1].list_run_records(run.run_id, limit=100).events
+    assert [record.id for record in records] == [str(n) for n in range(1, 42)]
+    assert len({record.event_key for record in records}) == 41
