@@ -73,7 +73,8 @@ class Services:
             self.limiter,
             self.settings,
             self.clock,
-            before_delete=self.mail_retention.forget_address,
+            # Read on the first deletion: the raw-message store loads its storage client then.
+            before_delete=lambda address_id: self.mail_retention.forget_address(address_id),
         )
 
     @cached_property
@@ -105,6 +106,11 @@ class Services:
         from cairn.email.attachments import EmailAttachments
 
         return EmailAttachments(self.table, self.raw_messages, self.feed, self.settings, self.clock)
+
+    @property
+    def outbound_configured(self) -> bool:
+        """Whether this process can send mail, without loading the mailer."""
+        return self.given_mailer is not None or self.settings.outbound == "ses"
 
     @cached_property
     def mailer(self) -> OutboundMailer | None:

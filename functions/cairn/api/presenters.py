@@ -6,6 +6,8 @@ OpenAPI publishes for it are one definition and cannot drift.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import AddressRecord, AppendResult, Event, FeedPage, TrimResult
 from cairn.addresses.provisioning import AddressOverview, Provisioned
@@ -13,10 +15,12 @@ from cairn.addresses.state import StateWrite
 from cairn.addresses.state_model import StateEntry, StateUsage
 from cairn.api import schemas, urls
 from cairn.clock import iso
-from cairn.email.contacts import ContactChange
-from cairn.email.outbound_ports import Contact
-from cairn.email.sending import SendResult
 from cairn.settings import Settings
+
+if TYPE_CHECKING:
+    from cairn.email.contacts import ContactChange
+    from cairn.email.outbound_ports import Contact
+    from cairn.email.sending import SendResult
 
 
 def address(record: AddressRecord) -> schemas.AddressOut:

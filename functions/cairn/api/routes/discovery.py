@@ -151,7 +151,7 @@ def with_error_responses(document: dict) -> dict:
 
 def register(app, services: Services) -> None:
     settings = services.settings
-    outbound = services.contacts.configured
+    outbound = services.outbound_configured
 
     def base() -> str:
         return urls.base_url(app.current_event, settings.public_base_url)

@@ -23,8 +23,7 @@ CONTACTS_PATH = "/api/v1/addresses/<address_id>/email/contacts"
 
 
 def register(app, services: Services) -> None:
-    contacts = services.contacts
-    sending = services.sending
+    # `services.contacts` and `services.sending` are built on first use: read them per request.
 
     @app.get(
         CONTACTS_PATH,
@@ -34,8 +33,8 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def list_contacts(address_id: str) -> ContactsResponse:
-        found = contacts.list(address_id, bearer_token(app.current_event))
-        return presenters.contacts(found, configured=contacts.configured)
+        found = services.contacts.list(address_id, bearer_token(app.current_event))
+        return presenters.contacts(found, configured=services.contacts.configured)
 
     @app.post(
         CONTACTS_PATH,
@@ -61,9 +60,9 @@ def register(app, services: Services) -> None:
     def add_contact(address_id: str, body: Annotated[ContactRequest, Body()]) -> Response[ContactResponse]:
         token = bearer_token(app.current_event)
         if body.code is None:
-            change = contacts.request_code(address_id, token, body.email)
+            change = services.contacts.request_code(address_id, token, body.email)
         else:
-            change = contacts.verification(address_id, token, body.email, body.code)
+            change = services.contacts.verification(address_id, token, body.email, body.code)
         return Response(
             status_code=202 if change.code_sent else 200,
             content_type=content_types.APPLICATION_JSON,
@@ -78,7 +77,7 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def remove_contact(address_id: str, email: str) -> RemovedContactResponse:
-        contacts.remove(address_id, bearer_token(app.current_event), unquote(email))
+        services.contacts.remove(address_id, bearer_token(app.current_event), unquote(email))
         return RemovedContactResponse(email=unquote(email).strip().lower(), removed=True)
 
     @app.post(
@@ -105,7 +104,7 @@ def register(app, services: Services) -> None:
     )
     def send(address_id: str, body: Annotated[SendRequest, Body()]) -> Response[SendResponse]:
         event = app.current_event
-        result = sending.send(
+        result = services.sending.send(
             address_id, bearer_token(event), event.headers.get("idempotency-key"), body.model_dump(exclude_unset=True)
         )
         return Response(

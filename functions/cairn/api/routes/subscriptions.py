@@ -23,7 +23,7 @@ BASE = "/api/v1/addresses/<address_id>/subscriptions"
 
 
 def register(app, services: Services) -> None:
-    subscriptions = services.subscriptions
+    # `services.subscriptions` is built on first use: read it per request.
 
     def token() -> str | None:
         return bearer_token(app.current_event)
@@ -43,7 +43,9 @@ def register(app, services: Services) -> None:
     ) -> Response[SubscriptionCreatedResponse]:
         params = body.target.model_dump(exclude={"kind"}, exclude_none=True)
         target = Target(TargetKind(body.target.kind), params)
-        result = subscriptions.create(address_id, token(), target, types=body.types or (), description=body.description)
+        result = services.subscriptions.create(
+            address_id, token(), target, types=body.types or (), description=body.description
+        )
         return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=presenters.created(result))
 
     @app.get(
@@ -53,11 +55,11 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def list_all(address_id: str) -> SubscriptionListResponse:
-        return presenters.listing(subscriptions.list(address_id, token()))
+        return presenters.listing(services.subscriptions.list(address_id, token()))
 
     @app.get(f"{BASE}/<subscription_id>", summary="Read one subscription", tags=["subscriptions"], security=BEARER)
     def read(address_id: str, subscription_id: str) -> SubscriptionResponse:
-        found = subscriptions.get(address_id, token(), subscription_id)
+        found = services.subscriptions.get(address_id, token(), subscription_id)
         return SubscriptionResponse(subscription=presenters.subscription(found))
 
     @app.delete(
@@ -67,7 +69,7 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def delete(address_id: str, subscription_id: str) -> SubscriptionDeletedResponse:
-        subscriptions.delete(address_id, token(), subscription_id)
+        services.subscriptions.delete(address_id, token(), subscription_id)
         return SubscriptionDeletedResponse(subscription_id=subscription_id, deleted=True)
 
     @app.post(
@@ -80,7 +82,7 @@ def register(app, services: Services) -> None:
     )
     def test(address_id: str, subscription_id: str) -> SubscriptionTestResponse:
         return SubscriptionTestResponse(
-            attempt=presenters.attempt(subscriptions.test(address_id, token(), subscription_id))
+            attempt=presenters.attempt(services.subscriptions.test(address_id, token(), subscription_id))
         )
 
     @app.post(
@@ -92,4 +94,4 @@ def register(app, services: Services) -> None:
         security=BEARER,
     )
     def rotate(address_id: str, subscription_id: str) -> SubscriptionCreatedResponse:
-        return presenters.created(subscriptions.rotate(address_id, token(), subscription_id))
+        return presenters.created(services.subscriptions.rotate(address_id, token(), subscription_id))
