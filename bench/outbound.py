@@ -97,7 +97,8 @@ def _measure(
         "(GetItem), the append (one TransactWriteItems: head, email.sent, idempotency claim, daily count), "
         "the hand-off lease (UpdateItem), then, after the relay took it, the hand-off marked done (UpdateItem) "
         "and the email.delivered append. The same send again: head, contact, the append that finds the claim, "
-        "the sent event's GetItem for its message id and the lease refused as done; nothing is mailed.",
+        "the sent event's GetItem for its message id, the lease refused as done, and the outcome recorded "
+        "again in case it was lost (a TransactWriteItems that finds its claim); nothing is mailed.",
         "Asking for a code (a new contact): head, the replacement of a code (UpdateItem, which finds no "
         "contact), the contact and the contact count (TransactWriteItems), the daily verification count "
         "(UpdateItem), the contact's GetItem for the answer; then the mail. "
