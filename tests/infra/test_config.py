@@ -117,3 +117,8 @@ def test_the_mail_surface_is_a_context_value_with_the_application_rules() -> Non
     assert config._RESERVED_SURFACES == RESERVED_SURFACES
     moved = from_context({"stage": "dev", "email_ingress_surface": "resend"})
     assert moved.application_environment["CAIRN_EMAIL_INGRESS_SURFACE"] == "resend"
+
+
+def test_a_reserve_that_leaves_outsiders_no_slot_is_refused_at_synthesis() -> None:
+    with pytest.raises(ValueError, match="owner_reserved_events"):
+        StageConfig(stage="dev", limits={**LIMIT_DEFAULTS, "max_events": 50, "owner_reserved_events": 50})
