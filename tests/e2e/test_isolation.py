@@ -98,6 +98,8 @@ def request_for(method: str, template: str, values: dict[str, str]) -> dict:
         body = {"message_id": "a" * 40}
     elif template.startswith("/api/v1/inbox/"):
         body = {"type": "forged"}
+    elif template.endswith("/subscriptions") and method == "POST":
+        body = {"target": {"kind": "webhook", "url": "https://hooks.example.com/stolen"}}
     # A trim names how far it goes.
     params = {"through": 10**6, "include_unacknowledged": "true"} if method == "DELETE" and template.endswith("/events") else None
     return {"method": method, "url": path, "json": body, "params": params}
@@ -146,6 +148,7 @@ def test_a_token_for_one_address_opens_no_route_of_another(served: ServeProcess)
             "key": "plan",
             "attachment_id": "att_1",
             "kind": "github",
+            "subscription_id": "sub_" + "0" * 24,
             "secret": inbox_secret(mine),
         }
         for method, template in address_routes(client):
@@ -169,6 +172,7 @@ def test_the_inbox_secret_cannot_read_or_change_its_own_address(served: ServePro
             "key": "plan",
             "attachment_id": "att_1",
             "kind": "github",
+            "subscription_id": "sub_" + "0" * 24,
             "secret": inbox_secret(created),
         }
         for method, template in address_routes(client):
