@@ -43,9 +43,14 @@ when it ends. What it measures, in the order printed:
 9. Attachment downloads of 1, 4 and 8 MB: the resolver's buffered answer
    against the download function's streaming loop posting to a Runtime API
    endpoint on 127.0.0.1, in the same process; the ratio is what streaming adds.
+10. Cold starts: for each Lambda entry point (API, email ingest, downloads),
+    fresh Python processes import it and answer a first request; import time,
+    time to the first answer and peak memory, each beside a fresh process's
+    `import boto3` (and its first GetItem) in the same run as a ratio.
 
-Last comes one summary table: each benchmark's headline figures, beside the
-baseline it was measured against.
+Then the DynamoDB calls of each operation beside the minimum it could have
+(read off the counted tables), and last one summary table: each benchmark's
+headline figures, beside the baseline it was measured against.
 
 Client, server and DynamoDB Local share this machine's cores, so the figures
 compare shapes and code paths; they are not AWS capacity.
@@ -67,8 +72,10 @@ from bench.baseline import compare_with_cairn, measure_baseline
 from bench.calls import measure_calls
 from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
+from bench.cold_start import measure_cold_starts
 from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
+from bench.floor import floor_table
 from bench.report import Table
 from bench.runtime_appends import measure_appends
 from bench.runtime_calls import measure_runtime_calls
@@ -92,6 +99,7 @@ RUNTIME_TABLE = "bench-runtime"
 TRANSCRIPT_TABLE = "bench-transcripts"
 EMAIL_TABLE = "bench-email"
 DOWNLOAD_TABLE = "bench-downloads"
+COLD_TABLE = "bench-cold"
 
 
 @dataclass(frozen=True)
@@ -104,10 +112,12 @@ class Plan:
     trials: int
     # Records in the long run that list_run_records pages through.
     history: int
+    # Fresh processes per cold start figure.
+    processes: int
 
 
-FULL = Plan(repeats=20, seconds=8.0, warmup=1.5, trials=50, history=10_000)
-QUICK = Plan(repeats=5, seconds=2.5, warmup=1.0, trials=15, history=2_000)
+FULL = Plan(repeats=20, seconds=8.0, warmup=1.5, trials=50, history=10_000, processes=7)
+QUICK = Plan(repeats=5, seconds=2.5, warmup=1.0, trials=15, history=2_000, processes=3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,47 +156,51 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             create_rate_per_minute=1_000_000_000,
         )
         client = make_client(settings)
-        for table in (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE):
-            ensure_table(client, table)
+        names = (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE, COLD_TABLE)
+        for name in names:
+            ensure_table(client, name)
 
-        _progress("1/14 DynamoDB calls per operation")
+        _progress("1/15 DynamoDB calls per operation")
         calls = measure_calls(settings, plan.repeats)
-        _progress("2/14 DynamoDB calls per state operation")
+        _progress("2/15 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
-        _progress("3/14 raw TransactWriteItems baseline")
+        _progress("3/15 raw TransactWriteItems baseline")
         baseline, raw = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("4/14 raw compare-and-set baseline")
+        _progress("4/15 raw compare-and-set baseline")
         # A client of its own: its calls are counted.
         cas_baseline, raw_cas = measure_cas_baseline(make_client(settings), RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("5/14 HTTP throughput against cairn serve")
+        _progress("5/15 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
             throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
-            _progress("6/14 long-poll wake-up")
+            _progress("6/15 long-poll wake-up")
             wakeup = measure_wakeup(server, plan.trials)
-            _progress("7/14 state compare-and-set over HTTP")
+            _progress("7/15 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
-        _progress("8/14 DynamoDB calls per runtime store operation")
+        _progress("8/15 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
-        _progress("9/14 runtime store appends")
+        _progress("9/15 runtime store appends")
         appends = measure_appends(settings, RUNTIME_TABLE, plan.seconds, plan.warmup)
-        _progress(f"10/14 list_run_records pages (writing a {plan.history:,}-record history first)")
+        _progress(f"10/15 list_run_records pages (writing a {plan.history:,}-record history first)")
         pages = measure_pages(settings, RUNTIME_TABLE, plan.history, plan.trials)
-        _progress("11/14 initial-history seed pages of 10 and 300 chained turns (writing the chains first)")
+        _progress("11/15 initial-history seed pages of 10 and 300 chained turns (writing the chains first)")
         seed_pages = measure_seed_pages(settings, RUNTIME_TABLE, plan.trials)
-        _progress("12/14 transcript replay (writing a 1,000-message transcript first)")
+        _progress("12/15 transcript replay (writing a 1,000-message transcript first)")
         replay = measure_replay(settings, TRANSCRIPT_TABLE, plan.trials)
-        _progress("13/14 email ingest of a 1 MB message")
+        _progress("13/15 email ingest of a 1 MB message")
         ingest = measure_ingest(settings, EMAIL_TABLE, workdir / "email", plan.trials)
-        _progress("14/14 attachment downloads, buffered and streamed")
+        _progress("14/15 attachment downloads, buffered and streamed")
         downloads = measure_downloads(settings, DOWNLOAD_TABLE, workdir / "downloads", plan.trials)
+        _progress("15/15 cold starts of each Lambda entry point in fresh processes")
+        cold_starts = measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,
         "replay": replay,
-        "ingest": ingest, "downloads": downloads,
+        "ingest": ingest, "downloads": downloads, "cold_starts": cold_starts,
     }  # fmt: skip
+    tables["floor"] = floor_table(tables)
     # The detailed tables, then one that gathers every benchmark's headline figures.
     return [*tables.values(), summarize(tables)]
 
