@@ -56,9 +56,14 @@ when it ends. What it measures, in the order printed:
    send and repeated send (`Contacts`, `Sending` with the SMTP relay mailer
    of `cairn serve --smtp-relay`, an aiosmtpd relay in this process), and
    sends per second by 1 and 4 senders on one address.
+11. Cold starts: for each Lambda entry point (API, email ingest, downloads),
+    fresh Python processes import it and answer a first request; import time,
+    time to the first answer and peak memory, each beside a fresh process's
+    `import boto3` (and its first GetItem) in the same run as a ratio.
 
-Last comes one summary table: each benchmark's headline figures, beside the
-baseline it was measured against.
+Then the DynamoDB calls of each operation beside the minimum it could have
+(read off the counted tables), and last one summary table: each benchmark's
+headline figures, beside the baseline it was measured against.
 
 Client, server and DynamoDB Local share this machine's cores, so the figures
 compare shapes and code paths; they are not AWS capacity.
@@ -80,8 +85,10 @@ from bench.baseline import compare_with_cairn, measure_baseline
 from bench.calls import measure_calls
 from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
+from bench.cold_start import measure_cold_starts
 from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
+from bench.floor import floor_table
 from bench.idle_reads import measure_idle_reads
 from bench.outbound import measure_outbound
 from bench.report import Table
@@ -111,6 +118,7 @@ EMAIL_TABLE = "bench-email"
 DOWNLOAD_TABLE = "bench-downloads"
 OUTBOUND_TABLE = "bench-outbound"
 WAKE_TABLE = "bench-wake"
+COLD_TABLE = "bench-cold"
 
 
 @dataclass(frozen=True)
@@ -123,10 +131,12 @@ class Plan:
     trials: int
     # Records in the long run that list_run_records pages through.
     history: int
+    # Fresh processes per cold start figure.
+    processes: int
 
 
-FULL = Plan(repeats=20, seconds=8.0, warmup=1.5, trials=50, history=10_000)
-QUICK = Plan(repeats=5, seconds=2.5, warmup=1.0, trials=15, history=2_000)
+FULL = Plan(repeats=20, seconds=8.0, warmup=1.5, trials=50, history=10_000, processes=7)
+QUICK = Plan(repeats=5, seconds=2.5, warmup=1.0, trials=15, history=2_000, processes=3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,46 +175,48 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             create_rate_per_minute=1_000_000_000,
         )
         client = make_client(settings)
-        tables_used = (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE)
-        for table in (*tables_used, OUTBOUND_TABLE):
-            ensure_table(client, table)
+        names = (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE)
+        for name in (*names, OUTBOUND_TABLE, COLD_TABLE):
+            ensure_table(client, name)
 
-        _progress("1/15 DynamoDB calls per operation, and while a reader waits on an idle feed (20 s twice)")
+        _progress("1/16 DynamoDB calls per operation, and while a reader waits on an idle feed (20 s twice)")
         calls = measure_calls(settings, plan.repeats)
         idle_reads = measure_idle_reads(settings)
-        _progress("2/15 DynamoDB calls per state operation")
+        _progress("2/16 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
-        _progress("3/15 raw TransactWriteItems baseline")
+        _progress("3/16 raw TransactWriteItems baseline")
         baseline, raw = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("4/15 raw compare-and-set baseline")
+        _progress("4/16 raw compare-and-set baseline")
         # A client of its own: its calls are counted.
         cas_baseline, raw_cas = measure_cas_baseline(make_client(settings), RAW_TABLE, plan.seconds, plan.warmup)
-        _progress("5/15 HTTP throughput against cairn serve")
+        _progress("5/16 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
             throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
-            _progress("6/15 long-poll and event stream wake-up")
+            _progress("6/16 long-poll and event stream wake-up")
             wakeup = measure_wakeup(server, plan.trials)
             stream_wakeup = measure_stream_wakeup(server, plan.trials)
-            _progress("7/15 state compare-and-set over HTTP")
+            _progress("7/16 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
-            _progress(f"7b/15 wake-ups by webhook (with two {IDLE_SECONDS} s idle measurements)")
+            _progress(f"7b/16 wake-ups by webhook (with two {IDLE_SECONDS} s idle measurements)")
             webhooks = measure_webhooks(server, settings.model_copy(update={"table_name": WAKE_TABLE}), plan.trials)
-        _progress("8/15 DynamoDB calls per runtime store operation")
+        _progress("8/16 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
-        _progress("9/15 runtime store appends")
+        _progress("9/16 runtime store appends")
         appends = measure_appends(settings, RUNTIME_TABLE, plan.seconds, plan.warmup)
-        _progress(f"10/15 list_run_records pages (writing a {plan.history:,}-record history first)")
+        _progress(f"10/16 list_run_records pages (writing a {plan.history:,}-record history first)")
         pages = measure_pages(settings, RUNTIME_TABLE, plan.history, plan.trials)
-        _progress("11/15 initial-history seed pages of 10 and 300 chained turns (writing the chains first)")
+        _progress("11/16 initial-history seed pages of 10 and 300 chained turns (writing the chains first)")
         seed_pages = measure_seed_pages(settings, RUNTIME_TABLE, plan.trials)
-        _progress("12/15 transcript replay (writing a 1,000-message transcript first)")
+        _progress("12/16 transcript replay (writing a 1,000-message transcript first)")
         replay = measure_replay(settings, TRANSCRIPT_TABLE, plan.trials)
-        _progress("13/15 email ingest of a 1 MB message")
+        _progress("13/16 email ingest of a 1 MB message")
         ingest = measure_ingest(settings, EMAIL_TABLE, workdir / "email", plan.trials)
-        _progress("14/15 attachment downloads, buffered and streamed")
+        _progress("14/16 attachment downloads, buffered and streamed")
         downloads = measure_downloads(settings, DOWNLOAD_TABLE, workdir / "downloads", plan.trials)
-        _progress("15/15 outbound mail: codes, sends, sends per second to a local SMTP relay")
+        _progress("15/16 outbound mail: codes, sends, sends per second to a local SMTP relay")
         outbound = measure_outbound(settings, OUTBOUND_TABLE, plan.trials, plan.seconds, plan.warmup)
+        _progress("16/16 cold starts of each Lambda entry point in fresh processes")
+        cold_starts = measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "stream_wakeup": stream_wakeup,
         "webhooks": webhooks, "idle_reads": idle_reads, "baseline": baseline,
@@ -212,8 +224,9 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,
         "replay": replay,
-        "ingest": ingest, "downloads": downloads, "outbound": outbound,
+        "ingest": ingest, "downloads": downloads, "outbound": outbound, "cold_starts": cold_starts,
     }  # fmt: skip
+    tables["floor"] = floor_table(tables)
     # The detailed tables, then one that gathers every benchmark's headline figures.
     return [*tables.values(), summarize(tables)]
 

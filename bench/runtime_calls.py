@@ -36,6 +36,10 @@ from tests.contract.builders import (
 SESSION = "session"
 
 
+def _fresh_append(client: Any, table_name: str, record: Any) -> Any:
+    return DynamoRuntimeStore(client, table_name).append_run_record(record)
+
+
 def measure_runtime_calls(settings: Settings, table_name: str, repeats: int) -> Table:
     client = make_client(settings)
     counter = CallCounter(client)
@@ -59,6 +63,13 @@ def measure_runtime_calls(settings: Settings, table_name: str, repeats: int) -> 
     children = [child_start(f"child-{index}", parent.run_id, call=f"call-{index}") for index in range(repeats)]
 
     count("append_run_record (new key)", [partial(store.append_run_record, r) for r in notes], _inserted)
+    # A new store has no heads of its own yet, as in a new Lambda container.
+    fresh_notes = [note(parent, f"fresh-{index}") for index in range(repeats)]
+    count(
+        "append_run_record (new key, fresh process)",
+        [partial(_fresh_append, client, table_name, r) for r in fresh_notes],
+        _inserted,
+    )
     count("append_run_record (exact retry)", [partial(store.append_run_record, r) for r in notes], _inserted)
     count(
         "start_root_run",

@@ -125,6 +125,18 @@ def _outbound(tables: dict[str, Table]) -> tuple[str, str]:
     return calls, f"{rate} to a local SMTP relay"
 
 
+def _cold_start(tables: dict[str, Table]) -> tuple[str, str]:
+    api = _cells(tables["cold_starts"], "API (cairn.entrypoints.api_handler)")
+    boto3 = _cells(tables["cold_starts"], "import boto3 (baseline)")
+    first_ratio = api["x boto3's first answer"]
+    figure = f"import {api['import ms']:.0f} ms, first answer {api['first answer ms']:.0f} ms"
+    against = (
+        f"import boto3 {boto3['import ms']:.0f} ms (x{api['x import boto3']}), "
+        f"its first GetItem {boto3['first answer ms']:.0f} ms (x{first_ratio})"
+    )
+    return figure, against
+
+
 _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("DynamoDB calls: provision / inbox post / duplicate post / poll / ack", _address_calls),
     ("inbox posts/s over HTTP: 1 client / 8 clients one address / 8 addresses", _against_raw("posts_vs_raw")),
@@ -140,4 +152,5 @@ _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("email ingest, 1 MB message, 1 address: p50 / p99", _ingest),
     ("largest attachment download, p50", _downloads),
     ("outbound mail calls: code request / verification / send", _outbound),
+    ("API cold start: import, first answer (fresh processes)", _cold_start),
 ]

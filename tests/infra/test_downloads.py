@@ -39,9 +39,14 @@ def route(synthesis: Synthesis, http_method: str, request_path: str) -> dict[str
     return methods.get((current, http_method)) or methods.get((current, "ANY"))
 
 
-def invoked_function(method: dict[str, Any]) -> str:
-    """The logical id of the function the integration invokes."""
-    [target] = [part["Fn::GetAtt"][0] for part in method["Integration"]["Uri"]["Fn::Join"][1] if "Fn::GetAtt" in part]
+def invoked_function(synthesis: Synthesis, method: dict[str, Any]) -> str:
+    """The logical id of the function the integration invokes, directly or through an alias of it."""
+    aliases = synthesis.resources("AWS::Lambda::Alias")
+    [target] = [
+        part["Fn::GetAtt"][0] if "Fn::GetAtt" in part else aliases[part["Ref"]]["Properties"]["FunctionName"]["Ref"]
+        for part in method["Integration"]["Uri"]["Fn::Join"][1]
+        if "Fn::GetAtt" in part or ("Ref" in part and part["Ref"] in aliases)
+    ]
     return target
 
 
@@ -49,7 +54,7 @@ def test_an_attachment_get_streams_from_the_download_function(full: Synthesis) -
     downloads, _ = function_by_handler(full, STREAMING_HANDLER)
     method = route(full, "GET", ATTACHMENT)
     assert method is not None
-    assert invoked_function(method) == downloads
+    assert invoked_function(full, method) == downloads
     integration = method["Integration"]
     assert (integration["Type"], integration["ResponseTransferMode"]) == ("AWS_PROXY", "STREAM")
     uri = "".join(part for part in integration["Uri"]["Fn::Join"][1] if isinstance(part, str))
@@ -82,7 +87,7 @@ def test_every_other_path_still_reaches_the_open_api_function(full: Synthesis, h
     api_function, _ = function_by_handler(full, API_HANDLER)
     method = route(full, http_method, path)
     assert method is not None, f"API Gateway would answer {http_method} {path} with 'Missing Authentication Token'"
-    assert invoked_function(method) == api_function
+    assert invoked_function(full, method) == api_function
     assert method["AuthorizationType"] == "NONE"
     assert method["Integration"].get("ResponseTransferMode", "BUFFERED") == "BUFFERED"
 

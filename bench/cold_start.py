@@ -1,0 +1,193 @@
+"""What a new Lambda container of each entry point costs before and until its first answer.
+
+Each figure is the median of fresh Python processes, as Lambda starts one
+per new container: the time to import the entry point's module (which
+builds its services, as Lambda's init does), the time from the start of
+the import to the first request's answer (a provisioning for the API, an
+ingested message for email, an attachment through the download function's
+handler), and the process's peak memory. Beside them in the same run, a
+fresh process's `import boto3`, and its first DynamoDB answer (a client and
+one GetItem), as the ratio each figure is read against. The processes talk
+to the same DynamoDB Local; the wall clock includes nothing but Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from bench.report import Table
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.raw_messages import raw_message_store
+from cairn.email.ingest import Delivery
+from cairn.services import Services
+from cairn.settings import Settings
+from tests.support.lambda_client import LambdaClient
+from tests.support.mail import fixture_message, new_message_id, ses_event
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTEXT = (
+    "types.SimpleNamespace(function_name='cairn', memory_limit_in_mb=1024, aws_request_id='bench', "
+    "invoked_function_arn='arn:aws:lambda:us-east-1:123456789012:function:cairn')"
+)
+# {imports} then {first}: `event` and `context` are bound before `{first}` runs.
+SCRIPT = """
+import time
+began = time.perf_counter()
+{imports}
+imported = time.perf_counter()
+import json, re, types
+event = json.loads({event!r})
+context = {context}
+{first}
+answered = time.perf_counter()
+# The high-water mark of this process image (getrusage's would include the parent's, from before exec).
+peak = int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)) / 1024
+print(json.dumps({{"import": imported - began, "first": answered - began, "peak": peak, "answer": str(answer)[:80]}}))
+"""
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    name: str
+    imports: str
+    first: str
+    # A new first request for each process.
+    event: Callable[[], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Start:
+    import_ms: float
+    first_ms: float
+    peak_mb: float
+    answer: str
+
+
+def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, processes: int) -> Table:
+    settings = settings.model_copy(update={"table_name": table_name, "email_blob_dir": blob_dir})
+    environment = _environment(settings)
+    entry_points = _entry_points(settings)
+    boto3_start = _median(
+        EntryPoint(
+            "import boto3",
+            "import boto3",
+            "client = boto3.client('dynamodb', region_name='us-east-1', endpoint_url="
+            f"{settings.dynamodb_endpoint!r}, aws_access_key_id='local', aws_secret_access_key='local')\n"
+            f"answer = client.get_item(TableName={table_name!r}, Key={{'pk': {{'S': 'none'}}, 'sk': {{'S': 'none'}}}})"
+            "['ResponseMetadata']['HTTPStatusCode']",
+            dict,
+        ),
+        environment,
+        processes,
+    )
+    table = Table(
+        f"Cold start per Lambda entry point (fresh processes, median of {processes})",
+        ["entry point", "import ms", "x import boto3", "first answer ms", "x boto3's first answer", "peak MB",
+         "first answer"],
+    )  # fmt: skip
+    table.add("import boto3 (baseline)", boto3_start.import_ms, 1.0, boto3_start.first_ms, 1.0,
+              boto3_start.peak_mb, f"GetItem {boto3_start.answer}")  # fmt: skip
+    for entry_point in entry_points:
+        start = _median(entry_point, environment, processes)
+        table.add(
+            entry_point.name, start.import_ms, round(start.import_ms / boto3_start.import_ms, 2), start.first_ms,
+            round(start.first_ms / boto3_start.first_ms, 2), start.peak_mb, start.answer,
+        )  # fmt: skip
+    table.notes += [
+        "Import: the entry point's module, which builds its services as Lambda's init does; the DynamoDB client "
+        "is made with the first request (or before a SnapStart snapshot).",
+        "First answer: from the start of the import to the first request's answer. boto3's: a client and one "
+        "GetItem on the same DynamoDB Local.",
+        "Downloads: the download function's loop resolves with the API handler; its first request is an "
+        "attachment download through that handler.",
+    ]
+    return table
+
+
+def _entry_points(settings: Settings) -> list[EntryPoint]:
+    """The three entry points, each with a first request prepared in this process."""
+    services = Services.build(settings, client=make_client(settings))
+    caller = cast(LambdaClient, types.SimpleNamespace(source_ip="198.51.100.7"))  # `event` reads only this
+    provision = LambdaClient.event(caller, "POST", "/api/v1/addresses", json_body={"task_id": "cold"})
+    created = services.provisioning.provision(client_ip="198.51.100.7", task_id="cold")
+    address = created.record
+    delivered = Delivery(message_id=_stored_message(settings, address.email), recipients=[address.email])
+    services.email.ingest(delivered)
+    event_id, attachment = _first_attachment(services, address.id, created.read_token)
+    download = LambdaClient.event(
+        caller,
+        "GET",
+        f"/api/v1/addresses/{address.id}/events/{event_id}/attachments/{attachment}",
+        token=created.read_token,
+    )
+    api_answer = "answer = handler.lambda_handler(event, context)['statusCode']"
+    return [
+        EntryPoint("API (cairn.entrypoints.api_handler)", "import cairn.entrypoints.api_handler as handler",
+                   api_answer, lambda: provision),
+        EntryPoint("email ingest (cairn.entrypoints.email_handler)",
+                   "import cairn.entrypoints.email_handler as handler",
+                   "answer = handler.lambda_handler(event, context) or 'ingested'",
+                   lambda: ses_event(_stored_message(settings, address.email), [address.email])),
+        EntryPoint("downloads (cairn.entrypoints.streaming)",
+                   "import cairn.entrypoints.streaming\nimport cairn.entrypoints.api_handler as handler",
+                   api_answer, lambda: download),
+    ]  # fmt: skip
+
+
+def _stored_message(settings: Settings, recipient: str) -> str:
+    """The id of a new message with attachments (its own Message-ID too), stored where the ingest reads it."""
+    message_id = new_message_id()
+    raw = fixture_message("nested_attachments.eml", recipient)
+    raw = raw.replace(b"Message-ID: <5f1d2c3b", f"Message-ID: <{message_id[:12]}".encode(), 1)
+    raw_message_store(settings).save(message_id, raw)
+    return message_id
+
+
+def _first_attachment(services: Services, address_id: str, token: str) -> tuple[str, str]:
+    """The mail event's id and its first attachment's."""
+    page = services.feed.poll(address_id, token, after=0, wait=0, limit=10)
+    event = next(event for event in page.events if event.type == "email.received")
+    return event.id, str(event.data["attachments"][0]["id"])
+
+
+def _environment(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
+        "CAIRN_TABLE_NAME": settings.table_name,
+        "CAIRN_DYNAMODB_ENDPOINT": settings.dynamodb_endpoint or "",
+        "CAIRN_EMAIL_BLOB_DIR": str(settings.email_blob_dir),
+        "CAIRN_POLL_RATE_PER_MINUTE": str(settings.poll_rate_per_minute),
+        "CAIRN_CREATE_RATE_PER_MINUTE": str(settings.create_rate_per_minute),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+    }
+
+
+def _median(entry_point: EntryPoint, environment: dict[str, str], processes: int) -> Start:
+    runs = []
+    for _ in range(processes):
+        script = SCRIPT.format(
+            imports=entry_point.imports, first=entry_point.first, event=json.dumps(entry_point.event()), context=CONTEXT
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(script)],
+            capture_output=True, text=True, check=True, cwd=ROOT, env=environment,
+        )  # fmt: skip
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    return Start(
+        import_ms=round(statistics.median(run["import"] for run in runs) * 1000, 1),
+        first_ms=round(statistics.median(run["first"] for run in runs) * 1000, 1),
+        peak_mb=round(statistics.median(run["peak"] for run in runs), 1),
+        answer=runs[-1]["answer"],
+    )
