@@ -18,7 +18,7 @@ def test_every_feed_read_streams_from_the_streaming_function(shape: str, request
     streaming, _ = function_by_handler(synthesis, STREAMING_HANDLER)
     method = route(synthesis, "GET", FEED)
     assert method is not None
-    assert invoked_function(method) == streaming
+    assert invoked_function(synthesis, method) == streaming
     integration = method["Integration"]
     assert (integration["Type"], integration["ResponseTransferMode"]) == ("AWS_PROXY", "STREAM")
     # STREAM mode lets a stream run to Lambda's 15 minutes instead of 29 s.
@@ -45,7 +45,7 @@ def test_writes_and_everything_else_stay_on_the_api_function(default: Synthesis,
     api_function, _ = function_by_handler(default, API_HANDLER)
     method = route(default, http_method, path)
     assert method is not None, f"API Gateway would answer {http_method} {path} with 'Missing Authentication Token'"
-    assert invoked_function(method) == api_function
+    assert invoked_function(default, method) == api_function
     assert method["Integration"].get("ResponseTransferMode", "BUFFERED") == "BUFFERED"
 
 
