@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import boto3
@@ -9,8 +11,10 @@ import pytest
 
 from cairn.dynamodb.raw_messages import FileRawMessages, S3RawMessages, raw_message_store
 from cairn.email.ports import RawMessageStore
+from cairn.local.mail_expiry import StoredMailExpiry
 from cairn.settings import Settings
 
+DAY = 86_400
 MESSAGE = b"From: a@example.com\r\nSubject: \xe9t\xe9\r\n\r\n\x00binary\xff\r\n"
 
 
@@ -58,3 +62,30 @@ def test_without_a_bucket_messages_live_in_the_blob_folder(tmp_path: Path):
     store = raw_message_store(Settings(email_blob_dir=tmp_path / "blobs"))
     store.save("local-1", MESSAGE)
     assert (tmp_path / "blobs" / "local-1").read_bytes() == MESSAGE
+
+
+def test_the_local_folder_forgets_mail_older_than_the_retention(tmp_path: Path):
+    """What the bucket's lifecycle rule does in AWS: an expired address's mail does not stay forever."""
+    store = FileRawMessages(tmp_path / "email")
+    store.save("old-message", MESSAGE)
+    store.save("new-message", MESSAGE)
+    (tmp_path / "email" / ".incoming-partial").write_bytes(b"being written")
+    now = 2_000_000_000.0
+    os.utime(tmp_path / "email" / "old-message", (now - 31 * DAY, now - 31 * DAY))
+    os.utime(tmp_path / "email" / "new-message", (now - 29 * DAY, now - 29 * DAY))
+    expiry = StoredMailExpiry(store, 30 * 86_400, clock=lambda: now)
+    assert expiry.expire_now() == 1
+    assert store.load("old-message") is None
+    assert store.load("new-message") == MESSAGE
+    assert (tmp_path / "email" / ".incoming-partial").exists()
+
+
+def test_cairn_serve_expires_stored_mail_when_it_starts(tmp_path: Path):
+    store = FileRawMessages(tmp_path / "email")
+    store.save("old-message", MESSAGE)
+    os.utime(tmp_path / "email" / "old-message", (0, 0))
+    with StoredMailExpiry(store, 86_400, interval_seconds=3600):
+        deadline = time.monotonic() + 5
+        while store.load("old-message") is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert store.load("old-message") is None

@@ -91,6 +91,24 @@ class FileRawMessages:
     def delete(self, message_id: str) -> None:
         self._path(message_id).unlink(missing_ok=True)
 
+    def forget_older_than(self, cutoff: float) -> int:
+        """Delete the messages stored before `cutoff` (epoch seconds); how many went.
+
+        The folder's form of the bucket's lifecycle rule: mail of addresses
+        that expired (never deleted) does not outlive the event retention.
+        """
+        removed = 0
+        for path in self._directory.glob("*"):
+            if not MESSAGE_ID_PATTERN.fullmatch(path.name):
+                continue  # e.g. a `.incoming-` file being written
+            try:
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue  # deleted with its address meanwhile
+        return removed
+
     def _path(self, message_id: str) -> Path:
         return self._directory / checked_message_id(message_id)
 

@@ -11,12 +11,13 @@ import uvicorn
 
 from cairn.api.app import create_app
 from cairn.dynamodb.client import make_client, make_streams_client
-from cairn.dynamodb.raw_messages import raw_message_store
+from cairn.dynamodb.raw_messages import FileRawMessages
 from cairn.dynamodb.table import ensure_table
 from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.local import runtime_key_file
 from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
+from cairn.local.mail_expiry import StoredMailExpiry
 from cairn.local.outbound import OutboxMailer, SmtpRelayMailer, parse_relay
 from cairn.local.smtp import start_listener
 from cairn.local.wakeups import WakeupLoop
@@ -106,10 +107,12 @@ def run(args: argparse.Namespace) -> int:
         stack.enter_context(
             WakeupLoop(client, make_streams_client(settings), settings.table_name, services.dispatcher, services.sweep)
         )
+        stored_mail = FileRawMessages(settings.email_blob_dir)
+        stack.enter_context(StoredMailExpiry(stored_mail, settings.event_retention_seconds))
         try:
             listener = start_listener(
                 services.email,
-                raw_message_store(settings),
+                stored_mail,
                 domain=settings.email_domain,
                 host=args.host,
                 port=args.smtp_port,
