@@ -6,7 +6,7 @@ The same code talks to AWS and to DynamoDB Local; only the endpoint differs.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import boto3
 import botocore.session
@@ -24,6 +24,23 @@ _MAX_POOL = 256
 
 def make_client(settings: Settings, botocore_session: botocore.session.Session | None = None) -> DynamoDBClient:
     """A thread-safe DynamoDB client with timeouts and standard retries (in `botocore_session` if given)."""
+    return _client("dynamodb", settings, botocore_session)
+
+
+def make_streams_client(settings: Settings) -> DynamoDBStreamsClient:
+    """A DynamoDB Streams client for the same endpoint and credentials as `make_client`'s.
+
+    DynamoDB Local serves its streams on the table port, and keeps a table's
+    stream per access key unless shared, so the reader uses the writer's key.
+    """
+    return _client("dynamodbstreams", settings)
+
+
+def _client(
+    service: Literal["dynamodb", "dynamodbstreams"],
+    settings: Settings,
+    botocore_session: botocore.session.Session | None = None,
+) -> Any:
     config = Config(
         retries={"mode": "standard", "max_attempts": 4},
         connect_timeout=3,
@@ -34,27 +51,9 @@ def make_client(settings: Settings, botocore_session: botocore.session.Session |
     # DynamoDB Local accepts any alphanumeric key pair but still wants one.
     stand_in = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
     return session.client(
-        "dynamodb",
+        service,
         region_name=settings.region,
         config=config,
-        endpoint_url=settings.dynamodb_endpoint or None,
-        aws_access_key_id=stand_in,
-        aws_secret_access_key=stand_in,
-    )
-
-
-def make_streams_client(settings: Settings) -> DynamoDBStreamsClient:
-    """A DynamoDB Streams client for the same endpoint and credentials as `make_client`'s.
-
-    DynamoDB Local serves its streams on the table port, and keeps a table's
-    stream per access key unless shared, so the reader uses the writer's key.
-    """
-    session = boto3.session.Session()
-    stand_in = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
-    return session.client(
-        "dynamodbstreams",
-        region_name=settings.region,
-        config=Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=3, read_timeout=10),
         endpoint_url=settings.dynamodb_endpoint or None,
         aws_access_key_id=stand_in,
         aws_secret_access_key=stand_in,
