@@ -33,7 +33,8 @@ PACKAGE = "cairn"
 
 # Interpreter caches and packaging metadata are not code; shipping them only
 # changes the asset hash and forces needless deployments.
-ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".pytest_cache", "*.egg-info"]
+# The construct library (`cairn.cdk`) is for CDK apps, never run by a function.
+ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", "cdk"]
 
 # Lambda's Python 3.12 and later run on Amazon Linux 2023 (glibc 2.34), so a
 # wheel for any manylinux from 2.17 (manylinux2014) to 2.34 runs there. pip

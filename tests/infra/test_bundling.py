@@ -63,6 +63,8 @@ def test_bundler_adds_the_cairn_package_without_caches_or_scripts(
     # Lambda runs the download function's exec wrapper directly: it must stay executable.
     assert os.access(tmp_path / "cairn" / "entrypoints" / "stream_bootstrap", os.X_OK)
     assert not (tmp_path / "bin").exists()
+    # The construct library is for CDK apps; no function imports it.
+    assert not (tmp_path / "cairn" / "cdk").exists()
     assert not list(tmp_path.rglob("__pycache__"))
     assert not list(tmp_path.rglob("*.pyc"))
 

@@ -1,0 +1,10 @@
+"""Cairn as a CDK construct library: `from cairn.cdk import CairnService`.
+
+Needs the `cdk` extra (aws-cdk-lib, constructs, cdk-nag). No Lambda function
+imports this package: the functions run `cairn`'s entry points, and the CDK
+code stays out of their import path.
+"""
+
+from infra.service import CairnProps, CairnService, WakeTarget
+
+__all__ = ["CairnProps", "CairnService", "WakeTarget"]
