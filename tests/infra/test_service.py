@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,8 @@ from cairn.cdk import CairnProps, CairnService
 from infra.api import API_HANDLER
 from infra.checks import add_checks
 from infra.code import FUNCTIONS_DIR
-from infra.config import StageConfig
+from infra.config import PROJECT_DIR, StageConfig
+from infra.props import MEANINGS, props_table
 from infra.wakeups import DISPATCH_HANDLER, SWEEP_HANDLER
 from tests.infra.synthesis import SKIP_BUNDLING, Synthesis, synthesize_stack
 
@@ -166,3 +169,29 @@ def test_no_function_module_imports_the_construct_library() -> None:
             if isinstance(node, ast.ImportFrom | ast.Import):
                 names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
                 assert not any(n.startswith(("cairn.cdk", "infra", "aws_cdk")) for n in names), Path(module)
+
+
+def test_every_prop_has_a_meaning() -> None:
+    assert set(MEANINGS) == {field.name for field in fields(StageConfig)}
+
+
+def test_the_readme_props_table_is_the_generated_one() -> None:
+    readme = (PROJECT_DIR / "README.md").read_text()
+    start = readme.index("<!-- props table:")
+    table = readme[readme.index("\n", start) + 1 : readme.index("<!-- end of props table -->")]
+    assert table == props_table(), "regenerate it: python -m infra.props"
+
+
+def test_the_readme_example_synthesizes(tmp_path: Path) -> None:
+    readme = (PROJECT_DIR / "README.md").read_text()
+    section = readme[readme.index("### Use Cairn in your own CDK app") :]
+    example = section[section.index("```python\n") + len("```python\n") : section.index("```\n", section.index("```python"))]
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "README.md", "exec"), namespace)
+    app = cdk.App(context=SKIP_BUNDLING, outdir=str(tmp_path))
+    stack = namespace["AgentStack"](app, "Agents")
+    app.synth()
+    template = json.loads((tmp_path / stack.template_file).read_text())
+    assert "CairnUrl" in template["Outputs"]
+    alarms = [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    assert any(a["Properties"].get("MetricName") == "IteratorAge" and a["Properties"]["Threshold"] == 30_000 for a in alarms)
