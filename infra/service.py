@@ -23,7 +23,7 @@ from constructs import Construct
 
 from infra.alarms import Alarms
 from infra.api import API_HANDLER, WORKER_RESOURCES, WORKER_ROOT, CairnApi
-from infra.checks import acknowledge
+from infra.checks import acknowledge, finding_text
 from infra.code import function_code
 from infra.config import StageConfig
 from infra.email import InboundEmail
@@ -60,7 +60,8 @@ class CairnService(Construct):
         self.config = config
         storage = CairnTable(self, "Storage", config=config)
         self.table: dynamodb.ITableV2 = storage.table
-        code = function_code()
+        # Shared with CairnAddress's handler: one asset per service.
+        self.code = code = function_code()
         environment = {"CAIRN_TABLE_NAME": storage.table.table_name, **config.application_environment}
 
         api_service = ServiceFunction(
@@ -164,7 +165,7 @@ class CairnService(Construct):
             for arn in arns:
                 acknowledge(
                     grantee,
-                    f"AwsSolutions-IAM5[Resource::{_nag_text(Stack.of(self).resolve(arn))}]",
+                    f"AwsSolutions-IAM5[Resource::{finding_text(Stack.of(self).resolve(arn))}]",
                     "Cairn's runtime and memory routes: any method on them and any path below them, on this "
                     "service's API and stage only; the routes are the grant, the wildcards are the routes' own shape.",
                 )
@@ -238,20 +239,6 @@ def _target_arn(target: WakeTarget) -> tuple[str, str]:
         if isinstance(arn, str):
             return service, arn
     raise TypeError(f"a wake-up target is a queue, event bus, state machine or function, not {type(target).__name__}")
-
-
-def _nag_text(value: object) -> str:
-    """A resolved ARN as cdk-nag writes it in a finding: references become `<LogicalId>` or `<Id.Attribute>`."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and "Ref" in value:
-        return f"<{value['Ref']}>"
-    if isinstance(value, dict) and "Fn::GetAtt" in value:
-        return "<{}.{}>".format(*value["Fn::GetAtt"])
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return str(separator).join(_nag_text(part) for part in parts)
-    raise ValueError(f"cannot name {value!r} as cdk-nag does")
 
 
 # The attribute holding each kind of target's ARN, by the service in that ARN.
