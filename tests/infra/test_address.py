@@ -85,3 +85,16 @@ def test_outputs_and_attributes_carry_no_credential(consumer: Synthesis) -> None
     assert output[1] == "Email"
     text = str(consumer.raw)
     assert "read_token" not in text and "inbox_url" not in text
+
+
+def test_the_inbox_url_is_a_dynamic_reference_to_the_secret() -> None:
+    app = cdk.App(context=SKIP_BUNDLING)
+    stack = cdk.Stack(app, "Team")
+    service = CairnService(stack, "Cairn", props=CairnProps(stage="agents"))
+    address = CairnAddress(stack, "Build", service=service, task_id="nightly-build", expires_in=cdk.Duration.days(1))
+
+    resolved = stack.resolve(address.inbox_url)
+
+    resource = stack.resolve(address.secret_arn)  # {"Fn::GetAtt": [<the custom resource>, "SecretArn"]}
+    # Resolved by CloudFormation from the secret: the URL itself is never in the template.
+    assert resolved == {"Fn::Join": ["", ["{{resolve:secretsmanager:", resource, ":SecretString:inbox_url::}}"]]}
