@@ -10,8 +10,11 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
 
 from cairn.cdk import CairnProps, CairnService
 from infra.api import API_HANDLER
@@ -195,3 +198,36 @@ def test_the_readme_example_synthesizes(tmp_path: Path) -> None:
     assert "CairnUrl" in template["Outputs"]
     alarms = [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     assert any(a["Properties"].get("MetricName") == "IteratorAge" and a["Properties"]["Threshold"] == 30_000 for a in alarms)
+
+
+def test_each_kind_of_wake_target_gets_its_one_action(tmp_path: Path) -> None:
+    app = cdk.App(context=SKIP_BUNDLING, outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Team")
+    service = CairnService(stack, "Cairn", props=CairnProps(stage="agents", wake_target_arns=("arn:aws:sqs:us-east-1:123456789012:agent-*",)))
+    bus = events.EventBus.from_event_bus_arn(stack, "Bus", "arn:aws:events:us-east-1:123456789012:event-bus/agents")
+    machine = sfn.StateMachine.from_state_machine_arn(stack, "Flow", "arn:aws:states:us-east-1:123456789012:stateMachine:flow")
+    function = lambda_.Function.from_function_arn(stack, "Run", "arn:aws:lambda:us-east-1:123456789012:function:run")
+    for target in (bus, machine, function):
+        service.grant_wake_target(target)
+    synthesis = synthesize_stack(app, stack, tmp_path)
+
+    dispatcher = function_id(synthesis, "Cairn", DISPATCH_HANDLER)
+    granted = {
+        (statement["Action"], statement["Resource"])
+        for statement in statements(synthesis, role_of(synthesis, dispatcher))
+        if isinstance(statement["Resource"], str) and ":123456789012:" in statement["Resource"]
+    }
+    assert granted == {
+        ("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:agent-*"),
+        ("events:PutEvents", "arn:aws:events:us-east-1:123456789012:event-bus/agents"),
+        ("states:SendTaskSuccess", "arn:aws:states:us-east-1:123456789012:stateMachine:flow"),
+        ("lambda:InvokeFunction", "arn:aws:lambda:us-east-1:123456789012:function:run"),
+    }
+    # The props' patterns first, then every granted target, in the order granted.
+    variables = synthesis.raw["Resources"][dispatcher]["Properties"]["Environment"]["Variables"]
+    assert json.loads(variables["CAIRN_WAKE_TARGET_ARNS"]) == [
+        "arn:aws:sqs:us-east-1:123456789012:agent-*",
+        "arn:aws:events:us-east-1:123456789012:event-bus/agents",
+        "arn:aws:states:us-east-1:123456789012:stateMachine:flow",
+        "arn:aws:lambda:us-east-1:123456789012:function:run",
+    ]
