@@ -161,10 +161,12 @@ class CairnService(Construct):
             for route in routes
             for path in (route, f"{route}/*")
         ]
-        if isinstance(grantee, Construct):
+        # The statement lands in the principal's policy (a role's), which may live outside `grantee`.
+        principal = grantee.grant_principal
+        if isinstance(principal, Construct):
             for arn in arns:
                 acknowledge(
-                    grantee,
+                    principal,
                     f"AwsSolutions-IAM5[Resource::{finding_text(Stack.of(self).resolve(arn))}]",
                     "Cairn's runtime and memory routes: any method on them and any path below them, on this "
                     "service's API and stage only; the routes are the grant, the wildcards are the routes' own shape.",
