@@ -33,17 +33,19 @@ serve: setup
 
 # Lint and types first: a finding fails the run before the slower suites start.
 test: setup chromium
-	$(BIN)/ruff check functions infra bench app.py tests
+	$(BIN)/ruff check functions infra bench app.py examples tests
 	$(BIN)/mypy
 	$(BIN)/pytest -q $(ARGS)
 
 bench: setup
 	$(BIN)/python -m bench $(ARGS)
 
+# Cairn's own stack, then the example of a team's app that holds Cairn as a construct.
 # Synthesis needs only the Python packages (and Node, for jsii); bundling the
 # Lambda dependencies downloads Linux wheels from PyPI, so no Docker either.
 synth: $(VENV)/.installed
 	$(BIN)/python app.py
+	PYTHONPATH=functions:. $(BIN)/python examples/cdk-app/agents.py
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .cairn

@@ -70,6 +70,8 @@ class Alarms(Construct):
             else None
         )
         self.alarms: list[cloudwatch.Alarm] = []
+        # What each alarm watches, by its name without the prefix (`api-5xx-rate`, `api-errors`, ...).
+        self.metrics: dict[str, cloudwatch.IMetric] = {}
 
         self._alarm(
             "api-5xx-rate",
@@ -152,6 +154,7 @@ class Alarms(Construct):
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        self.metrics[name] = metric
         if self._action is not None:
             alarm.add_alarm_action(self._action)
             alarm.add_ok_action(self._action)

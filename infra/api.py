@@ -114,7 +114,7 @@ class CairnApi(Construct):
         self.rest_api = apigateway.RestApi(
             self,
             "RestApi",
-            rest_api_name=config.stack_name,
+            rest_api_name=config.resource_name_prefix,
             description="Cairn HTTP API",
             # Regional: agents call from AWS regions, and a custom domain then
             # points straight at the API instead of through CloudFront.

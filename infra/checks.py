@@ -22,3 +22,17 @@ def add_checks(app: App) -> None:
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Accept finding `rule` (e.g. `AwsSolutions-IAM5[Resource::*]`) for `scope` and everything in it."""
     Validations.of(scope).acknowledge(Acknowledgment(id=f"{_PACK}::{rule}", reason=reason))
+
+
+def finding_text(value: object) -> str:
+    """A resolved ARN as cdk-nag writes it in a finding: references become `<LogicalId>` or `<Id.Attribute>`."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return "<{}.{}>".format(*value["Fn::GetAtt"])
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(finding_text(part) for part in parts)
+    raise ValueError(f"cannot name {value!r} as cdk-nag does")

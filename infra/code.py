@@ -9,10 +9,12 @@ declares what the application needs.
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import cast
 
@@ -27,13 +29,31 @@ from infra.config import PROJECT_DIR
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
 
-# Everything Lambda runs lives under functions/, in one package.
-FUNCTIONS_DIR = PROJECT_DIR / "functions"
 PACKAGE = "cairn"
+DISTRIBUTION = "cairn-state"
+
+
+def _functions_dir() -> Path:
+    """Where the `cairn` package lives: functions/ in a source checkout, else where it is installed.
+
+    Found without importing it, so synthesis never loads the application.
+    """
+    checkout = PROJECT_DIR / "functions"
+    if (checkout / PACKAGE).is_dir():
+        return checkout
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"the {PACKAGE!r} package is not installed")
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+# Everything Lambda runs lives in one package, under this folder.
+FUNCTIONS_DIR = _functions_dir()
 
 # Interpreter caches and packaging metadata are not code; shipping them only
 # changes the asset hash and forces needless deployments.
-ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".pytest_cache", "*.egg-info"]
+# The construct library (`cairn.cdk`) is for CDK apps, never run by a function.
+ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", "cdk"]
 
 # Lambda's Python 3.12 and later run on Amazon Linux 2023 (glibc 2.34), so a
 # wheel for any manylinux from 2.17 (manylinux2014) to 2.34 runs there. pip
@@ -43,9 +63,12 @@ _MACHINE = {"arm64": "aarch64", "x86_64": "x86_64"}
 
 
 def runtime_dependencies() -> list[str]:
-    """The distribution's own dependencies (pyproject.toml `[project].dependencies`)."""
-    pyproject = tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text())
-    return list(pyproject["project"]["dependencies"])
+    """The distribution's own dependencies: pyproject.toml's `[project].dependencies` in a source
+    checkout, the installed distribution's requirements without extras otherwise."""
+    pyproject = PROJECT_DIR / "pyproject.toml"
+    if pyproject.is_file():
+        return list(tomllib.loads(pyproject.read_text())["project"]["dependencies"])
+    return [requirement for requirement in metadata.requires(DISTRIBUTION) or [] if "extra ==" not in requirement]
 
 
 def pip_install_command(target: str) -> list[str]:

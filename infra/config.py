@@ -23,6 +23,9 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 # The stage becomes part of the CloudFormation stack name, the API Gateway
 # stage and the SES rule set name, so it must be valid for all three.
 _STAGE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,63}")
+# The prefix of physical names (alarms, the REST API, the SES rule set and configuration set); the
+# configuration set's `-outbound` suffix must still fit SES's 64 characters.
+_NAME_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,54}")
 _DOMAIN_NAME = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
 _CERTIFICATE_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[A-Za-z0-9-]+")
 # The application's `email_ingress_surface` rule (functions/cairn/settings.py);
@@ -121,12 +124,20 @@ class StageConfig:
     limits: Mapping[str, int] = field(default_factory=dict)
     # ARN patterns of the AWS services wake-up subscriptions may deliver to; the functions get exactly these.
     wake_target_arns: tuple[str, ...] = ()
+    # Prefix of the physical names the service gives its resources; None: `cairn-<stage>` for Cairn's own
+    # stack, a name derived from the construct's path for a CairnService in another app.
+    name_prefix: str | None = None
 
     def __post_init__(self) -> None:
         if not _STAGE_NAME.fullmatch(self.stage):
             raise ValueError(
                 f"stage {self.stage!r} must start with a letter and contain only "
                 "letters, digits and hyphens (at most 64 characters)"
+            )
+        if self.name_prefix is not None and not _NAME_PREFIX.fullmatch(self.name_prefix):
+            raise ValueError(
+                f"'name_prefix' {self.name_prefix!r} must start with a letter and contain only "
+                "letters, digits and hyphens (at most 55 characters)"
             )
         for key, value in (("email_domain", self.email_domain), ("api_domain_name", self.api_domain_name)):
             if value is not None and not _DOMAIN_NAME.fullmatch(value):
@@ -221,6 +232,7 @@ class StageConfig:
             stream_reserved_concurrency=number("stream_reserved_concurrency", cls.stream_reserved_concurrency),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
             wake_target_arns=_as_list("wake_target_arns", node.try_get_context("wake_target_arns")),
+            name_prefix=text("name_prefix"),
             limits={
                 key: number(key, default, _LIMIT_MINIMUMS.get(key, 1))
                 for key, default in LIMIT_DEFAULTS.items()
@@ -231,6 +243,11 @@ class StageConfig:
     def stack_name(self) -> str:
         """CloudFormation stack name; one stack per stage in an account and region."""
         return f"cairn-{self.stage}"
+
+    @property
+    def resource_name_prefix(self) -> str:
+        """What the physical names of the service's resources start with."""
+        return self.name_prefix or self.stack_name
 
     @property
     def removal_policy(self) -> RemovalPolicy:

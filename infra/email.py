@@ -181,7 +181,7 @@ class InboundEmail(Construct):
         self.rule_set = ses.ReceiptRuleSet(
             self,
             "RuleSet",
-            receipt_rule_set_name=config.stack_name,
+            receipt_rule_set_name=config.resource_name_prefix,
             rules=[
                 ses.ReceiptRuleOptions(
                     receipt_rule_name=RECEIPT_RULE_NAME,
@@ -212,7 +212,7 @@ class InboundEmail(Construct):
         rule_arn = Stack.of(self).format_arn(
             service="ses",
             resource="receipt-rule-set",
-            resource_name=f"{config.stack_name}:receipt-rule/{RECEIPT_RULE_NAME}",
+            resource_name=f"{config.resource_name_prefix}:receipt-rule/{RECEIPT_RULE_NAME}",
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
         ses_service = iam.ServicePrincipal("ses.amazonaws.com")

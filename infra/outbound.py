@@ -54,7 +54,7 @@ class OutboundEmail(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._domain = domain
-        self.configuration_set_name = f"{config.stack_name}-outbound"
+        self.configuration_set_name = f"{config.resource_name_prefix}-outbound"
         self.configuration_set = ses.ConfigurationSet(
             self, "ConfigurationSet", configuration_set_name=self.configuration_set_name
         )

@@ -114,7 +114,11 @@ class Synthesis:
 
 def synthesize(context: dict[str, Any], outdir: Path) -> Synthesis:
     app = cdk.App(context={**cdk_json_context(), **SKIP_BUNDLING, **context}, outdir=str(outdir))
-    stack = build(app)
+    return synthesize_stack(app, build(app), outdir)
+
+
+def synthesize_stack(app: cdk.App, stack: cdk.Stack, outdir: Path) -> Synthesis:
+    """Synthesize `app` (made with `outdir`) and read back `stack` and cdk-nag's report."""
     try:
         app.synth()
     except Exception:  # cdk-nag failed the synthesis; the report below says why

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,8 @@ def test_bundler_adds_the_cairn_package_without_caches_or_scripts(
     # Lambda runs the download function's exec wrapper directly: it must stay executable.
     assert os.access(tmp_path / "cairn" / "entrypoints" / "stream_bootstrap", os.X_OK)
     assert not (tmp_path / "bin").exists()
+    # The construct library is for CDK apps; no function imports it.
+    assert not (tmp_path / "cairn" / "cdk").exists()
     assert not list(tmp_path.rglob("__pycache__"))
     assert not list(tmp_path.rglob("*.pyc"))
 
@@ -74,3 +77,14 @@ def test_a_failing_pip_fails_the_synthesis(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(subprocess, "run", failing_pip)
     with pytest.raises(subprocess.CalledProcessError):
         code.PipBundler().try_bundle(str(tmp_path), None)
+
+
+def test_an_installed_distribution_bundles_its_own_requirements(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Installed (`pip install "cairn-state[cdk]"`), there is no pyproject.toml beside the constructs.
+    monkeypatch.setattr(code, "PROJECT_DIR", tmp_path)
+
+    requirements = code.runtime_dependencies()
+
+    assert requirements == [r for r in metadata.requires("cairn-state") or [] if "extra ==" not in r]
+    assert any(requirement.startswith("aws-lambda-powertools") for requirement in requirements)
+    assert not any(requirement.startswith("aws-cdk-lib") for requirement in requirements)

@@ -1,0 +1,52 @@
+"""The props table of `CairnService`, generated from `CairnProps` for the README.
+
+Names, types and defaults come from the dataclass itself; only the meaning of
+each prop is written here. `python -m infra.props` prints the table, and a
+test keeps the README's copy equal to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+
+from infra.config import StageConfig
+
+# What each prop means; a test fails when a field has no entry (or an entry no field).
+MEANINGS = {
+    "stage": "API Gateway stage name; also names Cairn's own stack (`cairn-<stage>`)",
+    "ephemeral": "throw-away deployment: table, bucket and log groups are deleted with the stack, not retained",
+    "email_domain": "turns on email: addresses receive `<address id>@<domain>` and send from it",
+    "activate_receipt_rule_set": "make the service's SES rule set the account's active one (one per region)",
+    "email_ingress_surface": "the `ingress_surface` of received mail; not `http`, `state` or `outbound`",
+    "api_domain_name": "custom domain of the API (with `api_certificate_arn`); the public base URL",
+    "api_certificate_arn": "ACM certificate for `api_domain_name`, in the stack's region",
+    "alarm_topic_arn": "existing SNS topic every alarm notifies",
+    "api_throttle_rate": "stage-wide API Gateway rate limit (requests per second)",
+    "api_throttle_burst": "stage-wide API Gateway burst limit",
+    "api_reserved_concurrency": "Lambda concurrency reserved for (and capping) the API function",
+    "stream_reserved_concurrency": "Lambda concurrency reserved for (and capping) feed reads and downloads",
+    "log_retention_days": "retention of function and access logs (a CloudWatch value)",
+    "limits": "the application's limits by lower-case name (`max_events`, ...); the rest keep their defaults",
+    "wake_target_arns": "ARN patterns wake-ups may target (`grant_wake_target` adds constructs)",
+    "name_prefix": "start of every physical name (alarms, API, SES); default: derived from the construct's path",
+}
+
+
+def props_table() -> str:
+    """The Markdown table: prop, type, default, meaning, in the dataclass's order."""
+    rows = ["| prop | type | default | meaning |", "|---|---|---|---|"]
+    for field in fields(StageConfig):
+        if field.default is not MISSING:
+            default = f"`{field.default!r}`"
+        elif field.default_factory is not MISSING:
+            default = f"`{field.default_factory()!r}`"
+        else:
+            default = "required"
+        # A bare `|` would end the cell, even inside code.
+        kind = str(field.type).replace("|", "\\|")
+        rows.append(f"| `{field.name}` | `{kind}` | {default} | {MEANINGS[field.name]} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(props_table(), end="")
