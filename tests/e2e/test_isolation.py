@@ -82,10 +82,11 @@ def address_routes(client: httpx.Client) -> list[tuple[str, str]]:
     return routes
 
 
-def request_for(method: str, template: str, values: dict[str, str]) -> dict:
+def request_for(method: str, template: str, values: dict[str, str], credential: dict[str, str]) -> dict:
     """A well-formed request for the route, so only the credential can be the reason for a refusal."""
     path = PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
     body = None
+    headers = dict(credential)
     if template.endswith("/state") and method == "POST":
         body = {"operations": [{"key": "plan", "op": "set", "value": "stolen"}]}
     elif method == "PUT" and "/inbox/verifiers/" in template:
@@ -98,11 +99,16 @@ def request_for(method: str, template: str, values: dict[str, str]) -> dict:
         body = {"message_id": "a" * 40}
     elif template.startswith("/api/v1/inbox/"):
         body = {"type": "forged"}
+    elif template.endswith("/email/contacts") and method == "POST":
+        body = {"email": "stolen@example.org"}
+    elif template.endswith("/email/send"):
+        body = {"to": "stolen@example.org", "subject": "stolen", "text": "stolen"}
+        headers["Idempotency-Key"] = "stolen"
     elif template.endswith("/subscriptions") and method == "POST":
         body = {"target": {"kind": "webhook", "url": "https://hooks.example.com/stolen"}}
     # A trim names how far it goes.
     params = {"through": 10**6, "include_unacknowledged": "true"} if method == "DELETE" and template.endswith("/events") else None
-    return {"method": method, "url": path, "json": body, "params": params}
+    return {"method": method, "url": path, "json": body, "params": params, "headers": headers}
 
 
 def scan_text(dynamodb_endpoint: str, table: str) -> str:
@@ -149,10 +155,11 @@ def test_a_token_for_one_address_opens_no_route_of_another(served: ServeProcess)
             "attachment_id": "att_1",
             "kind": "github",
             "subscription_id": "sub_" + "0" * 24,
+            "email": "stolen@example.org",
             "secret": inbox_secret(mine),
         }
         for method, template in address_routes(client):
-            reply = client.request(**request_for(method, template, values), headers=bearer(read_token(mine)))
+            reply = client.request(**request_for(method, template, values, bearer(read_token(mine))))
             assert reply.status_code == 401, (method, template, reply.text)
             assert reply.json()["error"]["code"] == "unauthorized"
         # My inbox secret does not open their inbox either.
@@ -173,12 +180,13 @@ def test_the_inbox_secret_cannot_read_or_change_its_own_address(served: ServePro
             "attachment_id": "att_1",
             "kind": "github",
             "subscription_id": "sub_" + "0" * 24,
+            "email": "stolen@example.org",
             "secret": inbox_secret(created),
         }
         for method, template in address_routes(client):
             if template.startswith("/api/v1/inbox/"):
                 continue  # the one route the secret is for
-            reply = client.request(**request_for(method, template, values), headers=bearer(inbox_secret(created)))
+            reply = client.request(**request_for(method, template, values, bearer(inbox_secret(created))))
             assert reply.status_code == 401, (method, template, reply.text)
         assert snapshot(client, created) == before
 

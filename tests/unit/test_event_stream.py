@@ -75,6 +75,9 @@ def test_an_event_is_one_frame_id_type_and_the_page_json_on_one_line():
         "data": {"text": "two\nlines", "name": "é"},
         "created_at": "2023-11-14T22:13:20.000Z",
         "acknowledged_at": None,
+        "content_type": None,
+        "headers": None,
+        "verified_by": None,
     }
 
 
@@ -171,7 +174,7 @@ def test_a_buffered_edge_answers_406_and_json_polls_are_unchanged(api: LambdaCli
     refused = api.app.resolve(stream_request(api, created), {})
     assert refused["statusCode"] == 406
     assert json.loads(refused["body"])["error"]["code"] == "stream_unavailable"
-    assert api.poll(created).json() == {"events": [], "next_cursor": 0, "has_more": False}
+    assert api.poll(created).json() == {"events": [], "next_cursor": 0, "has_more": False, "trimmed_through": 0}
 
 
 def test_a_stream_counts_once_against_the_poll_rate(moto_env: None, clock: FakeClock):
