@@ -1,0 +1,164 @@
+"""Address operations at the call floor, and what they still guarantee (DynamoDB Local).
+
+Each operation's credential, rate count and sequence are conditions of its
+one write, so nothing is read before it: a provision is one transaction, a
+poll one conditional update of the head (which returns the head) and its
+query, an acknowledgement one transaction. Refusals come from the failed
+condition's returned items, never from a guess.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from cairn.addresses.inbox import InboxRequest
+from cairn.dynamodb.client import make_client
+from cairn.errors import NotFound, RateLimited, Unauthorized
+from cairn.services import Services
+from cairn.settings import Settings
+
+Counted = tuple[Services, Counter[str]]
+
+
+@pytest.fixture
+def process(dynamodb_local, local_table: str) -> Callable[..., Counted]:
+    """The services as a new process has them: their own client (calls counted by operation), nothing known."""
+
+    def new(**limits: int) -> Counted:
+        settings = Settings(dynamodb_endpoint=dynamodb_local.endpoint, table_name=local_table, **limits)
+        client = make_client(settings)
+        calls: Counter[str] = Counter()
+        client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.update([model.name]))
+        return Services.build(settings, client=client), calls
+
+    return new
+
+
+def provision(services: Services, ip: str = "198.51.100.1"):
+    return services.provisioning.provision(client_ip=ip)
+
+
+def post(services: Services, created, n: int) -> str:
+    request = InboxRequest(body=json.dumps({"n": n}).encode(), content_type="application/json")
+    return services.inbox.deliver(created.record.id, created.inbox_secret, request).events[0].id
+
+
+def test_provisioning_is_one_transaction_and_keeps_the_per_client_rate(process) -> None:
+    services, calls = process(create_rate_per_minute=2)
+    provision(services)
+    assert calls == Counter(TransactWriteItems=1)
+    provision(services)
+    calls.clear()
+    with pytest.raises(RateLimited):
+        provision(services)
+    assert calls == Counter(TransactWriteItems=1)
+    provision(services, ip="198.51.100.2")  # another client has its own rate
+
+
+def test_a_poll_is_one_counted_admission_and_its_query(process) -> None:
+    services, calls = process()
+    created = provision(services)
+    calls.clear()
+    page = services.feed.poll(created.record.id, created.read_token, after=0, wait=0, limit=10)
+    assert page.events == []
+    assert calls == Counter(UpdateItem=1, Query=1)
+
+    fresh, fresh_calls = process()
+    fresh.feed.poll(created.record.id, created.read_token, after=0, wait=0, limit=10)
+    assert fresh_calls == Counter(UpdateItem=1, Query=1)
+
+
+def test_every_refusal_is_the_same_and_counts_nothing(process) -> None:
+    services, calls = process(poll_rate_per_minute=2)
+    created = provision(services)
+    gone = provision(services)
+    services.provisioning.delete(gone.record.id, gone.read_token)
+    unknown = "addr_" + "a" * 26
+    for address_id, token in [(created.record.id, "crt_wrong"), (gone.record.id, gone.read_token), (unknown, "x")]:
+        calls.clear()
+        with pytest.raises(Unauthorized):
+            services.feed.poll(address_id, token, after=0, wait=0, limit=10)
+        assert calls["Query"] == 0
+    # The wrong tokens counted nothing: the owner still has both polls of the minute, then the rate is spent.
+    for _ in range(2):
+        services.feed.poll(created.record.id, created.read_token, after=0, wait=0, limit=10)
+    with pytest.raises(RateLimited):
+        services.feed.poll(created.record.id, created.read_token, after=0, wait=0, limit=10)
+    with pytest.raises(Unauthorized):  # a stranger learns nothing of the owner's rate
+        services.feed.poll(created.record.id, "crt_wrong", after=0, wait=0, limit=10)
+
+
+def test_concurrent_polls_of_one_minute_are_counted_exactly(process) -> None:
+    limit = 12
+    stores = [process(poll_rate_per_minute=limit)[0] for _ in range(4)]
+    created = provision(stores[0])
+
+    def poll(index: int) -> str:
+        try:
+            stores[index % 4].feed.poll(created.record.id, created.read_token, after=0, wait=0, limit=10)
+        except RateLimited:
+            return "limited"
+        return "ok"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = Counter(pool.map(poll, range(20)))
+    # 20 polls may straddle a minute's end; either way no window admitted more than its limit.
+    assert outcomes["ok"] >= limit and outcomes["ok"] + outcomes["limited"] == 20
+    assert outcomes["ok"] <= 2 * limit
+
+
+def test_an_acknowledgement_is_one_transaction_and_a_repeat_keeps_the_first_time(process) -> None:
+    services, calls = process()
+    created = provision(services)
+    event_id = post(services, created, 1)
+    calls.clear()
+    first = services.feed.acknowledge(created.record.id, created.read_token, event_id)
+    assert calls == Counter(TransactWriteItems=1)
+
+    fresh, fresh_calls = process()
+    again = fresh.feed.acknowledge(created.record.id, created.read_token, event_id)
+    assert again.acknowledged_at == first.acknowledged_at
+    assert fresh_calls == Counter(TransactWriteItems=1)  # the repeat is told by the failed condition's item
+    counts = services.provisioning.describe(created.record.id, created.read_token).counts
+    assert (counts.retained, counts.unacknowledged) == (1, 0)  # counted once
+
+
+def test_an_acknowledgement_refuses_before_it_tells_whether_the_event_exists(process) -> None:
+    services, _ = process()
+    created = provision(services)
+    event_id = post(services, created, 1)
+    other = provision(services)
+    for token in ("crt_wrong", other.read_token):
+        with pytest.raises(Unauthorized):
+            services.feed.acknowledge(created.record.id, token, event_id)
+        with pytest.raises(Unauthorized):
+            services.feed.acknowledge(created.record.id, token, event_id.replace("evt_1_", "evt_9_"))
+    with pytest.raises(NotFound):
+        services.feed.acknowledge(created.record.id, created.read_token, event_id.replace("evt_1_", "evt_9_"))
+    services.provisioning.delete(created.record.id, created.read_token)
+    with pytest.raises(Unauthorized):
+        services.feed.acknowledge(created.record.id, created.read_token, event_id)
+    counts = services.provisioning.describe(other.record.id, other.read_token).counts
+    assert (counts.retained, counts.unacknowledged) == (0, 0)
+
+
+def test_concurrent_first_acknowledgements_count_once(process) -> None:
+    services, _ = process()
+    created = provision(services)
+    event_ids = [post(services, created, n) for n in range(3)]
+    others = [process()[0] for _ in range(4)]
+
+    def ack(index: int) -> float:
+        feed = others[index % 4].feed
+        return feed.acknowledge(created.record.id, created.read_token, event_ids[index % 3]).acknowledged_at
+
+    with ThreadPoolExecutor(8) as pool:
+        times = list(pool.map(ack, range(24)))
+    assert all(times[i] == times[i % 3] for i in range(24))
+    counts = services.provisioning.describe(created.record.id, created.read_token).counts
+    assert (counts.retained, counts.unacknowledged) == (3, 0)
