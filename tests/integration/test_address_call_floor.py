@@ -3,7 +3,8 @@
 Each operation's credential, rate count and sequence are conditions of its
 one write, so nothing is read before it: a provision is one transaction, a
 poll one conditional update of the head (which returns the head) and its
-query, an acknowledgement one transaction. Refusals come from the failed
+query, an acknowledgement one transaction, a state write one consistent
+read and its transaction (a conflict only the read). Refusals come from the failed
 condition's returned items, never from a guess.
 """
 
@@ -17,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from cairn.addresses.inbox import InboxRequest
+from cairn.addresses.state import StateOperation
 from cairn.dynamodb.client import make_client
-from cairn.errors import NotFound, RateLimited, Unauthorized
+from cairn.errors import NotFound, RateLimited, RevisionConflict, Unauthorized
 from cairn.services import Services
 from cairn.settings import Settings
 
@@ -162,3 +164,31 @@ def test_concurrent_first_acknowledgements_count_once(process) -> None:
     assert all(times[i] == times[i % 3] for i in range(24))
     counts = services.provisioning.describe(created.record.id, created.read_token).counts
     assert (counts.retained, counts.unacknowledged) == (3, 0)
+
+
+def test_state_writes_read_once_and_commit_once_and_a_conflict_only_reads(process) -> None:
+    services, calls = process()
+    created = provision(services)
+    address_id, token = created.record.id, created.read_token
+    services.state.apply(address_id, token, [StateOperation("k", "set", 1, if_revision=0)])
+    calls.clear()
+    services.state.apply(address_id, token, [StateOperation("k", "set", 2, if_revision=1)])
+    assert calls == Counter(BatchGetItem=1, TransactWriteItems=1)
+    calls.clear()
+    with pytest.raises(RevisionConflict):
+        services.state.apply(address_id, token, [StateOperation("k", "set", 3, if_revision=1)])
+    assert calls == Counter(BatchGetItem=1)
+
+
+def test_a_batch_answers_its_usage_without_another_read(process) -> None:
+    services, calls = process()
+    created = provision(services)
+    address_id, token = created.record.id, created.read_token
+    keys = [f"b{index}" for index in range(5)]
+    services.state.apply(address_id, token, [StateOperation(key, "set", "x", if_revision=0) for key in keys])
+    calls.clear()
+    operations = [StateOperation(key, "set", "longer value", if_revision=1) for key in keys]
+    writes, usage = services.state.apply_with_usage(address_id, token, operations)
+    assert calls == Counter(BatchGetItem=1, TransactWriteItems=1)
+    assert [write.revision for write in writes] == [2] * 5
+    assert usage == services.state_table.usage(address_id)  # what storage holds after the batch
