@@ -19,10 +19,12 @@ import pytest
 
 from cairn.addresses.inbox import InboxRequest
 from cairn.addresses.state import StateOperation
+from cairn.clock import Clock, system_clock
 from cairn.dynamodb.client import make_client
 from cairn.errors import NotFound, RateLimited, RevisionConflict, Unauthorized
 from cairn.services import Services
 from cairn.settings import Settings
+from tests.support.fakes import FakeClock
 
 Counted = tuple[Services, Counter[str]]
 
@@ -31,12 +33,12 @@ Counted = tuple[Services, Counter[str]]
 def process(dynamodb_local, local_table: str) -> Callable[..., Counted]:
     """The services as a new process has them: their own client (calls counted by operation), nothing known."""
 
-    def new(**limits: int) -> Counted:
+    def new(clock: Clock = system_clock, **limits: int) -> Counted:
         settings = Settings(dynamodb_endpoint=dynamodb_local.endpoint, table_name=local_table, **limits)
         client = make_client(settings)
         calls: Counter[str] = Counter()
         client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.update([model.name]))
-        return Services.build(settings, client=client), calls
+        return Services.build(settings, client=client, clock=clock), calls
 
     return new
 
@@ -95,9 +97,35 @@ def test_every_refusal_is_the_same_and_counts_nothing(process) -> None:
         services.feed.poll(created.record.id, "crt_wrong", after=0, wait=0, limit=10)
 
 
+def test_a_new_minute_restores_the_rate_and_a_wrong_window_guess_costs_one_more_update(process) -> None:
+    clock = FakeClock()
+    clock.advance(-(clock() % 60))  # the start of a minute
+    services, calls = process(clock, poll_rate_per_minute=1)
+    created = provision(services)
+
+    def poll(of: Services) -> None:
+        of.feed.poll(created.record.id, created.read_token, after=0, wait=0, limit=10)
+
+    poll(services)
+    with pytest.raises(RateLimited) as limited:
+        poll(services)
+    assert limited.value.retry_after == 60
+    clock.advance(60)
+    calls.clear()
+    poll(services)  # this process saw the old window: it starts the new one at once
+    assert calls == Counter(UpdateItem=1, Query=1)
+    clock.advance(60)
+    fresh, fresh_calls = process(clock, poll_rate_per_minute=1)
+    poll(fresh)  # a process that knows nothing guesses the window goes on; the returned head corrects it
+    assert fresh_calls == Counter(UpdateItem=2, Query=1)
+    with pytest.raises(RateLimited):
+        poll(services)
+
+
 def test_concurrent_polls_of_one_minute_are_counted_exactly(process) -> None:
     limit = 12
-    stores = [process(poll_rate_per_minute=limit)[0] for _ in range(4)]
+    clock = FakeClock()  # one minute for every poll
+    stores = [process(clock, poll_rate_per_minute=limit)[0] for _ in range(4)]
     created = provision(stores[0])
 
     def poll(index: int) -> str:
@@ -109,9 +137,7 @@ def test_concurrent_polls_of_one_minute_are_counted_exactly(process) -> None:
 
     with ThreadPoolExecutor(8) as pool:
         outcomes = Counter(pool.map(poll, range(20)))
-    # 20 polls may straddle a minute's end; either way no window admitted more than its limit.
-    assert outcomes["ok"] >= limit and outcomes["ok"] + outcomes["limited"] == 20
-    assert outcomes["ok"] <= 2 * limit
+    assert outcomes == Counter(ok=limit, limited=20 - limit)
 
 
 def test_an_acknowledgement_is_one_transaction_and_a_repeat_keeps_the_first_time(process) -> None:
