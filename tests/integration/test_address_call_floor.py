@@ -168,6 +168,9 @@ def test_an_acknowledgement_refuses_before_it_tells_whether_the_event_exists(pro
             services.feed.acknowledge(created.record.id, token, event_id.replace("evt_1_", "evt_9_"))
     with pytest.raises(NotFound):
         services.feed.acknowledge(created.record.id, created.read_token, event_id.replace("evt_1_", "evt_9_"))
+    services.feed.acknowledge(created.record.id, created.read_token, event_id)
+    with pytest.raises(Unauthorized):  # a repeat is answered to the owner only
+        services.feed.acknowledge(created.record.id, other.read_token, event_id)
     services.provisioning.delete(created.record.id, created.read_token)
     with pytest.raises(Unauthorized):
         services.feed.acknowledge(created.record.id, created.read_token, event_id)

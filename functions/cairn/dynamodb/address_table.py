@@ -541,7 +541,19 @@ class AddressTable:
             )
             names.update({"#cred": READ_TOKEN, "#deleted": DELETED})
             values.update({":digest": s(read_token_digest), ":now": n(int(now))})
+        # The head first: its credential is decided before anything is told of the event.
         actions = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(pk, keys.META),
+                    "UpdateExpression": counted.expression(),
+                    "ConditionExpression": head_condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
             {
                 "Update": {
                     "TableName": self._table,
@@ -558,17 +570,6 @@ class AddressTable:
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
-            {
-                "Update": {
-                    "TableName": self._table,
-                    "Key": key(pk, keys.META),
-                    "UpdateExpression": counted.expression(),
-                    "ConditionExpression": head_condition,
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": values,
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
         ]
         try:
             table_ops.transact_write(self._client, actions)
@@ -577,16 +578,19 @@ class AddressTable:
                 raise
             reasons = cancellation_reasons(error)
             failed = [reason.get("Code") == CONDITION_FAILED for reason in reasons]
-            if len(failed) != len(actions) or not any(failed):
+            decided = all(reason.get("Code") in ("None", CONDITION_FAILED) for reason in reasons)
+            # Only conditions that were evaluated tell anything: a head held by another write tells nothing
+            # of the credential, so a repeat is not answered until it does.
+            if len(failed) != len(actions) or not any(failed) or not decided:
                 raise Unavailable("The address is too busy right now; retry shortly.") from error
-            event_reason, head_reason = reasons
-            if failed[1]:
+            head_reason, event_reason = reasons
+            if failed[0]:
                 if read_token_digest is None:
                     return None  # no head: the address is gone
                 head = head_reason.get("Item") or self._item(key(pk, keys.META))
                 if not address_items.head_opens(head, read_token_digest, now=now):
                     raise Unauthorized() from error
-            if not failed[0]:
+            if not failed[1]:
                 # The head's condition failed for a head that admits: it changed in between; busy.
                 raise Unavailable("The address is too busy right now; retry shortly.") from error
             # Acknowledged before (its time is kept), trimmed, expired, or another event's id.
