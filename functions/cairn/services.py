@@ -70,7 +70,7 @@ class Services:
         return Provisioning(
             self.table,
             self.state_table,
-            self.limiter,
+            self.feed,
             self.settings,
             self.clock,
             # Read on the first deletion: the raw-message store loads its storage client then.
@@ -229,7 +229,7 @@ class Services:
         return cls(
             settings=settings,
             inbox=Inbox(table, waiter, settings, clock),
-            feed=Feed(table, limiter, waiter, settings, clock),
+            feed=Feed(table, waiter, settings, clock),
             state=AddressState(table, state_table, waiter, settings, clock),
             client=client,
             table=table,

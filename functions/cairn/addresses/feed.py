@@ -6,20 +6,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 
-from cairn.addresses.access import authenticate
-from cairn.addresses.models import Event, FeedPage, TrimResult, sequence_of
-from cairn.addresses.ports import AddressStore, RateLimiter, Waiter
+from cairn import credentials
+from cairn.addresses.access import admit, authenticate, require_well_formed
+from cairn.addresses.models import Acknowledged, AddressRecord, Event, FeedPage, TrimResult, sequence_of
+from cairn.addresses.ports import AddressStore, RateSpent, Waiter
 from cairn.clock import Clock
 from cairn.errors import NotFound, RateLimited
 from cairn.settings import Settings
 
 
 class Feed:
-    def __init__(
-        self, table: AddressStore, limiter: RateLimiter, waiter: Waiter, settings: Settings, clock: Clock
-    ) -> None:
+    def __init__(self, table: AddressStore, waiter: Waiter, settings: Settings, clock: Clock) -> None:
         self._table = table
-        self._limiter = limiter
         self._waiter = waiter
         self._settings = settings
         self._clock = clock
@@ -41,8 +39,7 @@ class Feed:
         string (MCP puts the page in a tool result: 2); each doubles the
         escaping, so the page budget is divided by it.
         """
-        record = authenticate(self._table, address_id, read_token, now=self._clock())
-        self.count_poll(address_id)
+        record = self.admit_read(address_id, read_token)
         trimmed_through = record.trimmed_through
         deadline = time.monotonic() + min(wait, self._settings.max_wait_seconds)
         with self._waiter.subscribe(address_id) as subscription:
@@ -100,8 +97,7 @@ class Feed:
         a busy loop, and ends when the time is up or, checked at each
         heartbeat, the address is gone.
         """
-        authenticate(self._table, address_id, read_token, now=self._clock())
-        self.count_poll(address_id)
+        self.admit_read(address_id, read_token)
         return self._follow(address_id, read_token, after, limit)
 
     def _follow(self, address_id: str, read_token: str | None, after: int, limit: int) -> Iterator[list[Event]]:
@@ -134,24 +130,38 @@ class Feed:
             address_id, after=after, limit=limit, now=self._clock(), max_bytes=self._settings.max_page_bytes // nesting
         )
 
-    def acknowledge(self, address_id: str, read_token: str | None, event_id: str) -> Event:
-        """Mark an event handled; repeating it keeps the first time."""
+    def acknowledge(self, address_id: str, read_token: str | None, event_id: str) -> Acknowledged:
+        """Mark an event handled; repeating it keeps the first time.
+
+        The token is a condition of the acknowledgement's own write, so
+        nothing is read first; an id no event can have still meets the one
+        refusal before `NotFound`.
+        """
         now = self._clock()
-        authenticate(self._table, address_id, read_token, now=now)
         sequence = sequence_of(event_id)
-        event = None if sequence is None else self._table.acknowledge(address_id, sequence, event_id, now=now)
+        if sequence is None or not read_token:
+            authenticate(self._table, address_id, read_token, now=now)
+            raise NotFound("No retained event with this id.", event_id=event_id)
+        require_well_formed(address_id)
+        digest = credentials.digest(read_token)
+        event = self._table.acknowledge(address_id, sequence, event_id, now=now, read_token_digest=digest)
         if event is None:
             raise NotFound("No retained event with this id.", event_id=event_id)
         return event
 
-    def count_poll(self, address_id: str) -> None:
-        """One use of the per-address poll rate; polls, describes and attachment downloads share it."""
-        count_read(self._limiter, self._settings, address_id, now=self._clock())
+    def admit_read(self, address_id: str, read_token: str | None) -> AddressRecord:
+        """The live address the token opens, with one use of its read rate counted in the same write.
 
-
-def count_read(limiter: RateLimiter, settings: Settings, address_id: str, *, now: float) -> None:
-    """One use of the per-address read rate (`RateLimited` when spent): every read that costs storage counts."""
-    limit = settings.poll_rate_per_minute
-    retry_after = limiter.hit("poll", address_id, limit=limit, now=now)
-    if retry_after is not None:
-        raise RateLimited(f"At most {limit} polls per address per minute.", retry_after=retry_after)
+        Polls, streams, describes and attachment downloads share the rate
+        (`poll_rate_per_minute`): every read that costs storage counts. A
+        refusal counts nothing, and a spent rate is told only to the owner.
+        """
+        require_well_formed(address_id)
+        now = self._clock()
+        if not read_token:
+            admit(None, read_token, now=now)  # the one refusal, after the same work
+        limit = self._settings.poll_rate_per_minute
+        try:
+            return self._table.admit_read(address_id, credentials.digest(read_token or ""), limit=limit, now=now)
+        except RateSpent as spent:
+            raise RateLimited(f"At most {limit} polls per address per minute.", retry_after=spent.retry_after) from None

@@ -83,6 +83,15 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Acknowledged:
+    """An acknowledged event: which one, and when it was first acknowledged."""
+
+    id: str
+    sequence: int
+    acknowledged_at: float
+
+
+@dataclass(frozen=True)
 class EventRef:
     """Where an appended (or deduplicated) event landed."""
 

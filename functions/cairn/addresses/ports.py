@@ -16,6 +16,7 @@ from typing import Protocol
 
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import (
+    Acknowledged,
     AddressRecord,
     AppendResult,
     Event,
@@ -102,14 +103,37 @@ class InboxSettingsMoved(Exception):
         self.settings = settings
 
 
+class RateSpent(Exception):
+    """A rate counted in the same write as something else is used up for its window."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__("rate spent for this window")
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class RateCount:
+    """One use of a fixed per-minute window of `scope` for `subject`, at most `limit` uses."""
+
+    scope: str
+    subject: str
+    limit: int
+
+
 class AddressStore(Protocol):
     """Address heads, their event feeds and idempotency claims."""
 
-    def create(self, record: AddressRecord) -> None:
-        """Store a new address head."""
+    def create(self, record: AddressRecord, *, rate: RateCount | None = None) -> None:
+        """Store a new address head; with `rate`, only if one more use fits (`RateSpent` otherwise), in the
+        same write."""
 
     def load(self, address_id: str) -> AddressRecord | None:
         """The head of a live or expired address; None once deleted or unknown."""
+
+    def admit_read(self, address_id: str, read_token_digest: str, *, limit: int, now: float) -> AddressRecord:
+        """The live address the digest opens, with one read counted against its per-minute read rate of
+        `limit`, in one write. `Unauthorized` for an unknown, expired or deleted address or another digest
+        (one refusal, nothing counted); `RateSpent` when the digest opens it but the rate is used up."""
 
     def delete(self, address_id: str, read_token_digest: str) -> bool:
         """Remove the address and all it holds if the digest opens it, expired or not; False when refused."""
@@ -143,8 +167,13 @@ class AddressStore(Protocol):
     def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> EventRef | None:
         """The event a live idempotency claim points to, or None."""
 
-    def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
-        """Mark a live event handled (the first time is kept); None if there is no such event."""
+    def acknowledge(
+        self, address_id: str, sequence: int, event_id_text: str, *, now: float, read_token_digest: str | None = None
+    ) -> Acknowledged | None:
+        """Mark a live event handled (the first time is kept); None if there is no such event.
+
+        With `read_token_digest`, the digest opening the live address is a condition of the same write:
+        `Unauthorized` otherwise, whatever the event."""
 
     def trim(
         self,

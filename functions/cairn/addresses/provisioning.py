@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from cairn import credentials
 from cairn.addresses import inbox_settings
-from cairn.addresses.access import authenticate, require_well_formed
-from cairn.addresses.feed import count_read
+from cairn.addresses.access import require_well_formed
+from cairn.addresses.feed import Feed
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import AddressRecord, FeedCounts
-from cairn.addresses.ports import AddressStore, RateLimiter, StateStore
+from cairn.addresses.ports import AddressStore, RateCount, RateSpent, StateStore
 from cairn.addresses.state_model import StateUsage
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, RateLimited, Unauthorized
@@ -39,7 +39,7 @@ class Provisioning:
         self,
         table: AddressStore,
         state: StateStore,
-        limiter: RateLimiter,
+        feed: Feed,
         settings: Settings,
         clock: Clock,
         *,
@@ -47,7 +47,7 @@ class Provisioning:
     ) -> None:
         self._table = table
         self._state = state
-        self._limiter = limiter
+        self._feed = feed
         self._settings = settings
         self._clock = clock
         # What else an address's deletion removes, outside the table (its stored mail), once the owner is admitted.
@@ -76,12 +76,6 @@ class Provisioning:
                 field="expires_in_seconds",
             )
         now = self._clock()
-        retry_after = self._limiter.hit("create", client_ip, limit=settings.create_rate_per_minute, now=now)
-        if retry_after is not None:
-            raise RateLimited(
-                f"At most {settings.create_rate_per_minute} addresses per minute from one client.",
-                retry_after=retry_after,
-            )
         address_id = credentials.new_address_id()
         read_token = credentials.new_read_token()
         inbox_secret = credentials.new_inbox_secret()
@@ -96,7 +90,15 @@ class Provisioning:
             inbox_secret_digest=credentials.digest(inbox_secret),
             inbox=inbox,
         )
-        self._table.create(record)
+        # The client's creation rate is counted in the same transaction that stores the head.
+        rate = RateCount(scope="create", subject=client_ip, limit=settings.create_rate_per_minute)
+        try:
+            self._table.create(record, rate=rate)
+        except RateSpent as spent:
+            raise RateLimited(
+                f"At most {settings.create_rate_per_minute} addresses per minute from one client.",
+                retry_after=spent.retry_after,
+            ) from None
         return Provisioned(record=record, read_token=read_token, inbox_secret=inbox_secret)
 
     def describe(self, address_id: str, read_token: str | None) -> AddressOverview:
@@ -105,8 +107,7 @@ class Provisioning:
         Counts against the address's poll rate, as a poll does.
         """
         now = self._clock()
-        record = authenticate(self._table, address_id, read_token, now=now)
-        count_read(self._limiter, self._settings, address_id, now=now)
+        record = self._feed.admit_read(address_id, read_token)
         return AddressOverview(
             record=record,
             counts=self._table.count_events(address_id, now=now),

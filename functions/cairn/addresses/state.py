@@ -102,13 +102,22 @@ class AddressState:
             raise NotFound(f"No state key {key!r}.", key=key)
         return entry
 
-    def usage(self, address_id: str) -> StateUsage:
-        return self._state.usage(address_id)
-
     # -- writes --------------------------------------------------------------
 
     def apply(self, address_id: str, read_token: str | None, operations: list[StateOperation]) -> list[StateWrite]:
         """Apply every operation or none; retried internally when only other keys moved."""
+        return self.apply_with_usage(address_id, read_token, operations)[0]
+
+    def apply_with_usage(
+        self, address_id: str, read_token: str | None, operations: list[StateOperation]
+    ) -> tuple[list[StateWrite], StateUsage]:
+        """`apply`, with the totals as the writes left them, known without another read.
+
+        They are the totals the writes were planned from (one consistent
+        read) with the writes' own change added; a write to other keys that
+        commits at the same moment is not in them, as it would not be in a
+        read made a moment earlier. Listing the state reads the totals as stored.
+        """
         prepared = self._prepare(operations)
         require_well_formed(address_id)
         deadline = time.monotonic() + _RETRY_BUDGET_SECONDS
@@ -151,7 +160,9 @@ class AddressState:
                     raise Unavailable("State is too busy right now; retry shortly.") from error
                 continue
             self._waiter.notify(address_id)
-            return [
+            delta = usage_delta(changes)
+            usage = StateUsage(keys=snapshot.usage.keys + delta.keys, bytes=snapshot.usage.bytes + delta.bytes)
+            writes = [
                 StateWrite(
                     key=change.key,
                     op=operation.op,
@@ -162,6 +173,7 @@ class AddressState:
                 )
                 for change, (_, operation, _) in zip(changes, prepared, strict=True)
             ]
+            return writes, usage
 
     def _prepare(self, operations: list[StateOperation]) -> list[tuple[str, StateOperation, str | None]]:
         if not operations:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cairn.addresses.inbox_settings import InboxSettings
-from cairn.addresses.models import AddressRecord, AppendResult, Event, FeedPage, TrimResult
+from cairn.addresses.models import Acknowledged, AddressRecord, AppendResult, Event, FeedPage, TrimResult
 from cairn.addresses.provisioning import AddressOverview, Provisioned
 from cairn.addresses.state import StateWrite
 from cairn.addresses.state_model import StateEntry, StateUsage
@@ -103,10 +103,10 @@ def trimmed(result: TrimResult) -> schemas.TrimResponse:
     return schemas.TrimResponse(trimmed=result.trimmed, trimmed_through=result.trimmed_through)
 
 
-def acknowledged(item: Event) -> schemas.AckResponse:
+def acknowledged(item: Acknowledged) -> schemas.AckResponse:
     return schemas.AckResponse(
         event=schemas.AckedEventOut(
-            id=item.id, sequence=item.sequence, acknowledged_at=iso(item.acknowledged_at or 0.0)
+            id=item.id, sequence=item.sequence, acknowledged_at=iso(item.acknowledged_at)
         )
     )
 

@@ -6,6 +6,7 @@ credential kinds of `cairn.addresses.ports` map to head attributes here.
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 from cairn.addresses.inbox_settings import InboxSettings, Verifier
@@ -32,6 +33,8 @@ DELETED = "deleted"
 TRIMMED_THROUGH = "trimmed_through"
 INBOX_REVISION = "inbox_rev"
 _KEEP_HEADERS = "inbox_keep_headers"
+# Compared against when there is no head, so a refusal for an unknown address costs what a wrong token does.
+_NO_HEAD_DIGEST = "0" * 64
 _VERIFIERS = "inbox_verifiers"
 
 
@@ -55,6 +58,20 @@ def head_item(record: AddressRecord) -> Item:
     if record.inbox.revision:
         item.update(inbox_attributes(record.inbox))
     return item
+
+
+def head_opens(item: Item | None, digest: str, *, now: float) -> bool:
+    """Whether a head item (None: none) is live and its read token has this digest.
+
+    The digests are compared in constant time whatever the head holds, so a
+    refusal costs the same for every reason.
+    """
+    stored = (get_s(item, READ_TOKEN) if item else None) or _NO_HEAD_DIGEST
+    opens = hmac.compare_digest(digest, stored)
+    if item is None or DELETED in item:
+        return False
+    expires_at = get_n(item, "expires_at")
+    return opens and (expires_at is None or expires_at > int(now))
 
 
 def inbox_attributes(settings: InboxSettings) -> Item:

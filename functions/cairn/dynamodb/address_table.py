@@ -15,7 +15,7 @@ import hmac
 import random
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from cairn import credentials, jsontext
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import (
+    Acknowledged,
     AddressRecord,
     AppendResult,
     Event,
@@ -33,9 +34,19 @@ from cairn.addresses.models import (
     TrimResult,
     event_id,
 )
-from cairn.addresses.ports import AppendRequest, InboxSettingsMoved, StateMoved
+from cairn.addresses.ports import AppendRequest, InboxSettingsMoved, RateCount, RateSpent, StateMoved
 from cairn.addresses.quota import FeedQuota
-from cairn.dynamodb import address_items, blobs, feed_counts, keys, outbound_items, state_items, table_ops
+from cairn.dynamodb import (
+    address_items,
+    blobs,
+    feed_counts,
+    keys,
+    outbound_items,
+    ratelimit,
+    read_count,
+    state_items,
+    table_ops,
+)
 from cairn.dynamodb.address_items import (
     CREDENTIAL_ATTRIBUTES,
     DELETED,
@@ -53,6 +64,8 @@ if TYPE_CHECKING:
 
 _APPEND_BUDGET_SECONDS = 10.0
 _HINT_CAPACITY = 50_000
+# Counted reads that lose to a moving window or a busy head, before the read answers busy.
+_READ_ATTEMPTS = 8
 
 CONDITION_FAILED = "ConditionalCheckFailed"
 
@@ -87,6 +100,8 @@ class AddressTable:
         self._hints: dict[str, int] = {}
         # The head's reserved outcome slots as last seen, guessed like the sequence.
         self._pending: dict[str, int] = {}
+        # The read-rate window each address's head was last seen in (`read_count`).
+        self._read_windows: dict[str, int] = {}
         self._hints_lock = threading.Lock()
         # Writers in one process take turns per address (striped), so they
         # never race each other's transactions; other processes still can.
@@ -94,13 +109,26 @@ class AddressTable:
 
     # -- heads ---------------------------------------------------------------
 
-    def create(self, record: AddressRecord) -> None:
-        item = address_items.head_item(record)
-        self._client.put_item(
-            TableName=self._table,
-            Item=item,
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+    def create(self, record: AddressRecord, *, rate: RateCount | None = None) -> None:
+        """Put the new head; with `rate`, in one transaction with the rate's counter (see `ratelimit`)."""
+        item = {**address_items.head_item(record), **read_count.new_head_attributes(record.created_at)}
+        condition = "attribute_not_exists(pk)"
+        put: dict[str, Any] = {"TableName": self._table, "Item": item, "ConditionExpression": condition}
+        if rate is None:
+            self._client.put_item(**put)
+        else:
+            now = record.created_at
+            counted = ratelimit.count_action(self._table, rate.scope, rate.subject, limit=rate.limit, now=now)
+            try:
+                table_ops.transact_write(self._client, [counted, {"Put": put}])
+            except ClientError as error:
+                if error_code(error) != "TransactionCanceledException":
+                    raise
+                reasons = cancellation_reasons(error)
+                if reasons and reasons[0].get("Code") == CONDITION_FAILED:
+                    raise RateSpent(ratelimit.retry_after(now)) from error
+                # A conflict on the counter with another creation: busy, and nothing was written.
+                raise Unavailable() from error
         self._remember(record.id, 0)
 
     def load(self, address_id: str) -> AddressRecord | None:
@@ -112,6 +140,45 @@ class AddressTable:
         )
         item = response.get("Item")
         return address_items.record_from_item(item) if item else None
+
+    def admit_read(self, address_id: str, read_token_digest: str, *, limit: int, now: float) -> AddressRecord:
+        """The live head the digest opens, one read counted on it in the same update (`read_count`).
+
+        A failed condition returns the head as it is; without it (a store
+        that returns none) a consistent read of the head stands in, so a
+        refusal is always decided on the head as stored.
+        """
+        window = read_count.window_of(now)
+        pk = key(keys.address_pk(address_id), keys.META)
+        for attempt in range(_READ_ATTEMPTS):
+            same_window = self._read_windows.get(address_id, window) >= window
+            update = read_count.update(read_token_digest, limit=limit, now=now, same_window=same_window)
+            try:
+                response = self._client.update_item(TableName=self._table, Key=pk, **update)
+            except ClientError as error:
+                code = error_code(error)
+                if code == "TransactionConflictException":
+                    # An append's transaction holds the head for a moment.
+                    time.sleep(random.uniform(0, 0.001 * 2**attempt))
+                    continue
+                if code != "ConditionalCheckFailedException":
+                    raise
+                returned: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
+                head = returned or self._item(pk)
+                verdict = read_count.verdict(head, read_token_digest, limit=limit, now=now)
+                if not verdict.admitted:
+                    raise Unauthorized() from error
+                if verdict.spent:
+                    raise RateSpent(ratelimit.retry_after(now)) from error
+                self._remember_read_window(address_id, -1 if verdict.window is None else verdict.window)
+                continue
+            item = response["Attributes"]
+            self._remember_read_window(address_id, get_int(item, read_count.WINDOW))
+            record = address_items.record_from_item(item)
+            if record is None:  # the condition excludes a deleted head
+                raise Unauthorized()
+            return record
+        raise Unavailable("The address is too busy right now; retry shortly.")
 
     def delete(self, address_id: str, read_token_digest: str) -> bool:
         """Close the address at once, then remove everything under it.
@@ -450,21 +517,43 @@ class AddressTable:
             return None
         return address_items.claimed_ref(item)
 
-    def acknowledge(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
+    def acknowledge(
+        self, address_id: str, sequence: int, event_id_text: str, *, now: float, read_token_digest: str | None = None
+    ) -> Acknowledged | None:
         """Mark an event handled; the first acknowledgement's time is kept.
 
-        The first one is counted on the head in the same transaction
-        (`feed_counts`); a repeat reads the event and changes nothing.
+        One transaction: the event gets its time under the condition that it
+        is this live event not yet acknowledged, and the head counts it
+        (`feed_counts`), under the read token when one is given. A failed
+        condition returns the items as they are, which tell a repeat (the
+        first time is answered), an event that is not there (None) and a
+        refusal (`Unauthorized`, checked first) apart without a read.
         """
         pk = keys.address_pk(address_id)
-        event = self._acknowledgeable(address_id, sequence, event_id_text, now=now)
-        if event is None:
-            return None
-        if event.acknowledged_at is not None:
-            return event
         counted = feed_counts.on_acknowledge(sequence)
         acknowledged_at = round(now, 3)
+        head_condition = "attribute_exists(pk)"
+        names, values = dict(counted.names), dict(counted.values)
+        if read_token_digest is not None:
+            head_condition = (
+                "#cred = :digest AND attribute_not_exists(#deleted)"
+                " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
+            )
+            names.update({"#cred": READ_TOKEN, "#deleted": DELETED})
+            values.update({":digest": s(read_token_digest), ":now": n(int(now))})
+        # The head first: its credential is decided before anything is told of the event.
         actions = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": key(pk, keys.META),
+                    "UpdateExpression": counted.expression(),
+                    "ConditionExpression": head_condition,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            },
             {
                 "Update": {
                     "TableName": self._table,
@@ -478,16 +567,7 @@ class AddressTable:
                         ":id": s(event_id_text),
                         ":now": n(int(now)),
                     },
-                }
-            },
-            {
-                "Update": {
-                    "TableName": self._table,
-                    "Key": key(pk, keys.META),
-                    "UpdateExpression": counted.expression(),
-                    "ConditionExpression": "attribute_exists(pk)",
-                    "ExpressionAttributeNames": counted.names,
-                    "ExpressionAttributeValues": counted.values,
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
         ]
@@ -497,22 +577,33 @@ class AddressTable:
             if error_code(error) != "TransactionCanceledException":
                 raise
             reasons = cancellation_reasons(error)
-            if not any(reason.get("Code") == CONDITION_FAILED for reason in reasons):
+            failed = [reason.get("Code") == CONDITION_FAILED for reason in reasons]
+            decided = all(reason.get("Code") in ("None", CONDITION_FAILED) for reason in reasons)
+            # Only conditions that were evaluated tell anything: a head held by another write tells nothing
+            # of the credential, so a repeat is not answered until it does.
+            if len(failed) != len(actions) or not any(failed) or not decided:
                 raise Unavailable("The address is too busy right now; retry shortly.") from error
-            # Acknowledged by a racing request (its time is kept), trimmed, or the address is gone.
-            again = self._acknowledgeable(address_id, sequence, event_id_text, now=now)
-            return again if again is not None and again.acknowledged_at is not None else None
-        return replace(event, acknowledged_at=acknowledged_at)
+            head_reason, event_reason = reasons
+            if failed[0]:
+                if read_token_digest is None:
+                    return None  # no head: the address is gone
+                head = head_reason.get("Item") or self._item(key(pk, keys.META))
+                if not address_items.head_opens(head, read_token_digest, now=now):
+                    raise Unauthorized() from error
+            if not failed[1]:
+                # The head's condition failed for a head that admits: it changed in between; busy.
+                raise Unavailable("The address is too busy right now; retry shortly.") from error
+            # Acknowledged before (its time is kept), trimmed, expired, or another event's id.
+            item = event_reason.get("Item") or self._item(key(pk, keys.event_sk(sequence)))
+            if not item or get_int(item, "expires_at") <= now or get_s(item, "event_id") != event_id_text:
+                return None
+            first = get_n(item, "acknowledged_at")
+            return None if first is None else Acknowledged(id=event_id_text, sequence=sequence, acknowledged_at=first)
+        return Acknowledged(id=event_id_text, sequence=sequence, acknowledged_at=acknowledged_at)
 
-    def _acknowledgeable(self, address_id: str, sequence: int, event_id_text: str, *, now: float) -> Event | None:
-        """The live event with this id, its data only when inline (an acknowledgement answers without it)."""
-        response = self._client.get_item(
-            TableName=self._table, Key=key(keys.address_pk(address_id), keys.event_sk(sequence)), ConsistentRead=True
-        )
-        item = response.get("Item")
-        if not item or get_int(item, "expires_at") <= now or get_s(item, "event_id") != event_id_text:
-            return None
-        return address_items.event_from_item(item, get_s(item, "data"))
+    def _item(self, item_key: dict[str, Any]) -> dict[str, Any] | None:
+        """One item by a consistent read, where a failed condition did not return it."""
+        return self._client.get_item(TableName=self._table, Key=item_key, ConsistentRead=True).get("Item")
 
     def trim(
         self,
@@ -561,10 +652,17 @@ class AddressTable:
                 self._pending.clear()
             self._pending[address_id] = pending
 
+    def _remember_read_window(self, address_id: str, window: int) -> None:
+        with self._hints_lock:
+            if len(self._read_windows) >= _HINT_CAPACITY:
+                self._read_windows.clear()
+            self._read_windows[address_id] = window
+
     def _forget(self, address_id: str) -> None:
         with self._hints_lock:
             self._hints.pop(address_id, None)
             self._pending.pop(address_id, None)
+            self._read_windows.pop(address_id, None)
 
 
 def _head_admits(head: dict[str, Any], request: AppendRequest) -> bool:

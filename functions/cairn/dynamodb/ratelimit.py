@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -24,21 +24,36 @@ class RateLimiter:
         self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = WINDOW_SECONDS
     ) -> int | None:
         """Count one use; return the seconds to wait when over `limit`, else None."""
-        window = int(now) // window_seconds
+        update = count_action(self._table, scope, subject, limit=limit, now=now, window_seconds=window_seconds)
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=key(keys.rate_pk(scope, subject), keys.rate_sk(window)),
-                UpdateExpression="ADD hits :one SET expires_at = :expires",
-                ConditionExpression="attribute_not_exists(hits) OR hits < :limit",
-                ExpressionAttributeValues={
-                    ":one": n(1),
-                    ":limit": n(limit),
-                    ":expires": n((window + 2) * window_seconds),
-                },
-            )
+            self._client.update_item(**update["Update"])
         except ClientError as error:
             if error_code(error) == "ConditionalCheckFailedException":
-                return max(1, (window + 1) * window_seconds - int(now))
+                return retry_after(now, window_seconds)
             raise
         return None
+
+
+def count_action(
+    table: str, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = WINDOW_SECONDS
+) -> dict[str, Any]:
+    """One use of the window of `now` as a transaction action: it fails its condition when `limit` is reached."""
+    window = int(now) // window_seconds
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": key(keys.rate_pk(scope, subject), keys.rate_sk(window)),
+            "UpdateExpression": "ADD hits :one SET expires_at = :expires",
+            "ConditionExpression": "attribute_not_exists(hits) OR hits < :limit",
+            "ExpressionAttributeValues": {
+                ":one": n(1),
+                ":limit": n(limit),
+                ":expires": n((window + 2) * window_seconds),
+            },
+        }
+    }
+
+
+def retry_after(now: float, window_seconds: int = WINDOW_SECONDS) -> int:
+    """Seconds until the window of `now` ends."""
+    return max(1, (int(now) // window_seconds + 1) * window_seconds - int(now))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cairn.addresses.access import authenticate
 from cairn.addresses.feed import Feed
 from cairn.addresses.models import IdempotencyClaim, sequence_of
 from cairn.addresses.ports import AddressStore
@@ -36,8 +35,7 @@ class EmailAttachments:
     ) -> mime.AttachmentFile:
         """The attachment's bytes; each download counts as one poll of the address."""
         now = self._clock()
-        authenticate(self._table, address_id, read_token, now=now)
-        self._feed.count_poll(address_id)
+        self._feed.admit_read(address_id, read_token)
         data = self._email_data(address_id, event_id, now)
         listed = _listed(data, attachment_id)
         limit = self._settings.email_attachment_max_bytes

@@ -85,8 +85,8 @@ def register(app, services: Services) -> None:
         operations = [
             StateOperation(key=op.key, op=op.op, value=op.value, if_revision=op.if_revision) for op in body.operations
         ]
-        writes = state.apply(address_id, bearer_token(app.current_event), operations)
-        return presenters.state_batch(writes, state.usage(address_id), services.settings)
+        writes, usage = state.apply_with_usage(address_id, bearer_token(app.current_event), operations)
+        return presenters.state_batch(writes, usage, services.settings)
 
 
 def json_response(status: int, body: StateValueOut, *, revision: int) -> Response[StateValueOut]:
