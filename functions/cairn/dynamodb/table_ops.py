@@ -70,6 +70,8 @@ def batch_get(
     client: DynamoDBClient, table: str, item_keys: Sequence[Item], *, exhausted: Callable[[], Exception]
 ) -> list[Item]:
     """The items that exist among `item_keys` (consistent reads), in no particular order."""
+    # BatchGetItem refuses a request naming one key twice (a parent run that is its own child, say).
+    item_keys = list({_identity(item_key): item_key for item_key in item_keys}.values())
     found: list[Item] = []
     for start in range(0, len(item_keys), _BATCH_GET_SIZE):
         pending: dict[str, Any] = {
@@ -124,3 +126,8 @@ def delete_partition(
 def _pause(attempt: int) -> None:
     """A growing pause before the leftovers of a throttled batch are sent again."""
     time.sleep(0.05 * (attempt + 1))
+
+
+def _identity(item_key: Item) -> tuple:
+    """A hashable form of a key: attribute names with their typed values."""
+    return tuple(sorted((name, tuple(value.items())) for name, value in item_key.items()))
