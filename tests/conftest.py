@@ -47,14 +47,30 @@ def moto_api(moto_env: None, clock: FakeClock) -> LambdaClient:
 
 @pytest.fixture(scope="session")
 def dynamodb_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DynamoDBLocal]:
-    """One DynamoDB Local for the whole run (in-memory data folder per run)."""
-    with DynamoDBLocal(tmp_path_factory.mktemp("dynamodb")) as database:
+    """One DynamoDB Local for the whole run, its data in memory (the folder holds its log)."""
+    with DynamoDBLocal(tmp_path_factory.mktemp("dynamodb"), in_memory=True) as database:
         yield database
 
 
 @pytest.fixture
 def local_table(dynamodb_local: DynamoDBLocal) -> str:
-    """A fresh table on DynamoDB Local for one test."""
+    """A fresh table on DynamoDB Local for one test, with no stream.
+
+    DynamoDB Local keeps every stream a day, even past its table, and each one
+    slows the writes and table creations after it: a run's thousands of tables
+    would make it crawl. `cairn serve` adds a stream to the table it serves;
+    tests that read a stream make their table with one.
+    """
+    name = f"cairn-{uuid.uuid4().hex[:12]}"
+    from cairn.settings import Settings
+
+    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), name, stream=False)
+    return name
+
+
+@pytest.fixture
+def streamed_table(dynamodb_local: DynamoDBLocal) -> str:
+    """A fresh table on DynamoDB Local with its stream, as `cairn serve` and the stack make it."""
     name = f"cairn-{uuid.uuid4().hex[:12]}"
     from cairn.settings import Settings
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from cairn.client import commands as agent_commands
@@ -19,7 +20,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         from cairn.local import server
 
-        return server.run(args)
+        code = server.run(args)
+        # Everything the server owns is closed by now. A long-poll or event
+        # stream that was waiting at Ctrl-C still holds a worker thread until
+        # its wait ends (up to 25 s), and the interpreter would join it before
+        # exiting: the exit is made here instead.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return agent_commands.run(args)
 
 

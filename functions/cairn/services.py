@@ -62,6 +62,7 @@ class Services:
     # Given to `build` (tests, `cairn serve`); else chosen from the settings on first use.
     given_mailer: OutboundMailer | None = None
     given_wake_transport: Transport | None = None
+    given_runtime: RuntimeStore | None = None
 
     @cached_property
     def provisioning(self) -> Provisioning:
@@ -146,6 +147,8 @@ class Services:
 
     @cached_property
     def runtime(self) -> RuntimeStore:
+        if self.given_runtime is not None:
+            return self.given_runtime
         from cairn.runtime.dynamo import DynamoRuntimeStore
 
         return DynamoRuntimeStore(self.client, self.settings.table_name)
@@ -213,8 +216,13 @@ class Services:
         clock: Clock = system_clock,
         mailer: OutboundMailer | None = None,
         wake_transport: Transport | None = None,
+        runtime: RuntimeStore | None = None,
     ) -> Services:
-        """`mailer` carries outbound mail; without one, `settings.outbound` chooses (SES, or none)."""
+        """`mailer` carries outbound mail; without one, `settings.outbound` chooses (SES, or none).
+
+        `runtime` serves the runtime routes from another engine (the in-memory
+        one, say); without one they use this table.
+        """
         client = client or LazyClient(settings)
         waiter = waiter or PollingWaiter()
         table = AddressTable(
@@ -239,6 +247,7 @@ class Services:
             clock=clock,
             given_mailer=mailer,
             given_wake_transport=wake_transport,
+            given_runtime=runtime,
         )
 
 

@@ -36,10 +36,10 @@ from tests.support.serve import ServeProcess
 # Hypothesis stops early on operations with few distinct inputs, so the richer ones get enough
 # examples to pass the minimum in total. The 21 runtime routes share their shapes (records, run
 # starts), so each gets fewer than the other routes and the run stays bounded.
-EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: 100, GenerationMode.NEGATIVE: 80}
-EXAMPLES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: 40, GenerationMode.NEGATIVE: 25}
-MINIMUM_CASES = {GenerationMode.POSITIVE: 2_000, GenerationMode.NEGATIVE: 1_200}
-MINIMUM_CASES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: 40, GenerationMode.NEGATIVE: 25}
+EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: 60, GenerationMode.NEGATIVE: 48}
+EXAMPLES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: 25, GenerationMode.NEGATIVE: 15}
+MINIMUM_CASES = {GenerationMode.POSITIVE: 1_200, GenerationMode.NEGATIVE: 720}
+MINIMUM_CASES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: 25, GenerationMode.NEGATIVE: 15}
 RUNTIME_PREFIX = "/api/v1/runtime/"
 WORKER_PREFIXES = (RUNTIME_PREFIX, "/api/v1/memory/")
 CHECKS = [not_a_server_error, response_schema_conformance]
@@ -68,7 +68,7 @@ MEMORY_IDS = {"agent_id": "fuzz.agent", "run_id": "fuzz-run"}
 def fuzzed_server(dynamodb_local: DynamoDBLocal, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     """One server for every generated case: starting one per operation would cost more than the cases."""
     table = f"cairn-{uuid.uuid4().hex[:12]}"
-    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), table)
+    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), table, stream=False)
     workdir: Path = tmp_path_factory.mktemp("fuzz")
     # A one-second long-poll ceiling keeps generated `wait` values from stalling the run.
     env = {"CAIRN_MAX_WAIT_SECONDS": "1"}

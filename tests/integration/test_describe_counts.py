@@ -54,7 +54,7 @@ def metered(dynamodb_local, clock: FakeClock) -> tuple[LambdaClient, ReadMeter]:
         owner_reserved_events=10,
     )
     client = make_client(settings)
-    ensure_table(client, table)
+    ensure_table(client, table, stream=False)
     meter = ReadMeter(client)
     return LambdaClient(Services.build(settings, client=client, waiter=NotifyingWaiter(), clock=clock)), meter
 

@@ -51,7 +51,7 @@ def faulty(dynamodb_local) -> tuple[LambdaClient, FaultInjector, Relay, FakeCloc
         outbound_max_sends_per_day=10_000,
     )
     client = make_client(settings)
-    ensure_table(client, table)
+    ensure_table(client, table, stream=False)
     injector = FaultInjector(client)
     relay = Relay()
     clock = FakeClock()

@@ -33,13 +33,17 @@ def all_events(api: LambdaClient, created: dict) -> list[dict]:
     return api.poll(created, limit=1000).json()["events"]
 
 
+WRITERS = 8
+INCREMENTS_EACH = 40
+
+
 def test_concurrent_increments_with_retry_on_conflict_lose_nothing(local_api: LambdaClient):
     created = local_api.provision()
     assert cas_put(local_api, created, "counter", 0, 0).status == 201
     conflicts = []
 
     def increment_many(_: int) -> None:
-        for _ in range(100):
+        for _ in range(INCREMENTS_EACH):
             while True:
                 revision, value = read_revision(local_api, created, "counter")
                 reply = cas_put(local_api, created, "counter", value + 1, revision)
@@ -48,14 +52,15 @@ def test_concurrent_increments_with_retry_on_conflict_lose_nothing(local_api: La
                 assert reply.status == 409 and reply.error_code == "revision_conflict", reply.text
                 conflicts.append(1)
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(increment_many, range(8)))
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        list(pool.map(increment_many, range(WRITERS)))
+    total = WRITERS * INCREMENTS_EACH
     revision, value = read_revision(local_api, created, "counter")
-    assert value == 800
-    assert revision == 801
+    assert value == total
+    assert revision == total + 1
     events = all_events(local_api, created)
-    assert [e["sequence"] for e in events] == list(range(1, 802))
-    assert [e["data"]["revision"] for e in events] == list(range(1, 802))
+    assert [e["sequence"] for e in events] == list(range(1, total + 2))
+    assert [e["data"]["revision"] for e in events] == list(range(1, total + 2))
     assert conflicts, "eight writers on one key should have collided at least once"
 
 

@@ -93,11 +93,11 @@ def test_the_subscription_limit_holds_under_concurrent_creates(dynamodb_local, l
     assert len(listed.json()["subscriptions"]) == 5
 
 
-def test_the_stream_follower_hands_new_events_to_the_dispatcher(dynamodb_local, local_table, clock: FakeClock):
+def test_the_stream_follower_hands_new_events_to_the_dispatcher(dynamodb_local, streamed_table, clock: FakeClock):
     transport = Recording()
-    services, api = build(dynamodb_local, local_table, clock, transport)
+    services, api = build(dynamodb_local, streamed_table, clock, transport)
     client = make_client(services.settings)
-    stream_arn = client.describe_table(TableName=local_table)["Table"]["LatestStreamArn"]
+    stream_arn = client.describe_table(TableName=streamed_table)["Table"]["LatestStreamArn"]
     follower = StreamFollower(make_streams_client(services.settings), stream_arn, services.dispatcher)
     stop = threading.Event()
     reader = threading.Thread(target=follower.run, args=(stop,), daemon=True)

@@ -100,7 +100,7 @@ def faulty_api(endpoint: str, **overrides: Any) -> tuple[LambdaClient, FaultInje
         **overrides,
     )
     client = make_client(settings)
-    ensure_table(client, table)
+    ensure_table(client, table, stream=False)
     injector = FaultInjector(client)
     services = Services.build(settings, client=client, waiter=NotifyingWaiter(), clock=FakeClock())
     return LambdaClient(services), injector

@@ -19,10 +19,10 @@ from cairn.services import Services
 from cairn.settings import Settings
 
 
-def make_services(*, clock: Clock, waiter=None, mailer=None, **overrides: Any) -> Services:
+def make_services(*, clock: Clock, waiter=None, mailer=None, runtime=None, **overrides: Any) -> Services:
     relaxed = {"poll_rate_per_minute": 10_000, "create_rate_per_minute": 10_000}
     settings = Settings(**{"table_name": "cairn-test", **relaxed, **overrides})
-    return Services.build(settings, waiter=waiter or NotifyingWaiter(), clock=clock, mailer=mailer)
+    return Services.build(settings, waiter=waiter or NotifyingWaiter(), clock=clock, mailer=mailer, runtime=runtime)
 
 
 @dataclass

@@ -15,11 +15,15 @@ if TYPE_CHECKING:
 STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
 
 
-def ensure_table(client: DynamoDBClient, table_name: str) -> None:
+def ensure_table(client: DynamoDBClient, table_name: str, *, stream: bool = True) -> None:
     """Create the table with its TTL attribute and its stream unless it already exists.
 
-    A table made before wake-ups existed gets its stream added.
+    A table made before wake-ups existed gets its stream added. `stream=False`
+    is for tests that dispatch no wake-ups: DynamoDB Local keeps every
+    stream a day after its table is deleted, and each one it keeps makes its
+    writes and table creations slower.
     """
+    streaming = {"StreamSpecification": cast("StreamSpecificationTypeDef", STREAM)} if stream else {}
     try:
         client.create_table(
             TableName=table_name,
@@ -32,12 +36,13 @@ def ensure_table(client: DynamoDBClient, table_name: str) -> None:
                 {"AttributeName": "sk", "KeyType": "RANGE"},
             ],
             BillingMode="PAY_PER_REQUEST",
-            StreamSpecification=cast("StreamSpecificationTypeDef", STREAM),
+            **streaming,
         )
     except ClientError as error:
         if error.response["Error"]["Code"] != "ResourceInUseException":
             raise
-        _ensure_stream(client, table_name)
+        if stream:
+            _ensure_stream(client, table_name)
         return
     # botocore sleeps `Delay` seconds, a fraction included (the stubs say int): DynamoDB Local is ready in moments.
     waiting = cast("WaiterConfigTypeDef", {"Delay": 0.2, "MaxAttempts": 100})

