@@ -1,7 +1,8 @@
 """CairnAddress's handler against `cairn serve` over HTTP, with Secrets Manager on moto.
 
 What CloudFormation would see: create provisions one address and answers with
-no credential, a retried create reuses it, delete removes the address and the
+no credential, a retried create reuses it (also after a try that died between
+provisioning and recording the answer), delete removes the address and the
 secret, and the initial state is written once.
 """
 
@@ -76,6 +77,35 @@ def test_a_retried_create_reuses_the_address_it_recorded(served: ServeProcess, s
     with served.client() as client:
         state = client.get(f"{secret['state_url']}/config", headers={"Authorization": f"Bearer {secret['read_token']}"})
     assert state.json()["revision"] == 1
+
+
+def test_a_create_that_died_after_provisioning_is_retried_onto_the_same_address(
+    served: ServeProcess, secrets: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first try provisions, then dies (a timeout, say) before the answer reaches the secret."""
+    request_id = str(uuid.uuid4())
+    made: list[dict[str, Any]] = []
+    real_provision = address_resource.provision
+
+    def provision_then_die(*args: Any) -> dict[str, Any]:
+        made.append(real_provision(*args))
+        raise TimeoutError("the function timed out before recording the answer")
+
+    monkeypatch.setattr(address_resource, "provision", provision_then_die)
+    with pytest.raises(TimeoutError):
+        address_resource.on_event(request("Create", served, request_id))
+    monkeypatch.undo()
+
+    answer = address_resource.on_event(request("Create", served, request_id))
+
+    secret = stored(secrets, answer["PhysicalResourceId"])
+    assert answer["Data"]["AddressId"] == made[0]["address_id"]
+    assert secret["read_token"] == made[0]["read_token"] and secret["inbox_url"] == made[0]["inbox_url"]
+    assert "provision_key" not in secret
+    with served.client() as client:
+        described = client.get(f"/api/v1/addresses/{secret['address_id']}",
+                               headers={"Authorization": f"Bearer {secret['read_token']}"})
+    assert described.status_code == 200
 
 
 def test_a_new_request_makes_a_new_address(served: ServeProcess, secrets: Any) -> None:

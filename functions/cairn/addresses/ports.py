@@ -112,6 +112,23 @@ class RateSpent(Exception):
 
 
 @dataclass(frozen=True)
+class ProvisionClaim:
+    """The claim a provisioning `Idempotency-Key` makes, stored in the same write as the new head."""
+
+    key_digest: str
+    request_digest: str
+
+
+class AlreadyProvisioned(Exception):
+    """A provisioning `Idempotency-Key` was claimed before: by which address, for which request."""
+
+    def __init__(self, address_id: str, request_digest: str) -> None:
+        super().__init__("this key provisioned an address before")
+        self.address_id = address_id
+        self.request_digest = request_digest
+
+
+@dataclass(frozen=True)
 class RateCount:
     """One use of a fixed per-minute window of `scope` for `subject`, at most `limit` uses."""
 
@@ -123,9 +140,12 @@ class RateCount:
 class AddressStore(Protocol):
     """Address heads, their event feeds and idempotency claims."""
 
-    def create(self, record: AddressRecord, *, rate: RateCount | None = None) -> None:
+    def create(
+        self, record: AddressRecord, *, rate: RateCount | None = None, claim: ProvisionClaim | None = None
+    ) -> None:
         """Store a new address head; with `rate`, only if one more use fits (`RateSpent` otherwise), in the
-        same write."""
+        same write; with `claim`, only if its key claimed no address before (`AlreadyProvisioned`
+        otherwise, with nothing written or counted)."""
 
     def load(self, address_id: str) -> AddressRecord | None:
         """The head of a live or expired address; None once deleted or unknown."""

@@ -5,16 +5,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cairn import credentials
+from cairn import credentials, jsontext
 from cairn.addresses import inbox_settings
 from cairn.addresses.access import require_well_formed
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import AddressRecord, FeedCounts
-from cairn.addresses.ports import AddressStore, RateCount, RateSpent, StateStore
+from cairn.addresses.ports import (
+    AddressStore,
+    AlreadyProvisioned,
+    ProvisionClaim,
+    RateCount,
+    RateSpent,
+    StateStore,
+)
 from cairn.addresses.state_model import StateUsage
 from cairn.clock import Clock
-from cairn.errors import InvalidRequest, RateLimited, Unauthorized
+from cairn.errors import IdempotencyKeyReused, InvalidRequest, RateLimited, Unauthorized
+
+# A provisioning key is the seed of the address's credentials (see `credentials.derived_read_token`):
+# shorter keys could be guessed.
+MIN_PROVISION_KEY_LENGTH = 32
 from cairn.settings import Settings
 
 
@@ -25,6 +36,8 @@ class Provisioned:
     record: AddressRecord
     read_token: str
     inbox_secret: str
+    # True when an `Idempotency-Key` retry is answered with the address it made before.
+    replayed: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,9 +74,17 @@ class Provisioning:
         name: str | None = None,
         expires_in_seconds: int | None = None,
         keep_headers: Iterable[str] | None = None,
+        idempotency_key: str | None = None,
     ) -> Provisioned:
-        """A new address; `keep_headers` (None: none) are the request headers its inbox keeps on each event."""
+        """A new address; `keep_headers` (None: none) are the request headers its inbox keeps on each event.
+
+        With `idempotency_key`, the same key and request answer the same
+        address and credentials again, however often it is sent and whoever
+        races; the key and request are checked before anything is written.
+        """
         settings = self._settings
+        if idempotency_key is not None:
+            self._check_key(idempotency_key)
         inbox = InboxSettings()
         if keep_headers is not None:
             inbox = InboxSettings(keep_headers=inbox_settings.keep_headers(keep_headers), revision=1)
@@ -77,8 +98,15 @@ class Provisioning:
             )
         now = self._clock()
         address_id = credentials.new_address_id()
-        read_token = credentials.new_read_token()
-        inbox_secret = credentials.new_inbox_secret()
+        claim = None
+        if idempotency_key is None:
+            read_token = credentials.new_read_token()
+            inbox_secret = credentials.new_inbox_secret()
+        else:
+            read_token = credentials.derived_read_token(idempotency_key, address_id)
+            inbox_secret = credentials.derived_inbox_secret(idempotency_key, address_id)
+            asked = [task_id, name, expires_in_seconds, None if keep_headers is None else sorted(inbox.keep_headers)]
+            claim = ProvisionClaim(credentials.digest(idempotency_key), credentials.digest(jsontext.canonical(asked)))
         record = AddressRecord(
             id=address_id,
             task_id=task_id,
@@ -93,13 +121,38 @@ class Provisioning:
         # The client's creation rate is counted in the same transaction that stores the head.
         rate = RateCount(scope="create", subject=client_ip, limit=settings.create_rate_per_minute)
         try:
-            self._table.create(record, rate=rate)
+            self._table.create(record, rate=rate, claim=claim)
+        except AlreadyProvisioned as claimed:
+            assert idempotency_key is not None and claim is not None
+            return self._replay(idempotency_key, claim, claimed, now)
         except RateSpent as spent:
             raise RateLimited(
                 f"At most {settings.create_rate_per_minute} addresses per minute from one client.",
                 retry_after=spent.retry_after,
             ) from None
         return Provisioned(record=record, read_token=read_token, inbox_secret=inbox_secret)
+
+    def _check_key(self, idempotency_key: str) -> None:
+        limit = self._settings.max_idempotency_key_length
+        if not MIN_PROVISION_KEY_LENGTH <= len(idempotency_key) <= limit or not idempotency_key.isprintable():
+            raise InvalidRequest(
+                f"An Idempotency-Key on provisioning must be {MIN_PROVISION_KEY_LENGTH} to {limit} printable "
+                "characters: the address's credentials derive from it, so make it random (128 bits or more).",
+                field="Idempotency-Key",
+            )
+
+    def _replay(
+        self, idempotency_key: str, claim: ProvisionClaim, claimed: AlreadyProvisioned, now: float
+    ) -> Provisioned:
+        """The address this key made, with its credentials derived again; refused if the request differs."""
+        if claimed.request_digest != claim.request_digest:
+            raise IdempotencyKeyReused("This Idempotency-Key provisioned an address for a different request.")
+        record = self._table.load(claimed.address_id)
+        read_token = credentials.derived_read_token(idempotency_key, claimed.address_id)
+        if record is None or not record.is_live(now) or not credentials.matches(read_token, record.read_token_digest):
+            raise IdempotencyKeyReused("The address this Idempotency-Key provisioned is deleted or expired.")
+        inbox_secret = credentials.derived_inbox_secret(idempotency_key, claimed.address_id)
+        return Provisioned(record=record, read_token=read_token, inbox_secret=inbox_secret, replayed=True)
 
     def describe(self, address_id: str, read_token: str | None) -> AddressOverview:
         """The address, its feed's depth (kept on its head: no event is read) and its state usage.

@@ -28,7 +28,7 @@ CORS = CORSConfig(
     allow_origin="*",
     # Last-Event-ID: a page reading the feed's event stream with fetch resumes with it.
     allow_headers=["Idempotency-Key", "If-Match", "Last-Event-ID"],
-    expose_headers=["Retry-After"],
+    expose_headers=["Retry-After", "Idempotent-Replayed"],
     max_age=600,
 )
 

@@ -34,7 +34,15 @@ from cairn.addresses.models import (
     TrimResult,
     event_id,
 )
-from cairn.addresses.ports import AppendRequest, InboxSettingsMoved, RateCount, RateSpent, StateMoved
+from cairn.addresses.ports import (
+    AlreadyProvisioned,
+    AppendRequest,
+    InboxSettingsMoved,
+    ProvisionClaim,
+    RateCount,
+    RateSpent,
+    StateMoved,
+)
 from cairn.addresses.quota import FeedQuota
 from cairn.dynamodb import (
     address_items,
@@ -109,27 +117,67 @@ class AddressTable:
 
     # -- heads ---------------------------------------------------------------
 
-    def create(self, record: AddressRecord, *, rate: RateCount | None = None) -> None:
-        """Put the new head; with `rate`, in one transaction with the rate's counter (see `ratelimit`)."""
+    def create(
+        self, record: AddressRecord, *, rate: RateCount | None = None, claim: ProvisionClaim | None = None
+    ) -> None:
+        """Put the new head; with `rate` and `claim`, in one transaction with the rate's counter (see
+        `ratelimit`) and the key's claim."""
         item = {**address_items.head_item(record), **read_count.new_head_attributes(record.created_at)}
         condition = "attribute_not_exists(pk)"
         put: dict[str, Any] = {"TableName": self._table, "Item": item, "ConditionExpression": condition}
-        if rate is None:
+        now = record.created_at
+        writes: list[dict[str, Any]] = []
+        if claim is not None:
+            writes.append({"Put": self._claim_put(claim, record)})
+        if rate is not None:
+            writes.append(ratelimit.count_action(self._table, rate.scope, rate.subject, limit=rate.limit, now=now))
+        if not writes:
             self._client.put_item(**put)
-        else:
-            now = record.created_at
-            counted = ratelimit.count_action(self._table, rate.scope, rate.subject, limit=rate.limit, now=now)
-            try:
-                table_ops.transact_write(self._client, [counted, {"Put": put}])
-            except ClientError as error:
-                if error_code(error) != "TransactionCanceledException":
-                    raise
-                reasons = cancellation_reasons(error)
-                if reasons and reasons[0].get("Code") == CONDITION_FAILED:
-                    raise RateSpent(ratelimit.retry_after(now)) from error
-                # A conflict on the counter with another creation: busy, and nothing was written.
-                raise Unavailable() from error
+            self._remember(record.id, 0)
+            return
+        try:
+            table_ops.transact_write(self._client, [*writes, {"Put": put}])
+        except ClientError as error:
+            if error_code(error) != "TransactionCanceledException":
+                raise
+            reasons = cancellation_reasons(error)
+            failed = [reason.get("Code") == CONDITION_FAILED for reason in reasons] + [False] * len(writes)
+            if claim is not None and failed[0]:
+                # Decided first: a retry is answered with its address even when the rate is spent.
+                raise self._already_provisioned(claim, reasons[0].get("Item")) from error
+            if rate is not None and failed[len(writes) - 1]:
+                raise RateSpent(ratelimit.retry_after(now)) from error
+            # A conflict with another creation on the counter or the claim: busy, and nothing was written.
+            raise Unavailable() from error
         self._remember(record.id, 0)
+
+    def _claim_put(self, claim: ProvisionClaim, record: AddressRecord) -> dict[str, Any]:
+        item = {
+            **key(keys.provision_claim_pk(claim.key_digest), keys.META),
+            "address_id": s(record.id),
+            "request_digest": s(claim.request_digest),
+        }
+        if record.expires_at is not None:
+            # Kept as long as the address could be asked for again; TTL removes it with the head.
+            item["expires_at"] = n(int(record.expires_at))
+        return {
+            "TableName": self._table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(pk)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+    def _already_provisioned(self, claim: ProvisionClaim, item: dict[str, Any] | None) -> AlreadyProvisioned:
+        if not item:
+            # A store that returns no item with the refusal: the claim is read as stored.
+            item = self._client.get_item(
+                TableName=self._table,
+                Key=key(keys.provision_claim_pk(claim.key_digest), keys.META),
+                ConsistentRead=True,
+            ).get("Item")
+        if not item:
+            raise Unavailable()  # claimed and gone in between (TTL): the client's retry provisions afresh
+        return AlreadyProvisioned(get_s(item, "address_id") or "", get_s(item, "request_digest") or "")
 
     def load(self, address_id: str) -> AddressRecord | None:
         """The head of a live or expired address; None once deleted or unknown."""

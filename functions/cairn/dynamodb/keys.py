@@ -152,6 +152,11 @@ def memory_pk(agent_id: str, run_id: str) -> str:
     return f"M#{agent_id}#{run_id}"
 
 
+def provision_claim_pk(key_digest: str) -> str:
+    """Which address a provisioning `Idempotency-Key` made (its digest; the key is never stored)."""
+    return f"PROVISION#{key_digest}"
+
+
 def rate_pk(scope: str, subject: str) -> str:
     """Fixed-window counters, e.g. creations per client IP."""
     return f"RL#{scope}#{subject}"

@@ -7,22 +7,23 @@ resource's attributes or a log line: the attributes are the address id, its
 email and the secret's ARN, and the secret's ARN is the physical id.
 
 The secret is named from the request (stack, resource, request id) and is
-created *before* the address: a retried request finds it, and reuses the
-address recorded there instead of provisioning another. An update creates
+created *before* the address, holding a random provisioning key: the address
+is provisioned with that key as its `Idempotency-Key`, so a retry of the
+request, even one after a crash between provisioning and recording the
+answer, is answered with the same address and credentials. An update creates
 a new address (a new physical id), and CloudFormation then deletes the old.
 """
 
 from __future__ import annotations
 
 import json
+import secrets as random_secrets
 from collections.abc import Mapping
 from typing import Any
 
 import boto3
 import httpx
 
-# What the secret holds until the address exists: a retry that finds it provisions (once).
-PENDING = json.dumps({"status": "pending"})
 # Secret names group the addresses a stack provisioned (the handler's IAM grant is this prefix).
 SECRET_PREFIX = "cairn-addresses"
 _TIMEOUT = httpx.Timeout(20.0)
@@ -46,16 +47,22 @@ def secret_name(event: Mapping[str, Any]) -> str:
 def create(name: str, properties: Mapping[str, Any]) -> dict[str, Any]:
     """Provision the address once for this request, record it, write its initial state."""
     secrets = boto3.client("secretsmanager")
+    # What the secret holds until the address exists: the key every try of this request provisions with.
+    pending = {"status": "pending", "provision_key": random_secrets.token_urlsafe(32)}
     try:
         arn = secrets.create_secret(
-            Name=name, SecretString=PENDING, Description="A Cairn address's creation answer (read token, inbox URL)"
+            Name=name,
+            SecretString=json.dumps(pending),
+            Description="A Cairn address's creation answer (read token, inbox URL)",
         )["ARN"]
-        stored: dict[str, Any] = {}
+        stored: dict[str, Any] = pending
     except secrets.exceptions.ResourceExistsException:
         found = secrets.get_secret_value(SecretId=name)
         arn, stored = found["ARN"], json.loads(found["SecretString"])
     if "address_id" not in stored:
-        stored = provision(str(properties["ServiceUrl"]), properties)
+        # A secret an older version left pending holds no key: this try provisions with a new one.
+        key = stored.get("provision_key") or pending["provision_key"]
+        stored = provision(str(properties["ServiceUrl"]), properties, key)
         secrets.put_secret_value(SecretId=arn, SecretString=json.dumps(stored))
     write_initial_state(stored, properties.get("State") or {})
     return {
@@ -64,10 +71,12 @@ def create(name: str, properties: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def provision(service_url: str, properties: Mapping[str, Any]) -> dict[str, Any]:
-    """POST /api/v1/addresses; the answer flattened, so each field is a key of the secret's JSON."""
+def provision(service_url: str, properties: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """POST /api/v1/addresses under `key`; the answer flattened, so each field is a key of the secret's JSON."""
     body = {"task_id": properties["TaskId"], "expires_in_seconds": int(properties["ExpiresInSeconds"])}
-    response = httpx.post(f"{service_url.rstrip('/')}/api/v1/addresses", json=body, timeout=_TIMEOUT)
+    response = httpx.post(
+        f"{service_url.rstrip('/')}/api/v1/addresses", json=body, headers={"Idempotency-Key": key}, timeout=_TIMEOUT
+    )
     if response.status_code != 201:
         # The error body is Cairn's `{"error": {"code", "message"}}`: no credential in it.
         raise RuntimeError(f"provisioning failed with {response.status_code}: {response.text[:500]}")

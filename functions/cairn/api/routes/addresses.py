@@ -22,7 +22,9 @@ def register(app, services: Services) -> None:
         "/api/v1/addresses",
         summary="Provision an address (no account needed)",
         description="Creates an address with a state store, an event feed, an inbox URL and an email address. "
-        "The read token in the answer is shown once only.",
+        "The read token in the answer is shown once only. With an `Idempotency-Key` (32 or more random "
+        "characters), a retry of the same request answers the same address and credentials again, marked "
+        "`Idempotent-Replayed: true`; the key cannot be used for another request.",
         tags=["addresses"],
         status_code=201,
     )
@@ -35,12 +37,14 @@ def register(app, services: Services) -> None:
             name=request.name,
             expires_in_seconds=request.expires_in_seconds,
             keep_headers=None if request.inbox is None else request.inbox.keep_headers,
+            idempotency_key=event.headers.get("idempotency-key"),
         )
         base = urls.base_url(event, settings.public_base_url)
         return Response(
             status_code=201,
             content_type=content_types.APPLICATION_JSON,
             body=presenters.provisioned(created, base),
+            headers={"Idempotent-Replayed": "true"} if created.replayed else None,
         )
 
     @app.get(
