@@ -22,11 +22,11 @@ from cairn.addresses.ports import (
 from cairn.addresses.state_model import StateUsage
 from cairn.clock import Clock
 from cairn.errors import IdempotencyKeyReused, InvalidRequest, RateLimited, Unauthorized
+from cairn.settings import Settings
 
 # A provisioning key is the seed of the address's credentials (see `credentials.derived_read_token`):
 # shorter keys could be guessed.
 MIN_PROVISION_KEY_LENGTH = 32
-from cairn.settings import Settings
 
 
 @dataclass(frozen=True)

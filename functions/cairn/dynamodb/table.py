@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -23,7 +23,7 @@ def ensure_table(client: DynamoDBClient, table_name: str, *, stream: bool = True
     stream a day after its table is deleted, and each one it keeps makes its
     writes and table creations slower.
     """
-    streaming = {"StreamSpecification": cast("StreamSpecificationTypeDef", STREAM)} if stream else {}
+    streaming: dict[str, Any] = {"StreamSpecification": STREAM} if stream else {}
     try:
         client.create_table(
             TableName=table_name,
