@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """A team's own CDK app with Cairn in it: a service, an address declared as a resource, an agent that
-reads the address's credentials and calls the runtime routes, and a state machine the wake-ups may start.
+reads the address's credentials and calls the runtime routes, and a state machine that waits for the
+address's callback: its task subscribes the execution's task token to the address, and Cairn's wake-up
+completes the task (SendTaskSuccess) with the first `build.completed` event.
 
 `python examples/cdk-app/agents.py` synthesizes it (cdk-nag included) into cdk.out/examples/cdk-app.
 """
@@ -16,6 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from cairn.cdk import CairnAddress, CairnProps, CairnService
@@ -31,10 +34,41 @@ def handler(event, context):
 '''
 
 
+SUBSCRIBE_CODE = '''
+import json
+import os
+import urllib.request
+
+import boto3
+
+
+def handler(event, context):
+    """Subscribe this execution's task token to the address: its next build.completed event completes the task."""
+    secret = boto3.client("secretsmanager").get_secret_value(SecretId=os.environ["CAIRN_ADDRESS_SECRET"])
+    address = json.loads(secret["SecretString"])
+    body = {"target": {"kind": "step_functions", "task_token": event["task_token"]}, "types": ["build.completed"]}
+    request = urllib.request.Request(
+        address["address_url"] + "/subscriptions",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": "Bearer " + address["read_token"], "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return {"subscription": json.loads(answer.read())["subscription"]["id"]}
+'''
+
+# The state machine is allow-listed by its name: `cairn.grant_wake_target(flow)` would make the service's
+# functions refer to the state machine, whose task reads the address the service provisions (a cycle).
+FLOW_NAME = "cairn-example-build-flow"
+
+
 class AgentsStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        cairn = CairnService(self, "Cairn", props=CairnProps(stage="agents", ephemeral=True))
+        props = CairnProps(
+            stage="agents", ephemeral=True, wake_target_arns=(f"arn:aws:states:*:*:stateMachine:{FLOW_NAME}",)
+        )
+        cairn = CairnService(self, "Cairn", props=props)
         callbacks = CairnAddress(
             self,
             "BuildCallbacks",
@@ -60,23 +94,52 @@ class AgentsStack(cdk.Stack):
         callbacks.grant_read(agent)
         cairn.grant_runtime_invoke(agent)
 
-        # Started by a wake-up subscription on the address (`{"target": {"type": "states", ...}}`).
+        # Waits, with nothing running, until the build's callback reaches the address.
+        subscriber_role = iam.Role(self, "SubscriberRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+        subscriber_logs = logs.LogGroup(self, "SubscriberLogs", retention=logs.RetentionDays.ONE_MONTH)
+        subscriber_logs.grant_write(subscriber_role)
+        subscriber = lambda_.Function(
+            self,
+            "SubscribeToCallback",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="index.handler",
+            code=lambda_.Code.from_inline(SUBSCRIBE_CODE),
+            role=subscriber_role,
+            log_group=subscriber_logs,
+            timeout=cdk.Duration.seconds(15),
+            environment={"CAIRN_ADDRESS_SECRET": callbacks.secret_arn},
+        )
+        callbacks.grant_read(subscriber)
+        wait_for_build = tasks.LambdaInvoke(
+            self,
+            "WaitForBuild",
+            lambda_function=subscriber,
+            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            payload=sfn.TaskInput.from_object({"task_token": sfn.JsonPath.task_token}),
+            task_timeout=sfn.Timeout.duration(cdk.Duration.hours(24)),
+        )
         flow = sfn.StateMachine(
             self,
             "BuildFlow",
-            definition_body=sfn.DefinitionBody.from_chainable(sfn.Pass(self, "BuildDone")),
+            state_machine_name=FLOW_NAME,
+            definition_body=sfn.DefinitionBody.from_chainable(wait_for_build.next(sfn.Pass(self, "BuildDone"))),
             tracing_enabled=True,
             logs=sfn.LogOptions(
                 destination=logs.LogGroup(self, "BuildFlowLogs", retention=logs.RetentionDays.ONE_MONTH),
                 level=sfn.LogLevel.ALL,
             ),
         )
-        cairn.grant_wake_target(flow)
         acknowledge(
             flow,
             "AwsSolutions-IAM5[Resource::*]",
             "Step Functions' log delivery calls (logs:CreateLogDelivery and the rest) and X-Ray's support no "
             "resource-level permissions; CDK adds them for the state machine's own logging and tracing.",
+        )
+        subscriber_id = self.get_logical_id(subscriber.node.default_child)  # type: ignore[arg-type]
+        acknowledge(
+            flow,
+            f"AwsSolutions-IAM5[Resource::<{subscriber_id}.Arn>:*]",
+            "The task invokes the subscriber function; CDK's grant covers its versions and aliases (`:*`).",
         )
         cdk.CfnOutput(self, "CairnUrl", value=cairn.api_url)
         cdk.CfnOutput(self, "BuildCallbacksEmail", value=callbacks.email)
