@@ -78,38 +78,15 @@ class AgentsStack(cdk.Stack):
             state={"config": {"branch": "main"}},
         )
 
-        role = iam.Role(self, "AgentRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-        log_group = logs.LogGroup(self, "AgentLogs", retention=logs.RetentionDays.ONE_MONTH)
-        log_group.grant_write(role)
-        agent = lambda_.Function(
-            self,
-            "Agent",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.handler",
-            code=lambda_.Code.from_inline(AGENT_CODE),
-            role=role,
-            log_group=log_group,
-            environment={"CAIRN_ADDRESS_SECRET": callbacks.secret_arn, "CAIRN_URL": cairn.api_url},
+        agent = self._function(
+            "Agent", "Agent", AGENT_CODE, callbacks, environment={"CAIRN_URL": cairn.api_url}
         )
-        callbacks.grant_read(agent)
         cairn.grant_runtime_invoke(agent)
 
         # Waits, with nothing running, until the build's callback reaches the address.
-        subscriber_role = iam.Role(self, "SubscriberRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-        subscriber_logs = logs.LogGroup(self, "SubscriberLogs", retention=logs.RetentionDays.ONE_MONTH)
-        subscriber_logs.grant_write(subscriber_role)
-        subscriber = lambda_.Function(
-            self,
-            "SubscribeToCallback",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="index.handler",
-            code=lambda_.Code.from_inline(SUBSCRIBE_CODE),
-            role=subscriber_role,
-            log_group=subscriber_logs,
-            timeout=cdk.Duration.seconds(15),
-            environment={"CAIRN_ADDRESS_SECRET": callbacks.secret_arn},
+        subscriber = self._function(
+            "SubscribeToCallback", "Subscriber", SUBSCRIBE_CODE, callbacks, timeout=cdk.Duration.seconds(15)
         )
-        callbacks.grant_read(subscriber)
         wait_for_build = tasks.LambdaInvoke(
             self,
             "WaitForBuild",
@@ -143,6 +120,36 @@ class AgentsStack(cdk.Stack):
         )
         cdk.CfnOutput(self, "CairnUrl", value=cairn.api_url)
         cdk.CfnOutput(self, "BuildCallbacksEmail", value=callbacks.email)
+
+
+    def _function(
+        self,
+        construct_id: str,
+        prefix: str,
+        code: str,
+        address: CairnAddress,
+        *,
+        environment: dict[str, str] | None = None,
+        timeout: cdk.Duration | None = None,
+    ) -> lambda_.Function:
+        """An inline function with its own role and log group, granted the address's secret (named in its
+        environment as CAIRN_ADDRESS_SECRET)."""
+        role = iam.Role(self, f"{prefix}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+        log_group = logs.LogGroup(self, f"{prefix}Logs", retention=logs.RetentionDays.ONE_MONTH)
+        log_group.grant_write(role)
+        function = lambda_.Function(
+            self,
+            construct_id,
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="index.handler",
+            code=lambda_.Code.from_inline(code),
+            role=role,
+            log_group=log_group,
+            timeout=timeout,
+            environment={"CAIRN_ADDRESS_SECRET": address.secret_arn, **(environment or {})},
+        )
+        address.grant_read(function)
+        return function
 
 
 def main() -> None:
