@@ -13,6 +13,7 @@ to the same DynamoDB Local; the wall clock includes nothing but Python.
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import statistics
@@ -20,12 +21,15 @@ import subprocess
 import sys
 import textwrap
 import types
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 from bench.report import Table
+from cairn.addresses.models import sequence_of
+from cairn.dynamodb import keys
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email.ingest import Delivery
@@ -75,21 +79,21 @@ class Start:
 
 def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, processes: int) -> Table:
     settings = settings.model_copy(update={"table_name": table_name, "email_blob_dir": blob_dir})
+    # pip byte-compiled boto3 when it installed it; Cairn's modules get the same, or every process
+    # would compile them from source where writing byte code is off (PYTHONDONTWRITEBYTECODE).
+    compileall.compile_dir(ROOT / "functions" / "cairn", quiet=1)
     environment = _environment(settings)
     entry_points = _entry_points(settings)
-    boto3_start = _median(
-        EntryPoint(
-            "import boto3",
-            "import boto3",
-            "client = boto3.client('dynamodb', region_name='us-east-1', endpoint_url="
-            f"{settings.dynamodb_endpoint!r}, aws_access_key_id='local', aws_secret_access_key='local')\n"
-            f"answer = client.get_item(TableName={table_name!r}, Key={{'pk': {{'S': 'none'}}, 'sk': {{'S': 'none'}}}})"
-            "['ResponseMetadata']['HTTPStatusCode']",
-            dict,
-        ),
-        environment,
-        processes,
+    boto3 = EntryPoint(
+        "import boto3",
+        "import boto3",
+        "client = boto3.client('dynamodb', region_name='us-east-1', endpoint_url="
+        f"{settings.dynamodb_endpoint!r}, aws_access_key_id='local', aws_secret_access_key='local')\n"
+        f"answer = client.get_item(TableName={table_name!r}, Key={{'pk': {{'S': 'none'}}, 'sk': {{'S': 'none'}}}})"
+        "['ResponseMetadata']['HTTPStatusCode']",
+        dict,
     )
+    boto3_start, *starts = _medians([boto3, *entry_points], environment, processes)
     table = Table(
         f"Cold start per Lambda entry point (fresh processes, median of {processes})",
         ["entry point", "import ms", "x import boto3", "first answer ms", "x boto3's first answer", "peak MB",
@@ -97,15 +101,15 @@ def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, pro
     )  # fmt: skip
     table.add("import boto3 (baseline)", boto3_start.import_ms, 1.0, boto3_start.first_ms, 1.0,
               boto3_start.peak_mb, f"GetItem {boto3_start.answer}")  # fmt: skip
-    for entry_point in entry_points:
-        start = _median(entry_point, environment, processes)
+    for entry_point, start in zip(entry_points, starts, strict=True):
         table.add(
             entry_point.name, start.import_ms, round(start.import_ms / boto3_start.import_ms, 2), start.first_ms,
             round(start.first_ms / boto3_start.first_ms, 2), start.peak_mb, start.answer,
         )  # fmt: skip
     table.notes += [
         "Import: the entry point's module, which builds its services as Lambda's init does; the DynamoDB client "
-        "is made with the first request (or before a SnapStart snapshot).",
+        "is made with the first request (or before a SnapStart snapshot). Every module has its byte code, "
+        "as pip leaves boto3's and the Lambda asset ships Cairn's.",
         "First answer: from the start of the import to the first request's answer. boto3's: a client and one "
         "GetItem on the same DynamoDB Local.",
         "Downloads: the download function's loop resolves with the API handler; its first request is an "
@@ -130,6 +134,7 @@ def _entry_points(settings: Settings) -> list[EntryPoint]:
         f"/api/v1/addresses/{address.id}/events/{event_id}/attachments/{attachment}",
         token=created.read_token,
     )
+    stream_batch = {"Records": [_stream_record(address.id, event_id)]}
     api_answer = "answer = handler.lambda_handler(event, context)['statusCode']"
     return [
         EntryPoint("API (cairn.entrypoints.api_handler)", "import cairn.entrypoints.api_handler as handler",
@@ -141,7 +146,36 @@ def _entry_points(settings: Settings) -> list[EntryPoint]:
         EntryPoint("downloads (cairn.entrypoints.streaming)",
                    "import cairn.entrypoints.streaming\nimport cairn.entrypoints.api_handler as handler",
                    api_answer, lambda: download),
+        EntryPoint("wake-ups (cairn.entrypoints.wake_handler)", "import cairn.entrypoints.wake_handler as handler",
+                   "answer = handler.stream_handler(event, context)", lambda: stream_batch),
+        EntryPoint("mail outcomes (cairn.entrypoints.outbound_events_handler)",
+                   "import cairn.entrypoints.outbound_events_handler as handler",
+                   "answer = handler.lambda_handler(event, context) or 'recorded'",
+                   lambda: _delivery_notification(address.id, event_id)),
     ]  # fmt: skip
+
+
+def _stream_record(address_id: str, event_id: str) -> dict[str, Any]:
+    """The table stream's record of the event `event_id`, as Lambda's event source mapping hands it over."""
+    key = {"pk": {"S": keys.address_pk(address_id)}, "sk": {"S": keys.event_sk(sequence_of(event_id) or 0)}}
+    return {"eventName": "INSERT", "dynamodb": {"Keys": key, "NewImage": key, "SequenceNumber": "1"}}
+
+
+def _delivery_notification(address_id: str, event_id: str) -> dict[str, Any]:
+    """SNS's notification of SES's delivery report for a send of the address."""
+    record = {
+        "eventType": "Delivery",
+        "mail": {
+            "messageId": f"ses-{uuid.uuid4()}",
+            "commonHeaders": {"messageId": "<bench@cairn.localhost>"},
+            "tags": {"cairn_address": [address_id], "cairn_send": [event_id]},
+        },
+        "delivery": {"smtpResponse": "250 2.0.0 OK"},
+    }
+    notification: dict[str, Any] = {"MessageId": str(uuid.uuid4()), "Message": json.dumps(record), "Subject": None,
+                    "Timestamp": "2026-01-01T00:00:00.000Z", "TopicArn": "arn:aws:sns:us-east-1:123456789012:cairn",
+                    "Type": "Notification", "MessageAttributes": {}}  # fmt: skip
+    return {"Records": [{"EventSource": "aws:sns", "EventVersion": "1.0", "Sns": notification}]}
 
 
 def _stored_message(settings: Settings, recipient: str) -> str:
@@ -174,20 +208,31 @@ def _environment(settings: Settings) -> dict[str, str]:
     }
 
 
-def _median(entry_point: EntryPoint, environment: dict[str, str], processes: int) -> Start:
-    runs = []
+def _medians(entry_points: list[EntryPoint], environment: dict[str, str], processes: int) -> list[Start]:
+    """Each entry point's median start, the processes taken in turns (one of each, then again), so a
+    machine that slows or speeds up during the run moves every figure alike and the ratios hold."""
+    runs: list[list[dict[str, Any]]] = [[] for _ in entry_points]
     for _ in range(processes):
-        script = SCRIPT.format(
-            imports=entry_point.imports, first=entry_point.first, event=json.dumps(entry_point.event()), context=CONTEXT
+        for entry_point, taken in zip(entry_points, runs, strict=True):
+            taken.append(_start(entry_point, environment))
+    return [
+        Start(
+            import_ms=round(statistics.median(run["import"] for run in taken) * 1000, 1),
+            first_ms=round(statistics.median(run["first"] for run in taken) * 1000, 1),
+            peak_mb=round(statistics.median(run["peak"] for run in taken), 1),
+            answer=taken[-1]["answer"],
         )
-        done = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(script)],
-            capture_output=True, text=True, check=True, cwd=ROOT, env=environment,
-        )  # fmt: skip
-        runs.append(json.loads(done.stdout.splitlines()[-1]))
-    return Start(
-        import_ms=round(statistics.median(run["import"] for run in runs) * 1000, 1),
-        first_ms=round(statistics.median(run["first"] for run in runs) * 1000, 1),
-        peak_mb=round(statistics.median(run["peak"] for run in runs), 1),
-        answer=runs[-1]["answer"],
+        for taken in runs
+    ]
+
+
+def _start(entry_point: EntryPoint, environment: dict[str, str]) -> dict[str, Any]:
+    """One fresh process's import, first answer and peak memory."""
+    script = SCRIPT.format(
+        imports=entry_point.imports, first=entry_point.first, event=json.dumps(entry_point.event()), context=CONTEXT
     )
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True, text=True, check=True, cwd=ROOT, env=environment,
+    )  # fmt: skip
+    return cast(dict[str, Any], json.loads(done.stdout.splitlines()[-1]))

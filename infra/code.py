@@ -5,11 +5,17 @@ pip can install for another platform when it is limited to wheels, so it
 fetches the Linux wheels for the Lambda's CPU and Python version straight into
 the asset folder. The list comes from pyproject.toml, the one place that
 declares what the application needs.
+
+The asset carries byte code when this machine has an interpreter of the
+Lambda's Python version. Lambda cannot write byte code (its code folder is
+read-only), so without it every new container compiles botocore, pydantic,
+Powertools and Cairn from source before its first answer: over a second.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -27,7 +33,12 @@ from infra.config import PROJECT_DIR
 # The newest Python Lambda offers: the longest time before a forced upgrade.
 # Graviton (arm64) costs less per GB-second than x86 for the same work.
 RUNTIME = lambda_.Runtime.PYTHON_3_14
+RUNTIME_VERSION = RUNTIME.name.removeprefix("python")
 ARCHITECTURE = lambda_.Architecture.ARM_64
+# Where Lambda puts the function's code: the path tracebacks name.
+LAMBDA_TASK_ROOT = "/var/task"
+# An interpreter to byte-compile the asset with, when `python<RUNTIME_VERSION>` is not on PATH.
+BUNDLE_PYTHON_VARIABLE = "CAIRN_BUNDLE_PYTHON"
 
 PACKAGE = "cairn"
 DISTRIBUTION = "cairn-state"
@@ -53,7 +64,8 @@ FUNCTIONS_DIR = _functions_dir()
 # Interpreter caches and packaging metadata are not code; shipping them only
 # changes the asset hash and forces needless deployments.
 # The construct library (`cairn.cdk`) is for CDK apps, never run by a function.
-ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", "cdk"]
+BYTE_CODE = ["__pycache__", "*.pyc"]
+ASSET_EXCLUDES = [*BYTE_CODE, ".pytest_cache", "*.egg-info", "cdk"]
 
 # Lambda's Python 3.12 and later run on Amazon Linux 2023 (glibc 2.34), so a
 # wheel for any manylinux from 2.17 (manylinux2014) to 2.34 runs there. pip
@@ -79,10 +91,10 @@ def pip_install_command(target: str) -> list[str]:
         sys.executable, "-m", "pip", "install",
         "--quiet", "--disable-pip-version-check",
         "--only-binary=:all:", "--implementation=cp",
-        f"--python-version={RUNTIME.name.removeprefix('python')}",
+        f"--python-version={RUNTIME_VERSION}",
         *platforms,
-        # Byte code would embed this machine's timestamps and change the asset
-        # hash on every build; Lambda compiles on import instead.
+        # pip would compile with this interpreter, whose byte code the Lambda's cannot read
+        # (`compile_bytecode` uses one of the right version instead).
         "--no-compile",
         f"--target={target}",
         *runtime_dependencies(),
@@ -91,7 +103,11 @@ def pip_install_command(target: str) -> list[str]:
 
 @jsii.implements(ILocalBundling)
 class PipBundler:
-    """Builds the asset folder: dependencies from pip, then the `cairn` package itself."""
+    """Builds the asset folder: dependencies from pip, then the `cairn` package itself, then byte code."""
+
+    def __init__(self, interpreter: str | None = None) -> None:
+        """`interpreter`: of the Lambda's Python version (`runtime_interpreter`), to compile with."""
+        self._interpreter = interpreter
 
     def try_bundle(self, output_dir: str, options: BundlingOptions) -> bool:
         """Fill `output_dir`; always succeeds or raises, so Docker is never tried."""
@@ -104,7 +120,58 @@ class PipBundler:
         # Console scripts of the dependencies name this machine's interpreter
         # and never run in Lambda.
         shutil.rmtree(Path(output_dir) / "bin", ignore_errors=True)
+        compile_bytecode(Path(output_dir), self._interpreter)
         return True
+
+
+def runtime_interpreter() -> str | None:
+    """An interpreter of the Lambda's Python version: `$CAIRN_BUNDLE_PYTHON`, else `python3.x` on PATH."""
+    for candidate in (os.environ.get(BUNDLE_PYTHON_VARIABLE), shutil.which(f"python{RUNTIME_VERSION}")):
+        if candidate and _version_of(candidate) == RUNTIME_VERSION:
+            return candidate
+    return None
+
+
+def _version_of(interpreter: str) -> str | None:
+    try:
+        done = subprocess.run(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip()
+
+
+def compile_bytecode(folder: Path, interpreter: str | None) -> bool:
+    """Byte-compile every module in `folder` with `interpreter`; False (and a warning) without one.
+
+    The byte code is hash-based and unchecked (PEP 552): it holds no timestamps,
+    so two builds of the same sources give the same asset hash, and Python
+    never reads the source to check it. Paths inside it are Lambda's, not this
+    machine's.
+    """
+    if interpreter is None:
+        print(
+            f"warning: no Python {RUNTIME_VERSION} here (python{RUNTIME_VERSION} on PATH, or "
+            f"{BUNDLE_PYTHON_VARIABLE}): the functions ship without byte code, and each new container "
+            "compiles its modules before its first answer.",
+            file=sys.stderr,
+        )
+        return False
+    subprocess.run(
+        [
+            interpreter, "-m", "compileall", "-q", "-j", "0",
+            "--invalidation-mode", "unchecked-hash",
+            "-s", str(folder), "-p", LAMBDA_TASK_ROOT,
+            str(folder),
+        ],
+        # Some wheels carry files for other Python versions (templates, tests); those fail alone.
+        check=False,
+        # Sets and frozensets in the byte code keep one order from build to build.
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )  # fmt: skip
+    return True
 
 
 def function_code() -> lambda_.Code:
@@ -115,14 +182,18 @@ def function_code() -> lambda_.Code:
     bundling through CDK's own `aws:cdk:bundling-stacks` context; the asset is
     then the bare source folder.
     """
+    interpreter = runtime_interpreter()
+    # The output's hash covers the byte code the bundler makes (the same for the same sources),
+    # so an asset with byte code never passes for one built where none could be made.
+    hashed_without = ASSET_EXCLUDES if interpreter is None else [p for p in ASSET_EXCLUDES if p not in BYTE_CODE]
     return lambda_.Code.from_asset(
         str(FUNCTIONS_DIR),
-        exclude=ASSET_EXCLUDES,
+        exclude=hashed_without,
         asset_hash_type=AssetHashType.OUTPUT,
         bundling=BundlingOptions(
             # Required by the API, never pulled: the local bundler never declines.
             image=RUNTIME.bundling_image,
             # jsii's interfaces are not typing protocols, so mypy cannot see that it implements one.
-            local=cast(ILocalBundling, PipBundler()),
+            local=cast(ILocalBundling, PipBundler(interpreter)),
         ),
     )

@@ -86,7 +86,28 @@ def local_api(dynamodb_local: DynamoDBLocal, local_table: str, clock: FakeClock)
 
 
 @pytest.fixture
-def served(dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
-    """`cairn serve` over HTTP, on the session's DynamoDB Local."""
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table) as server:
+def served(request: pytest.FixtureRequest, dynamodb_local: DynamoDBLocal, tmp_path: Path) -> Iterator[ServeProcess]:
+    """`cairn serve` over HTTP, on the session's DynamoDB Local: a new one for each test, or the
+    module's one in a module marked `one_server`."""
+    if request.node.get_closest_marker("one_server"):
+        yield request.getfixturevalue("module_served")
+        return
+    table = request.getfixturevalue("local_table")
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=table) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def module_served(dynamodb_local: DynamoDBLocal, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """One `cairn serve` for a whole module whose tests each work on addresses of their own.
+
+    Marked `one_server`, a module's tests get it as `served`: a server takes a
+    second or two to start, and the stream it adds to its table slows DynamoDB
+    Local for the rest of the run.
+    """
+    from cairn.settings import Settings
+
+    name = f"cairn-{uuid.uuid4().hex[:12]}"
+    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), name, stream=False)
+    with ServeProcess(tmp_path_factory.mktemp("served"), dynamodb_endpoint=dynamodb_local.endpoint, table=name) as server:
         yield server

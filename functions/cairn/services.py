@@ -253,6 +253,6 @@ class Services:
 
 def _aws_client(settings: Settings, service: str) -> Any:
     """A client for a wake-up target's service (made on first delivery to one)."""
-    import boto3
+    from cairn import aws
 
-    return boto3.session.Session().client(service, region_name=settings.region)  # type: ignore[call-overload]
+    return aws.client(service, settings.region)

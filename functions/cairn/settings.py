@@ -7,11 +7,13 @@ Lambda, and `cairn serve` in the local process. Nothing else reads
 
 from __future__ import annotations
 
+import json
+import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, get_origin
 
-from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DAY_SECONDS = 86_400
 SURFACE_NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
@@ -19,10 +21,20 @@ SURFACE_NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
 RESERVED_SURFACES = frozenset({"http", "state", "outbound"})
 
 
-class Settings(BaseSettings):
-    """Configuration of one Cairn deployment (environment prefix `CAIRN_`)."""
+ENV_PREFIX = "CAIRN_"
 
-    model_config = SettingsConfigDict(env_prefix="CAIRN_", frozen=True)
+
+class Settings(BaseModel):
+    """Configuration of one Cairn deployment.
+
+    Each field not given as an argument comes from the environment variable
+    `CAIRN_<FIELD>` (upper case; its alias for `region`), else its default.
+    Values are text, converted by the field's validation; a tuple is a JSON
+    array. (This is what pydantic-settings would do here; a new Lambda
+    container would import it for tens of milliseconds before its first answer.)
+    """
+
+    model_config = ConfigDict(frozen=True, validate_by_name=True, validate_by_alias=True)
 
     table_name: str = "cairn"
     dynamodb_endpoint: str | None = None
@@ -95,6 +107,21 @@ class Settings(BaseSettings):
     outbound_max_text_bytes: int = Field(default=10_000, ge=1)
     outbound_max_contacts: int = Field(default=10, ge=1)
     outbound_verifications_per_day: int = Field(default=20, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_fills_the_rest(cls, given: Any) -> Any:
+        if not isinstance(given, dict):
+            return given
+        values = dict(given)
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias if isinstance(field.validation_alias, str) else None
+            if name in values or (alias is not None and alias in values):
+                continue
+            text = os.environ.get(alias or ENV_PREFIX + name.upper())
+            if text is not None:
+                values[name] = json.loads(text) if get_origin(field.annotation) in (tuple, list) else text
+        return values
 
     @model_validator(mode="after")
     def _outsiders_keep_a_slot(self) -> Settings:

@@ -18,6 +18,9 @@ import pytest
 from cairn.entrypoints import address_resource
 from tests.support.serve import ServeProcess
 
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
+
 STACK_ID = "arn:aws:cloudformation:us-east-1:123456789012:stack/team-agents/0f0e0d0c"
 
 

@@ -18,6 +18,9 @@ from cairn.client import Address
 from cairn.client.tasks import TaskStore
 from tests.support.serve import ServeProcess
 
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
+
 
 @dataclass
 class Run:

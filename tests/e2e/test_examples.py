@@ -10,9 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cairn.client import Address
 from tests.support.serve import ServeProcess
 
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
 
 def example(name: str, *args: str, url: str | None = None, background: bool = False) -> Any:
     """Run one example; its JSON answer, or the process when it runs in the background."""

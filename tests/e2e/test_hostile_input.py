@@ -17,6 +17,9 @@ import pytest
 
 from tests.support.serve import ServeProcess
 
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
+
 DEEP = 10_000
 JSON = {"Content-Type": "application/json"}
 

@@ -27,6 +27,9 @@ from cairn.client.tasks import TaskStore
 from tests.support import signatures
 from tests.support.serve import ServeProcess
 
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
+
 FORM = "application/x-www-form-urlencoded"
 SLACK_COMMAND = b"token=x&team_id=T1&command=%2Fdeploy&text=prod+now&user_name=ana&tag=a&tag=b"
 

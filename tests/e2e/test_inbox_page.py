@@ -15,6 +15,9 @@ from tests.e2e.test_serve import auth, provision
 from tests.support.browser import Browser
 from tests.support.serve import ServeProcess
 
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
+
 FORGED_HTML = "<img src=x onerror=alert(1)>"
 REPORT = b"%PDF-1.4\n" + bytes(range(256)) * 8 + b"\n%%EOF\n"
 EVENT_TYPES = "return [...document.querySelectorAll('#feed .event .type')].map(node => node.textContent)"

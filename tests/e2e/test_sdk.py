@@ -26,6 +26,9 @@ from cairn.client import (
 )
 from tests.support.serve import ServeProcess
 
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
+
 
 @pytest.fixture
 def address(served: ServeProcess):

@@ -18,9 +18,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Loaded by the runtime, memory, transcript, MCP, email and OpenAPI paths only.
+# Loaded by the runtime, memory, transcript, MCP, email, wake-up and discovery paths only.
 HEAVY = (
     "aws_lambda_powertools.event_handler.openapi.models",
+    "pydantic_settings",
+    "cairn.api.routes.mcp",
+    "cairn.api.routes.discovery",
+    "cairn.api.routes.email",
+    "cairn.api.routes.outbound",
+    "cairn.api.routes.subscriptions",
+    "cairn.api.routes.viewer",
+    "cairn.api.subscription_schemas",
+    "cairn.wakeups.models",
     "cairn.api.runtime_schemas",
     "cairn.runtime.model",
     "cairn.runtime.methods",
@@ -86,6 +95,43 @@ def test_provisioning_posting_and_polling_load_nothing_only_other_routes_need() 
     assert seen["statuses"] == [201, 202, 200]
     assert not set(HEAVY) & set(seen["import"])
     assert not set(HEAVY) & set(seen["requests"])
+
+
+def test_the_api_imports_botocore_alone_not_boto3_and_its_s3transfer() -> None:
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
+        "CAIRN_TABLE_NAME": "cairn-cold",
+    }
+    script = "import sys, cairn.entrypoints.api_handler; print(sorted(m for m in sys.modules if m.startswith(('b', 's3'))))"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT, env=environment
+    )
+    loaded = done.stdout
+    assert "'botocore.client'" in loaded
+    assert "'boto3'" not in loaded
+    assert "'s3transfer'" not in loaded
+
+
+def test_a_container_starts_with_collection_paused_and_leaves_it_running_with_init_frozen() -> None:
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
+        "CAIRN_TABLE_NAME": "cairn-cold",
+    }
+    script = """
+import gc, json
+collections = gc.get_stats()[2]["collections"]
+import cairn.entrypoints.api_handler
+print(json.dumps([gc.isenabled(), gc.get_freeze_count(), gc.get_stats()[2]["collections"] - collections]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT, env=environment
+    )
+    enabled, frozen, full_collections = json.loads(done.stdout)
+    assert enabled
+    assert frozen > 50_000  # the modules and services init made, out of every later collection
+    assert full_collections == 0
 
 
 def test_snapstart_hooks_make_the_client_before_the_snapshot_and_a_new_one_after_restore(

@@ -21,3 +21,32 @@ def test_mail_cannot_take_another_surface_or_an_unreadable_name(name: str) -> No
 
 def test_the_reserved_names_are_the_surfaces_of_inbox_posts_state_changes_and_outbound_mail() -> None:
     assert RESERVED_SURFACES == {HTTP_SURFACE, STATE_SURFACE, OUTBOUND_SURFACE}
+
+
+def test_the_environment_fills_what_is_not_given_and_arguments_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAIRN_MAX_EVENTS", "500")
+    monkeypatch.setenv("CAIRN_TABLE_NAME", "from-environment")
+    monkeypatch.setenv("CAIRN_WEBHOOK_ALLOW_LOCAL", "true")
+    monkeypatch.setenv("CAIRN_WAKE_TARGET_ARNS", '["arn:aws:sqs:us-east-1:123456789012:runs-*"]')
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+
+    settings = Settings(table_name="given")
+
+    assert settings.table_name == "given"
+    assert settings.max_events == 500
+    assert settings.webhook_allow_local is True
+    assert settings.wake_target_arns == ("arn:aws:sqs:us-east-1:123456789012:runs-*",)
+    assert settings.region == "eu-west-1"
+    assert Settings(region="us-west-2").region == "us-west-2"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("CAIRN_MAX_EVENTS", "many"), ("CAIRN_MAX_WAIT_SECONDS", "29"), ("CAIRN_WAKE_TARGET_ARNS", "arn:aws:sqs:*")],
+)
+def test_a_value_the_environment_cannot_hold_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError):
+        Settings()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from importlib import import_module
 
@@ -9,19 +10,7 @@ from aws_lambda_powertools.event_handler import CORSConfig
 
 from cairn.api.errors import register_error_handlers
 from cairn.api.resolver import ConcurrentRestResolver
-from cairn.api.routes import (
-    addresses,
-    discovery,
-    email,
-    events,
-    inbox,
-    inbox_settings,
-    mcp,
-    outbound,
-    state,
-    subscriptions,
-    viewer,
-)
+from cairn.api.routes import addresses, events, inbox, inbox_settings, state
 from cairn.services import Services
 
 CORS = CORSConfig(
@@ -38,20 +27,30 @@ CORS = CORSConfig(
 # travel in headers, so a page can only use a token it already holds.)
 SAME_ORIGIN_PREFIXES = ("/api/v1/runtime/", "/api/v1/memory/", "/mcp", "/api/mcp")
 
-# Route groups whose modules (and the runtime and transcript code under them) load with the first
-# request under their prefix, so an inbox post or a poll never pays for them: module, prefixes.
-DEFERRED_GROUPS = (("runtime", ("/api/v1/runtime/",)), ("memory", ("/api/v1/memory/",)))
+# Route groups whose modules (and the runtime, transcript, MCP, mail, wake-up and discovery code
+# under them) load with the first request for one of their paths, so an inbox post or a poll never
+# pays for them: module, the paths its routes answer.
+ADDRESS = r"^/api/v1/addresses/[^/]+"
+DEFERRED_GROUPS = (
+    ("runtime", r"^/api/v1/runtime/"),
+    ("memory", r"^/api/v1/memory/"),
+    ("mcp", r"^/(api/)?mcp(/|$)"),
+    ("email", ADDRESS + r"/(events/[^/]+/attachments/|email/replay$)"),
+    ("outbound", ADDRESS + r"/email/(contacts|send)(/|$)"),
+    ("subscriptions", ADDRESS + r"/subscriptions(/|$)"),
+    ("discovery", r"^/(skill\.md|llms\.txt|llms-full\.txt|openapi\.json|\.well-known/|healthz$)"),
+    ("viewer", r"^/inbox(\.js|\.css)?$"),
+)
 
 
 def create_app(services: Services) -> ConcurrentRestResolver:
     """The one resolver that Lambda and `cairn serve` both run."""
     app = ConcurrentRestResolver(enable_validation=True, cors=CORS, same_origin_prefixes=SAME_ORIGIN_PREFIXES)
     register_error_handlers(app)
-    eager = (addresses, inbox, inbox_settings, events, state, email, outbound, subscriptions, mcp, discovery, viewer)
-    for group in eager:
+    for group in (addresses, inbox, inbox_settings, events, state):
         group.register(app, services)
-    for name, prefixes in DEFERRED_GROUPS:
-        app.defer(prefixes, _registration(app, services, name))
+    for name, paths in DEFERRED_GROUPS:
+        app.defer(re.compile(paths), _registration(app, services, name))
     return app
 
 

@@ -10,6 +10,7 @@ implementation.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -64,7 +65,7 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self._same_origin_prefixes = same_origin_prefixes
         self._request_state: ContextVar[_RequestState] = ContextVar("cairn_request_state")
         self._idle_state = _RequestState()
-        self._deferred: list[tuple[tuple[str, ...], Callable[[], None]]] = []
+        self._deferred: list[tuple[re.Pattern[str], Callable[[], None]]] = []
         self._deferred_lock = threading.Lock()
         # Validated bodies go through the same strict parser as raw ones, so nesting too deep for
         # Python and integers too long to convert are `invalid_json`, not an unhandled error.
@@ -87,14 +88,14 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
             cors = False
         return super().route(rule, method, cors, *args, **kwargs)
 
-    def defer(self, prefixes: tuple[str, ...], register: Callable[[], None]) -> None:
-        """Run `register` (which adds routes under `prefixes`) when a request first asks for such a path.
+    def defer(self, paths: re.Pattern[str], register: Callable[[], None]) -> None:
+        """Run `register` (which adds routes for `paths`) when a request first asks for such a path.
 
         A container that only answers inbox posts and polls then never imports
-        what the runtime, memory or MCP routes need; the OpenAPI document
-        registers every group first, so it always describes them all.
+        what the runtime, memory, MCP, mail or discovery routes need; the OpenAPI
+        document registers every group first, so it always describes them all.
         """
-        self._deferred.append((prefixes, register))
+        self._deferred.append((paths, register))
 
     def _register_deferred(self, path: str | None) -> None:
         """Register the deferred groups `path` falls under (all of them for None)."""
@@ -102,8 +103,8 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
             return
         with self._deferred_lock:
             for group in list(self._deferred):
-                prefixes, register = group
-                if path is None or path.startswith(prefixes):
+                paths, register = group
+                if path is None or paths.match(path):
                     register()
                     self._deferred.remove(group)
 

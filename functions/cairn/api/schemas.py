@@ -9,7 +9,17 @@ from cairn.email.ports import MESSAGE_ID_PATTERN
 from cairn.runtime.wire import TIME_IN_ANSWER_PATTERN
 
 
-class InboxSettingsIn(BaseModel):
+class Schema(BaseModel):
+    """A wire shape whose validator is built on its first use, not at import.
+
+    A new container then builds only the shapes of the requests it answers
+    (the OpenAPI document builds the rest when asked for).
+    """
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class InboxSettingsIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     keep_headers: list[str] = Field(
@@ -20,7 +30,7 @@ class InboxSettingsIn(BaseModel):
     )
 
 
-class ProvisionRequest(BaseModel):
+class ProvisionRequest(Schema):
     inbox: InboxSettingsIn | None = Field(default=None, description="The inbox's settings from the start.")
     task_id: str | None = Field(default=None, max_length=256, description="Caller-defined task identifier.")
     name: str | None = Field(default=None, max_length=256, description="Human-readable purpose.")
@@ -29,7 +39,7 @@ class ProvisionRequest(BaseModel):
     )
 
 
-class AddressOut(BaseModel):
+class AddressOut(Schema):
     id: str
     task_id: str | None
     name: str | None
@@ -39,11 +49,11 @@ class AddressOut(BaseModel):
     expiresAt: str | None = Field(description="The same instant as expires_at, in AgentAddress casing.")
 
 
-class CredentialsOut(BaseModel):
+class CredentialsOut(Schema):
     read_token: str = Field(description="Bearer token for reading, acknowledging and state; shown once.")
 
 
-class AddressEndpointsOut(BaseModel):
+class AddressEndpointsOut(Schema):
     events_url: str
     state_url: str
     address_url: str
@@ -53,23 +63,23 @@ class EndpointsOut(AddressEndpointsOut):
     inbox_url: str = Field(description="Write-only capability URL (POST JSON, form fields, text or bytes); shown once.")
 
 
-class ProvisionResponse(BaseModel):
+class ProvisionResponse(Schema):
     address: AddressOut
     credentials: CredentialsOut
     endpoints: EndpointsOut
 
 
-class EventRefOut(BaseModel):
+class EventRefOut(Schema):
     id: str
     sequence: int
 
 
-class DeliveryResponse(BaseModel):
+class DeliveryResponse(Schema):
     duplicate: bool
     event: EventRefOut
 
 
-class EmailReplayRequest(BaseModel):
+class EmailReplayRequest(Schema):
     model_config = ConfigDict(extra="forbid")
 
     message_id: str = Field(
@@ -79,7 +89,7 @@ class EmailReplayRequest(BaseModel):
     )
 
 
-class EventOut(BaseModel):
+class EventOut(Schema):
     id: str
     sequence: int
     type: str = Field(description="The poster's label for inbox posts; Cairn's for mail and state changes.")
@@ -107,7 +117,7 @@ class EventOut(BaseModel):
     )
 
 
-class FeedResponse(BaseModel):
+class FeedResponse(Schema):
     events: list[EventOut]
     next_cursor: int = Field(
         description="Pass as `after` to continue; when the page is empty, `after` (or `trimmed_through` if higher)."
@@ -119,64 +129,64 @@ class FeedResponse(BaseModel):
     )
 
 
-class TrimResponse(BaseModel):
+class TrimResponse(Schema):
     trimmed: int = Field(description="Live events this request removed.")
     trimmed_through: int = Field(description="Every event up to this sequence is now gone.")
 
 
-class AckedEventOut(BaseModel):
+class AckedEventOut(Schema):
     id: str
     sequence: int
     acknowledged_at: str
 
 
-class AckResponse(BaseModel):
+class AckResponse(Schema):
     event: AckedEventOut
 
 
-class FeedCountsOut(BaseModel):
+class FeedCountsOut(Schema):
     events: int = Field(description="Retained events.")
     unacknowledged: int
     last_sequence: int
     max_events: int
 
 
-class DeletedAddressOut(BaseModel):
+class DeletedAddressOut(Schema):
     id: str
 
 
-class DeleteResponse(BaseModel):
+class DeleteResponse(Schema):
     address: DeletedAddressOut
     deleted: bool
 
 
-class StateUsageOut(BaseModel):
+class StateUsageOut(Schema):
     keys: int
     bytes: int
     max_keys: int
     max_bytes: int
 
 
-class StateKeyOut(BaseModel):
+class StateKeyOut(Schema):
     key: str
     revision: int
     size: int = Field(description="Bytes this key counts against max_bytes.")
     updated_at: str
 
 
-class StateListResponse(BaseModel):
+class StateListResponse(Schema):
     keys: list[StateKeyOut]
     usage: StateUsageOut
 
 
-class StateValueOut(BaseModel):
+class StateValueOut(Schema):
     key: str
     value: Any
     revision: int
     updated_at: str
 
 
-class PutStateRequest(BaseModel):
+class PutStateRequest(Schema):
     model_config = ConfigDict(extra="forbid")
 
     value: Any = Field(description="Any JSON value, null included.")
@@ -185,13 +195,13 @@ class PutStateRequest(BaseModel):
     )
 
 
-class DeletedStateOut(BaseModel):
+class DeletedStateOut(Schema):
     key: str
     deleted: bool
     revision: int
 
 
-class StateOperationIn(BaseModel):
+class StateOperationIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     key: str
@@ -206,38 +216,38 @@ class StateOperationIn(BaseModel):
         return self
 
 
-class StateBatchRequest(BaseModel):
+class StateBatchRequest(Schema):
     model_config = ConfigDict(extra="forbid")
 
     operations: list[StateOperationIn] = Field(min_length=1)
 
 
-class StateSetResult(BaseModel):
+class StateSetResult(Schema):
     key: str
     op: Literal["set"]
     revision: int
     value: Any
 
 
-class StateDeleteResult(BaseModel):
+class StateDeleteResult(Schema):
     key: str
     op: Literal["delete"]
     revision: int
 
 
-class StateBatchResponse(BaseModel):
+class StateBatchResponse(Schema):
     results: list[Annotated[StateSetResult | StateDeleteResult, Field(discriminator="op")]]
     usage: StateUsageOut
 
 
-class AddressDetailResponse(BaseModel):
+class AddressDetailResponse(Schema):
     address: AddressOut
     feed: FeedCountsOut
     state: StateUsageOut
     endpoints: AddressEndpointsOut
 
 
-class MemoryAppendResponse(BaseModel):
+class MemoryAppendResponse(Schema):
     model_config = ConfigDict(extra="forbid")
 
     agent_id: str
@@ -245,7 +255,7 @@ class MemoryAppendResponse(BaseModel):
     sequences: list[int] = Field(description="The sequences assigned, in the order of the events sent.")
 
 
-class MemoryEventOut(BaseModel):
+class MemoryEventOut(Schema):
     model_config = ConfigDict(extra="forbid")
 
     sequence: int
@@ -255,7 +265,7 @@ class MemoryEventOut(BaseModel):
     labels: dict[str, str]
 
 
-class MemorySnapshotResponse(BaseModel):
+class MemorySnapshotResponse(Schema):
     model_config = ConfigDict(extra="forbid")
 
     agent_id: str
@@ -265,24 +275,24 @@ class MemorySnapshotResponse(BaseModel):
     has_more: bool
 
 
-class ContactOut(BaseModel):
+class ContactOut(Schema):
     email: str
     status: Literal["pending", "verified"]
     created_at: str
     verified_at: str | None
 
 
-class ContactsResponse(BaseModel):
+class ContactsResponse(Schema):
     contacts: list[ContactOut]
     outbound_configured: bool = Field(description="Whether this server can send mail at all.")
 
 
-class ContactRequest(BaseModel):
+class ContactRequest(Schema):
     email: str = Field(max_length=320, description="The contact's address; without `code`, a code is mailed to it.")
     code: str | None = Field(default=None, max_length=64, description="The six-digit code mailed to the contact.")
 
 
-class ContactResponse(BaseModel):
+class ContactResponse(Schema):
     contact: ContactOut
     code_sent: bool = Field(description="Whether a new code was mailed by this request.")
     # The AgentAddress client reads the contact's fields at the top level too.
@@ -290,12 +300,12 @@ class ContactResponse(BaseModel):
     status: Literal["pending", "verified"]
 
 
-class RemovedContactResponse(BaseModel):
+class RemovedContactResponse(Schema):
     email: str
     removed: bool
 
 
-class SendRequest(BaseModel):
+class SendRequest(Schema):
     # Other fields are read to refuse them with their own code (html, attachments, cc...).
     model_config = ConfigDict(extra="allow")
 
@@ -307,7 +317,7 @@ class SendRequest(BaseModel):
     )
 
 
-class SendResponse(BaseModel):
+class SendResponse(Schema):
     status: Literal["accepted", "failed"] = Field(
         description="`accepted`: the carrier took the message (not yet delivered); `failed`: it refused at once."
     )
@@ -316,13 +326,13 @@ class SendResponse(BaseModel):
     duplicate: bool
 
 
-class AddressPatchRequest(BaseModel):
+class AddressPatchRequest(Schema):
     model_config = ConfigDict(extra="forbid")
 
     inbox: InboxSettingsIn
 
 
-class VerifierIn(BaseModel):
+class VerifierIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     kind: VerifierKind | None = Field(default=None, description="If given, the kind in the path.")
@@ -340,13 +350,13 @@ class VerifierIn(BaseModel):
     )
 
 
-class VerifierOut(BaseModel):
+class VerifierOut(Schema):
     kind: str = Field(description="`github`, `stripe`, `slack` or `standard_webhooks`.")
     tolerance_s: int | None = Field(description="Seconds a signed timestamp may be from now; null for github.")
     created_at: str
 
 
-class InboxSettingsOut(BaseModel):
+class InboxSettingsOut(Schema):
     keep_headers: list[str] = Field(description="Kept request headers, lower-cased.")
     verifiers: list[VerifierOut] = Field(
         description="A delivery must pass one of these (else 401 `signature_invalid`); its event then carries "
@@ -354,5 +364,5 @@ class InboxSettingsOut(BaseModel):
     )
 
 
-class InboxSettingsResponse(BaseModel):
+class InboxSettingsResponse(Schema):
     inbox: InboxSettingsOut

@@ -2,10 +2,12 @@
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from cairn.api.schemas import Schema
 
 
-class _Target(BaseModel):
+class _Target(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -45,7 +47,7 @@ TargetIn = Annotated[
 EventType = Annotated[str, Field(min_length=1, max_length=256)]
 
 
-class SubscriptionCreateRequest(BaseModel):
+class SubscriptionCreateRequest(Schema):
     model_config = ConfigDict(extra="forbid")
 
     target: TargetIn
@@ -55,7 +57,7 @@ class SubscriptionCreateRequest(BaseModel):
     description: str | None = Field(default=None, max_length=500)
 
 
-class AttemptOut(BaseModel):
+class AttemptOut(Schema):
     at: str
     outcome: Literal["delivered", "failed", "ended"]
     sequence: int | None = Field(description="The event's sequence; null for a test delivery.")
@@ -64,7 +66,7 @@ class AttemptOut(BaseModel):
     next_retry_at: str | None
 
 
-class SubscriptionOut(BaseModel):
+class SubscriptionOut(Schema):
     id: str
     target: dict[str, str] = Field(description="The target; a Step Functions task token is not shown again.")
     types: list[str]
@@ -77,25 +79,25 @@ class SubscriptionOut(BaseModel):
     attempts: list[AttemptOut] = Field(description="Recent delivery attempts, newest first.")
 
 
-class SubscriptionResponse(BaseModel):
+class SubscriptionResponse(Schema):
     subscription: SubscriptionOut
 
 
-class SubscriptionCreatedResponse(BaseModel):
+class SubscriptionCreatedResponse(Schema):
     subscription: SubscriptionOut
     secret: str | None = Field(
         description="A webhook's signing secret (Standard Webhooks `whsec_...`); shown this once, null for AWS targets."
     )
 
 
-class SubscriptionListResponse(BaseModel):
+class SubscriptionListResponse(Schema):
     subscriptions: list[SubscriptionOut]
 
 
-class SubscriptionDeletedResponse(BaseModel):
+class SubscriptionDeletedResponse(Schema):
     subscription_id: str
     deleted: bool
 
 
-class SubscriptionTestResponse(BaseModel):
+class SubscriptionTestResponse(Schema):
     attempt: AttemptOut

@@ -1,6 +1,7 @@
 """One low-level DynamoDB client per process, configured for the deployment.
 
 The same code talks to AWS and to DynamoDB Local; only the endpoint differs.
+Clients come from botocore itself, as every client of Cairn's does (`cairn.aws`).
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Literal
 
-import boto3
 import botocore.session
 from botocore.config import Config
 
@@ -47,10 +47,10 @@ def _client(
         read_timeout=10,
         max_pool_connections=_MAX_POOL,
     )
-    session = boto3.session.Session(botocore_session=botocore_session)
+    session = botocore_session or botocore.session.get_session()
     # DynamoDB Local accepts any alphanumeric key pair but still wants one.
     stand_in = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
-    return session.client(
+    return session.create_client(
         service,
         region_name=settings.region,
         config=config,

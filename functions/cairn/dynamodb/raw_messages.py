@@ -16,10 +16,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from cairn import aws
 from cairn.dynamodb.items import error_code
 from cairn.email.ports import MESSAGE_ID_PATTERN, RawMessageStore
 from cairn.settings import Settings
@@ -127,5 +127,5 @@ def raw_message_store(settings: Settings) -> RawMessageStore:
     return S3RawMessages(
         settings.email_bucket,
         settings.email_prefix,
-        lambda: boto3.session.Session().client("s3", region_name=settings.region, config=config),
+        lambda: aws.client("s3", settings.region, config),
     )

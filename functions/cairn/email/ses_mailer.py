@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from cairn import aws
 from cairn.email.outbound_ports import ComposedMessage, Handoff, MailerError
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class SesMailer:
 
     @classmethod
     def for_region(cls, region: str, configuration_set: str | None) -> SesMailer:
-        client = boto3.client("sesv2", region_name=region, config=Config(retries={"mode": "standard"}))
+        client = aws.client("sesv2", region, Config(retries={"mode": "standard"}))
         return cls(client, configuration_set)
 
     def send(self, message: ComposedMessage) -> Handoff:

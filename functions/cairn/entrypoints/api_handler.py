@@ -4,21 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from cairn.entrypoints.container_init import container_init
 
-from cairn.api.app import create_app
-from cairn.entrypoints import snapstart
-from cairn.services import Services
-from cairn.settings import get_settings
+with container_init():
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.logging import correlation_paths
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service="cairn")
+    from cairn.api.app import create_app
+    from cairn.entrypoints import snapstart
+    from cairn.services import Services
+    from cairn.settings import get_settings
 
-# Built at cold start and reused by every invocation of this container.
-services = Services.build(get_settings())
-app = create_app(services)
-snapstart.install(services.client)
+    logger = Logger(service="cairn")
+
+    # Built at cold start and reused by every invocation of this container.
+    services = Services.build(get_settings())
+    app = create_app(services)
+    snapstart.install(services.client)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)

@@ -7,18 +7,21 @@ feed of every Cairn address among its recipients.
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.parser import event_parser
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from cairn.entrypoints.container_init import container_init
 
-from cairn.email.ses import SesReceiptEvent, delivery
-from cairn.services import Services
-from cairn.settings import get_settings
+with container_init():
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.parser import event_parser
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service="cairn")
+    from cairn.email.ses import SesReceiptEvent, delivery
+    from cairn.services import Services
+    from cairn.settings import get_settings
 
-# Built at cold start and reused by every invocation of this container.
-services = Services.build(get_settings())
+    logger = Logger(service="cairn")
+
+    # Built at cold start and reused by every invocation of this container.
+    services = Services.build(get_settings())
 
 
 @logger.inject_lambda_context

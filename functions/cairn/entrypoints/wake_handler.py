@@ -10,17 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from cairn.entrypoints.container_init import container_init
 
-from cairn.dynamodb.stream_records import event_notices
-from cairn.services import Services
-from cairn.settings import get_settings
+with container_init():
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service="cairn")
+    from cairn.dynamodb.stream_records import event_notices
+    from cairn.services import Services
+    from cairn.settings import get_settings
 
-# Built at cold start and reused by every invocation of this container.
-services = Services.build(get_settings())
+    logger = Logger(service="cairn")
+
+    # Built at cold start and reused by every invocation of this container.
+    services = Services.build(get_settings())
+
 
 # Stop sweeping this long before Lambda's deadline, so a batch in flight can finish.
 _SWEEP_MARGIN_MS = 30_000
