@@ -15,6 +15,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +77,8 @@ with mock_aws():
 """
 
 
-def fresh_process() -> dict:
+def fresh_process(script: str) -> Any:
+    """What `script` prints last, as JSON, run by a new interpreter as Lambda starts one."""
     environment = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
@@ -84,51 +86,34 @@ def fresh_process() -> dict:
         "POWERTOOLS_LOG_LEVEL": "ERROR",
     }
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(SCRIPT)],
+        [sys.executable, "-c", textwrap.dedent(script)],
         capture_output=True, text=True, check=True, cwd=ROOT, env=environment,
-    )
+    )  # fmt: skip
     return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_provisioning_posting_and_polling_load_nothing_only_other_routes_need() -> None:
-    seen = fresh_process()
+    seen = fresh_process(SCRIPT)
     assert seen["statuses"] == [201, 202, 200]
     assert not set(HEAVY) & set(seen["import"])
     assert not set(HEAVY) & set(seen["requests"])
 
 
 def test_the_api_imports_botocore_alone_not_boto3_and_its_s3transfer() -> None:
-    environment = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
-        "CAIRN_TABLE_NAME": "cairn-cold",
-    }
-    script = "import sys, cairn.entrypoints.api_handler; print(sorted(m for m in sys.modules if m.startswith(('b', 's3'))))"
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT, env=environment
-    )
-    loaded = done.stdout
-    assert "'botocore.client'" in loaded
-    assert "'boto3'" not in loaded
-    assert "'s3transfer'" not in loaded
+    loaded = fresh_process("import json, sys, cairn.entrypoints.api_handler; print(json.dumps(sorted(sys.modules)))")
+    assert "botocore.client" in loaded
+    assert "boto3" not in loaded
+    assert "s3transfer" not in loaded
 
 
 def test_a_container_starts_with_collection_paused_and_leaves_it_running_with_init_frozen() -> None:
-    environment = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
-        "CAIRN_TABLE_NAME": "cairn-cold",
-    }
     script = """
-import gc, json
-collections = gc.get_stats()[2]["collections"]
-import cairn.entrypoints.api_handler
-print(json.dumps([gc.isenabled(), gc.get_freeze_count(), gc.get_stats()[2]["collections"] - collections]))
-"""
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT, env=environment
-    )
-    enabled, frozen, full_collections = json.loads(done.stdout)
+        import gc, json
+        collections = gc.get_stats()[2]["collections"]
+        import cairn.entrypoints.api_handler
+        print(json.dumps([gc.isenabled(), gc.get_freeze_count(), gc.get_stats()[2]["collections"] - collections]))
+    """
+    enabled, frozen, full_collections = fresh_process(script)
     assert enabled
     assert frozen > 50_000  # the modules and services init made, out of every later collection
     assert full_collections == 0
