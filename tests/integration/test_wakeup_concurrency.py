@@ -128,3 +128,49 @@ def test_a_table_made_before_wake_ups_gets_its_stream(dynamodb_local: DynamoDBLo
     ensure_table(client, name)
     described = client.describe_table(TableName=name)["Table"]
     assert described["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
+
+
+def test_an_event_taken_while_a_subscription_commits_moves_its_cursor_past_it(
+    dynamodb_local, local_table, clock: FakeClock
+):
+    # The race, made certain: an event commits between reading the cursor and storing the subscription.
+    services, api = build(dynamodb_local, local_table, clock, Recording())
+    created = api.provision()
+    api.post_inbox(created, {"type": "job.started"})
+    store = services.subscriptions._store
+    tries: list[int] = []
+    real_create = store.create
+
+    def create_after_an_event_slips_in(subscription: Subscription, **limits: Any) -> None:
+        tries.append(subscription.cursor)
+        if len(tries) == 1:
+            api.post_inbox(created, {"type": "job.done"})
+        real_create(subscription, **limits)
+
+    store.create = create_after_an_event_slips_in  # type: ignore[method-assign]
+    answer = subscribe(api, created)
+
+    assert answer.status == 201
+    assert tries == [1, 2]  # the first cursor predated the second event: refused, read again
+    [subscription] = services.subscriptions.list(created["address"]["id"], created["credentials"]["read_token"])
+    assert subscription.cursor == 2  # it is owed the events after its creation, none before
+
+
+def test_a_subscription_for_a_deleted_address_is_refused_not_retried(dynamodb_local, local_table, clock: FakeClock):
+    services, api = build(dynamodb_local, local_table, clock, Recording())
+    created = api.provision()
+    store = services.subscriptions._store
+    real_create = store.create
+    tries = 0
+
+    def create_after_the_address_is_deleted(subscription: Subscription, **limits: Any) -> None:
+        nonlocal tries
+        tries += 1
+        api.request("DELETE", f"/api/v1/addresses/{created['address']['id']}",
+                    token=created["credentials"]["read_token"])  # fmt: skip
+        real_create(subscription, **limits)
+
+    store.create = create_after_the_address_is_deleted  # type: ignore[method-assign]
+    answer = subscribe(api, created)
+
+    assert answer.status == 401 and tries == 1

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from cairn.dynamodb import keys, table_ops
-from cairn.dynamodb.address_items import DELETED
+from cairn.dynamodb.address_items import DELETED, LAST_SEQUENCE
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_s, key, n, s
 from cairn.dynamodb.subscription_items import (
     ATTEMPTS,
@@ -38,7 +38,7 @@ from cairn.dynamodb.subscription_items import (
 )
 from cairn.errors import SubscriptionLimitExceeded, Unauthorized, Unavailable
 from cairn.wakeups.models import Attempt, SigningSecret, Subscription, SubscriptionStatus, TargetKind
-from cairn.wakeups.ports import DueRetry, Progress
+from cairn.wakeups.ports import CursorMoved, DueRetry, Progress
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -56,8 +56,13 @@ class SubscriptionTable:
                 "ConditionCheck": {
                     "TableName": self._table,
                     "Key": key(pk, keys.META),
-                    "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#deleted)",
-                    "ExpressionAttributeNames": {"#deleted": DELETED},
+                    # The cursor is still the last event: one taken meanwhile would be neither owed nor dispatched.
+                    "ConditionExpression": (
+                        "attribute_exists(pk) AND attribute_not_exists(#deleted) AND #last = :cursor"
+                    ),
+                    "ExpressionAttributeNames": {"#deleted": DELETED, "#last": LAST_SEQUENCE},
+                    "ExpressionAttributeValues": {":cursor": n(subscription.cursor)},
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
             {
@@ -83,6 +88,9 @@ class SubscriptionTable:
         except ClientError as error:
             reasons = _reasons(error)
             if reasons[:1] == ["ConditionalCheckFailed"]:
+                head = cancellation_reasons(error)[0].get("Item")
+                if head is not None and DELETED not in head:
+                    raise CursorMoved() from None
                 raise Unauthorized() from None
             if reasons[1:2] == ["ConditionalCheckFailed"]:
                 raise SubscriptionLimitExceeded(

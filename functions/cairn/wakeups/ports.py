@@ -32,10 +32,17 @@ class DueRetry:
     token: str  # what `done` needs to remove it
 
 
+class CursorMoved(Exception):
+    """The address took an event after the subscription's cursor was read: read it again."""
+
+
 class SubscriptionStore(Protocol):
     def create(self, subscription: Subscription, *, max_per_address: int, expires_at: float | None) -> None:
         """Store a new subscription of a live address (gone with it at `expires_at`).
 
+        Only while the address's last event is still the subscription's cursor
+        (`CursorMoved` otherwise), so an event committed meanwhile is neither
+        owed to the subscription nor missed by the dispatcher.
         `SubscriptionLimitExceeded` at the limit; `Unauthorized` once the address is deleted.
         """
 

@@ -11,11 +11,11 @@ from cairn.addresses.access import authenticate
 from cairn.addresses.models import AddressRecord
 from cairn.addresses.ports import AddressStore
 from cairn.clock import Clock
-from cairn.errors import SubscriptionNotFound, TargetRefused
+from cairn.errors import SubscriptionNotFound, TargetRefused, Unavailable
 from cairn.settings import Settings
 from cairn.wakeups.models import Attempt, Created, SigningSecret, Subscription, Target, TargetKind
 from cairn.wakeups.payload import probe_delivery
-from cairn.wakeups.ports import SubscriptionStore
+from cairn.wakeups.ports import CursorMoved, SubscriptionStore
 from cairn.wakeups.sender import ATTEMPTS_KEPT
 from cairn.wakeups.targets import check_target
 from cairn.wakeups.transports import Transport
@@ -23,6 +23,8 @@ from cairn.wakeups.transports import Transport
 # A rotated-out secret keeps signing this long, so receivers can switch without losing a delivery.
 ROTATION_OVERLAP_SECONDS = 86_400
 _SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{24}")
+# Tries at committing a subscription while events keep arriving at its address.
+_CREATE_ATTEMPTS = 8
 
 
 def new_secret() -> str:
@@ -54,27 +56,40 @@ class Subscriptions:
         types: Sequence[str] = (),
         description: str | None = None,
     ) -> Created:
-        """A new subscription that receives the events committed after it; a webhook's secret, once."""
+        """A new subscription that receives the events committed after it; a webhook's secret, once.
+
+        Its cursor is the address's last event when the subscription commits:
+        an event taken in between makes the store refuse, and the cursor is
+        read again (a busy address may take a few tries; then `Unavailable`).
+        """
         record = self._open(address_id, read_token)
         check_target(
             target, allowed_arns=self._settings.wake_target_arns, allow_local=self._settings.webhook_allow_local
         )
         secret = new_secret() if target.kind is TargetKind.WEBHOOK else None
-        subscription = Subscription(
-            id=f"sub_{secrets.token_hex(12)}",
-            address_id=address_id,
-            target=target,
-            types=tuple(dict.fromkeys(types)),
-            description=description,
-            # Milliseconds, as stored, so the creation answer and later reads agree.
-            created_at=round(self._clock(), 3),
-            cursor=record.last_sequence,
-            secrets=(SigningSecret(secret),) if secret else (),
-        )
-        self._store.create(
-            subscription, max_per_address=self._settings.max_subscriptions_per_address, expires_at=record.expires_at
-        )
-        return Created(subscription, secret)
+        for _ in range(_CREATE_ATTEMPTS):
+            subscription = Subscription(
+                id=f"sub_{secrets.token_hex(12)}",
+                address_id=address_id,
+                target=target,
+                types=tuple(dict.fromkeys(types)),
+                description=description,
+                # Milliseconds, as stored, so the creation answer and later reads agree.
+                created_at=round(self._clock(), 3),
+                cursor=record.last_sequence,
+                secrets=(SigningSecret(secret),) if secret else (),
+            )
+            try:
+                self._store.create(
+                    subscription,
+                    max_per_address=self._settings.max_subscriptions_per_address,
+                    expires_at=record.expires_at,
+                )
+            except CursorMoved:
+                record = self._open(address_id, read_token)
+                continue
+            return Created(subscription, secret)
+        raise Unavailable()
 
     def list(self, address_id: str, read_token: str | None) -> list[Subscription]:
         self._open(address_id, read_token)
