@@ -56,7 +56,8 @@ when it ends. What it measures, in the order printed:
    send and repeated send (`Contacts`, `Sending` with the SMTP relay mailer
    of `cairn serve --smtp-relay`, an aiosmtpd relay in this process), and
    sends per second by 1 and 4 senders on one address.
-11. Cold starts: for each Lambda entry point (API, email ingest, downloads),
+11. Cold starts: for each Lambda entry point (API, email ingest, downloads,
+    wake-ups, mail outcomes),
     fresh Python processes import it and answer a first request; import time,
     time to the first answer and peak memory, each beside a fresh process's
     `import boto3` (and its first GetItem) in the same run as a ratio.

@@ -119,7 +119,7 @@ def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, pro
 
 
 def _entry_points(settings: Settings) -> list[EntryPoint]:
-    """The three entry points, each with a first request prepared in this process."""
+    """Each Lambda entry point, with a first request prepared in this process."""
     services = Services.build(settings, client=make_client(settings))
     caller = cast(LambdaClient, types.SimpleNamespace(source_ip="198.51.100.7"))  # `event` reads only this
     provision = LambdaClient.event(caller, "POST", "/api/v1/addresses", json_body={"task_id": "cold"})

@@ -52,6 +52,15 @@ def dynamodb_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DynamoD
         yield database
 
 
+def new_table(dynamodb_local: DynamoDBLocal, *, stream: bool) -> str:
+    """The name of a new, empty table on the session's DynamoDB Local."""
+    from cairn.settings import Settings
+
+    name = f"cairn-{uuid.uuid4().hex[:12]}"
+    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), name, stream=stream)
+    return name
+
+
 @pytest.fixture
 def local_table(dynamodb_local: DynamoDBLocal) -> str:
     """A fresh table on DynamoDB Local for one test, with no stream.
@@ -61,21 +70,13 @@ def local_table(dynamodb_local: DynamoDBLocal) -> str:
     would make it crawl. `cairn serve` adds a stream to the table it serves;
     tests that read a stream make their table with one.
     """
-    name = f"cairn-{uuid.uuid4().hex[:12]}"
-    from cairn.settings import Settings
-
-    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), name, stream=False)
-    return name
+    return new_table(dynamodb_local, stream=False)
 
 
 @pytest.fixture
 def streamed_table(dynamodb_local: DynamoDBLocal) -> str:
     """A fresh table on DynamoDB Local with its stream, as `cairn serve` and the stack make it."""
-    name = f"cairn-{uuid.uuid4().hex[:12]}"
-    from cairn.settings import Settings
-
-    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), name)
-    return name
+    return new_table(dynamodb_local, stream=True)
 
 
 @pytest.fixture
@@ -105,9 +106,6 @@ def module_served(dynamodb_local: DynamoDBLocal, tmp_path_factory: pytest.TempPa
     second or two to start, and the stream it adds to its table slows DynamoDB
     Local for the rest of the run.
     """
-    from cairn.settings import Settings
-
-    name = f"cairn-{uuid.uuid4().hex[:12]}"
-    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), name, stream=False)
-    with ServeProcess(tmp_path_factory.mktemp("served"), dynamodb_endpoint=dynamodb_local.endpoint, table=name) as server:
+    table = new_table(dynamodb_local, stream=False)
+    with ServeProcess(tmp_path_factory.mktemp("served"), dynamodb_endpoint=dynamodb_local.endpoint, table=table) as server:
         yield server

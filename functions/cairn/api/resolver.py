@@ -98,8 +98,12 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self._deferred.append((paths, register))
 
     def _register_deferred(self, path: str | None) -> None:
-        """Register the deferred groups `path` falls under (all of them for None)."""
-        if not self._deferred:
+        """Register the deferred groups `path` falls under (all of them for None).
+
+        Most requests name no deferred group; they look without the lock, so
+        the local server's threads do not queue on it for every request.
+        """
+        if path is not None and not any(paths.match(path) for paths, _ in list(self._deferred)):
             return
         with self._deferred_lock:
             for group in list(self._deferred):
