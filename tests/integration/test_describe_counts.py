@@ -24,6 +24,7 @@ class ReadMeter:
     """The DynamoDB calls one client makes, and the items they bring back."""
 
     def __init__(self, client) -> None:
+        self.client = client
         self.calls: list[str] = []
         self.items = 0
         client.meta.events.register("after-call.dynamodb", self._after)
@@ -133,3 +134,32 @@ def test_describe_counts_against_the_address_rate(dynamodb_local, local_table, c
     assert api.poll(created).status == 429, "describes and polls share the rate"
     clock.advance(60)
     assert api.request("GET", url, token=token).status == 200
+
+
+def test_describe_never_reports_more_events_than_its_last_sequence(dynamodb_local, metered, clock: FakeClock):
+    """An append that commits between the describe's admission and its count is counted with its
+    sequence, or not at all: the figures come from one read of the head."""
+    api, meter = metered
+    created = api.provision()
+    api.post_inbox(created, {"n": 0})
+    table = api.services.settings.table_name
+    other = LambdaClient(
+        Services.build(
+            Settings(table_name=table, dynamodb_endpoint=dynamodb_local.endpoint, poll_rate_per_minute=10_000),
+            waiter=NotifyingWaiter(),
+            clock=clock,
+        )
+    )
+    armed = [True]
+
+    def append_after_admission(model, **_: Any) -> None:
+        # The describe's first write is its admission (one read counted on the head).
+        if model.name == "UpdateItem" and armed[0]:
+            armed[0] = False
+            assert other.post_inbox(created, {"n": 1}).status == 202
+
+    meter.client.meta.events.register("after-call.dynamodb", append_after_admission)
+    feed = describe(api, created)
+    assert not armed[0], "the append ran inside the describe"
+    assert feed["events"] <= feed["last_sequence"]
+    assert (feed["events"], feed["last_sequence"]) == (2, 2)

@@ -131,8 +131,12 @@ class TrimResult:
 
 @dataclass(frozen=True)
 class FeedCounts:
+    """A feed's depth, counted from one read of its head: `retained` events all lie at or below
+    `last_sequence`, so a describe never reports more events than the feed's last sequence."""
+
     retained: int
     unacknowledged: int
+    last_sequence: int = 0
 
 
 def legacy_surface(type_: str, source: str) -> str:

@@ -179,7 +179,7 @@ class AddressStore(Protocol):
         """Up to `limit` live events after sequence `after`, oldest first, about `max_bytes` of data."""
 
     def count_events(self, address_id: str, *, now: float) -> FeedCounts:
-        """Live events, and how many of them are not acknowledged."""
+        """Live events, how many of them are not acknowledged, and the last sequence they were counted at."""
 
     def load_event(self, address_id: str, sequence: int, *, now: float) -> Event | None:
         """One live event by its sequence, or None."""

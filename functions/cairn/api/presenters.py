@@ -52,7 +52,7 @@ def overview(described: AddressOverview, base: str, settings: Settings) -> schem
         feed=schemas.FeedCountsOut(
             events=described.counts.retained,
             unacknowledged=described.counts.unacknowledged,
-            last_sequence=record.last_sequence,
+            last_sequence=described.counts.last_sequence,
             max_events=settings.max_events,
         ),
         state=state_usage(described.state, settings),

@@ -15,7 +15,7 @@ import hmac
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -530,17 +530,27 @@ class AddressTable:
         """The feed's depth from the head's counters (`feed_counts`); read from the events for older heads."""
         pk = keys.address_pk(address_id)
         head = self._client.get_item(TableName=self._table, Key=key(pk, keys.META), ConsistentRead=True).get("Item")
+        last_sequence = get_int(head or {}, LAST_SEQUENCE)
         if head and feed_counts.COUNTED in head:
-            return feed_counts.counts(head, now=now)
+            return replace(feed_counts.counts(head, now=now), last_sequence=last_sequence)
         retained = unacknowledged = 0
+        if last_sequence == 0:
+            return FeedCounts(retained=0, unacknowledged=0)
         projection = "expires_at, acknowledged_at"
-        for item in table_ops.query_prefix(
-            self._client, self._table, pk, keys.EVENT_PREFIX, ProjectionExpression=projection
+        # Only the events the head had when read: appends that commit while the query pages
+        # would otherwise be counted past the last sequence reported beside them.
+        for item in table_ops.query_range(
+            self._client,
+            self._table,
+            pk,
+            keys.event_sk(1),
+            keys.event_sk(last_sequence),
+            ProjectionExpression=projection,
         ):
             if get_int(item, "expires_at") > now:
                 retained += 1
                 unacknowledged += "acknowledged_at" not in item
-        return FeedCounts(retained=retained, unacknowledged=unacknowledged)
+        return FeedCounts(retained=retained, unacknowledged=unacknowledged, last_sequence=last_sequence)
 
     def load_event(self, address_id: str, sequence: int, *, now: float) -> Event | None:
         """One live event by its sequence, or None."""
