@@ -231,7 +231,7 @@ def _concurrent_posts(writers: list[CairnProcess], posts_each: int) -> tuple[Cal
 
 
 def status_text(statuses: Counter[Any]) -> str:
-    """"202" when every reply (or outcome) agreed, else each with its count."""
+    """ "202" when every reply (or outcome) agreed, else each with its count."""
     if len(statuses) == 1:
         return str(next(iter(statuses)))
     return ", ".join(f"{status} x{count}" for status, count in sorted(statuses.items()))

@@ -125,9 +125,7 @@ class CasRun:
         return round(self.conflicts / self.writes, 2) if self.writes else float("nan")
 
 
-def run_cas(
-    writers: list[CasWriter], seconds: float, warmup: float, counter: CallCounter | None = None
-) -> CasRun:
+def run_cas(writers: list[CasWriter], seconds: float, warmup: float, counter: CallCounter | None = None) -> CasRun:
     """Warm up, count, then check that no increment was lost or doubled."""
     operations = [writer.write for writer in writers]
     run_load(operations, warmup)

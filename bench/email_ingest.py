@@ -82,7 +82,8 @@ def measure_ingest(settings: Settings, table_name: str, blob_dir: Path, trials: 
             len(raw) / 1e6 / (p50 / 1000),
         )  # fmt: skip
     table.notes += [
-        "Attachments: " + ", ".join(f"{name} ({size:,} bytes)" for name, _, _, size in ATTACHMENTS)
+        "Attachments: "
+        + ", ".join(f"{name} ({size:,} bytes)" for name, _, _, size in ATTACHMENTS)
         + "; plus a text and an HTML body. The event lists the attachments; their bytes stay in the raw message.",
         "Timed: the ingest alone (read the stored message, parse, one append per address). Storing the "
         "message first is the receiver's work (SES's S3 action, the SMTP listener) and is not timed.",

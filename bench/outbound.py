@@ -65,7 +65,7 @@ def _measure(
 ) -> Table:
     settings = settings.model_copy(
         update={"table_name": table_name, "outbound_max_sends_per_day": 10**9, "max_events": 10**9,
-                "outbound_verifications_per_day": 10**9}
+                "outbound_verifications_per_day": 10**9, "outbound_verifications_per_recipient_per_day": 10**9}
     )  # fmt: skip
     client = make_client(settings)
     counter = CallCounter(client)
@@ -99,10 +99,11 @@ def _measure(
         "and the email.delivered append. The same send again: head, contact, the append that finds the claim, "
         "the sent event's GetItem for its message id, the lease refused as done, and the outcome recorded "
         "again in case it was lost (a TransactWriteItems that finds its claim); nothing is mailed.",
-        "Asking for a code (a new contact): head, the replacement of a code (UpdateItem, which finds no "
-        "contact), the contact and the contact count (TransactWriteItems), the daily verification count "
-        "(UpdateItem), the contact's GetItem for the answer; then the mail. "
-        "Verifying: head, one attempt spent (UpdateItem), the contact marked verified (UpdateItem).",
+        "Asking for a code (a new contact): head, the contact (GetItem, which finds none), then one "
+        "TransactWriteItems: the address live, the contact and the contact count, the time of the code to this "
+        "person, the day's codes per address and per recipient; then the mail. "
+        "Verifying: head, the contact (GetItem), then one TransactWriteItems: the address live, the attempt "
+        "spent on the code as read and the contact verified, the day's tries per address and per recipient.",
         "Time includes the SMTP hand-off to the relay on this machine (one connection per message).",
     ]
     return table

@@ -103,8 +103,10 @@ def measure_runtime_calls(settings: Settings, table_name: str, repeats: int) -> 
     )
     count(
         "publish_run_seed",
-        [partial(store.publish_run_seed, SeedPublication(d.run_id, d.attempt_id, "1", "2", len(PREPARED)))
-         for d in seeds],
+        [
+            partial(store.publish_run_seed, SeedPublication(d.run_id, d.attempt_id, "1", "2", len(PREPARED)))
+            for d in seeds
+        ],
         lambda _: "published",
     )
     count(

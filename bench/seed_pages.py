@@ -42,8 +42,13 @@ def measure_seed_pages(settings: Settings, table_name: str, trials: int) -> Tabl
             store.list_run_seed_records(newest.run_id, newest.seed_end_id, "", 512)
             latencies.append(time.perf_counter() - began)
         calls = counter.take(per=trials)
-        table.add(f"{turns} turns", _pages_to_walk(store, newest), calls, percentile_ms(latencies, 50),
-                  percentile_ms(latencies, 99))
+        table.add(
+            f"{turns} turns",
+            _pages_to_walk(store, newest),
+            calls,
+            percentile_ms(latencies, 50),
+            percentile_ms(latencies, 99),
+        )
     table.notes.append(
         "Each turn's seed holds one prefix record naming the previous turn's terminal record, and the compiled "
         "start; the walk reads one seed page per turn back to the first."
@@ -61,8 +66,11 @@ def _chain(store: DynamoRuntimeStore, session: str, turns: int) -> RunStart:
     store.start_root_run(root_start(run))
     store.record_run_terminal(terminal(run))
     for turn in range(1, turns):
-        d = replace(declaration(run_start(f"{session}-{turn}", session=session)), kind=SeedKind.NEXT_TURN,
-                    source_run_id=run.run_id)
+        d = replace(
+            declaration(run_start(f"{session}-{turn}", session=session)),
+            kind=SeedKind.NEXT_TURN,
+            source_run_id=run.run_id,
+        )
         seed = store.begin_run_seed(d)
         end = store.append_run_seed(seed_append(d, "source", seed.end_id, prefix=seed.source))
         store.publish_run_seed(complete(store, d, end))

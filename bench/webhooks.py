@@ -1,6 +1,6 @@
-"""Wake-ups by webhook: latency from an inbox POST's answer to the webhook's arrival, deliveries per
-second through the stream's dispatcher, and what a subscribed agent's idle wait costs in DynamoDB reads
-beside a long-poll's."""
+"""Wake-ups by webhook: latency from an inbox POST's answer to the webhook's arrival (idle, and while
+another address's receiver holds its answers open), deliveries per second through the stream's
+dispatcher, and what a subscribed agent's idle wait costs in DynamoDB reads beside a long-poll's."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from cairn.local.wakeups import StreamFollower
 from cairn.services import Services
 from cairn.settings import Settings
 from tests.support.lambda_client import LambdaClient
-from tests.support.webhooks import receiver
+from tests.support.webhooks import holding_receiver, receiver
 
 BURST = 200
 IDLE_SECONDS = 25
@@ -32,16 +32,11 @@ def measure_webhooks(server: CairnServer, settings: Settings, trials: int) -> Ta
         f"Wake-ups by webhook on cairn serve (DynamoDB Local's stream), {trials} trials",
         ["measure", "p50 ms", "p99 ms", "value"],
     )
-    with server.client() as http, receiver() as hook:
+    with server.client() as http, receiver() as hook, holding_receiver(interval=1.0) as slow:
         address = agent.provision(http)
         _subscribe(http, address, hook.url)
-        arrivals: list[float] = []
-        for trial in range(trials):
-            posted = _post_and_time(http, address)
-            hook.wait_for(trial + 1)
-            arrivals.append(_arrived_at(hook, trial) - posted)
-        latency = percentile_ms(arrivals, 50), percentile_ms(arrivals, 99)
-        table.add("inbox POST answered -> webhook arrived", *latency, "")
+        arrivals = _latencies(http, address, hook, first=0, trials=trials)
+        table.add("inbox POST answered -> webhook arrived", *_p50_p99(arrivals), "")
         for _ in range(BURST):
             agent.post(http, address)
         hook.wait_for(trials + BURST, timeout=300)
@@ -49,6 +44,13 @@ def measure_webhooks(server: CairnServer, settings: Settings, trials: int) -> Ta
         elapsed = _arrived_at(hook, trials + BURST - 1) - _arrived_at(hook, trials)
         pace = f"{(BURST - 1) / elapsed:.0f} deliveries/s"
         table.add(f"{BURST} posts back to back, delivered in order to one subscription", "", "", pace)
+        # Another address whose receiver trickles every answer until the delivery deadline cuts it.
+        stalled = agent.provision(http)
+        _subscribe(http, stalled, slow.url)
+        agent.post(http, stalled).raise_for_status()
+        slow.arrived.wait(30)
+        held = _latencies(http, address, hook, first=trials + BURST, trials=trials)
+        table.add("the same, while another address's receiver holds its answers open", *_p50_p99(held), "")
     idle, polled = _idle_reads(settings)
     table.add(f"DynamoDB table calls, subscribed agent idle {IDLE_SECONDS} s", "", "", idle)
     table.add(f"DynamoDB table calls, one long-poll wait={IDLE_SECONDS} (Lambda's waiter)", "", "", polled)
@@ -57,11 +59,29 @@ def measure_webhooks(server: CairnServer, settings: Settings, trials: int) -> Ta
         "latency includes up to one such pause. Deliveries to one subscription are sequential, by design."
     )
     table.notes.append(
+        "Held open: that receiver sends a header byte a second and never ends its answer; each attempt to it "
+        "is cut at the delivery deadline and retried with back-off while the trials run."
+    )
+    table.notes.append(
         "Idle: the dispatcher reads the table's stream (not the table) and finds nothing to do; in AWS the "
         "event source mapping reads the stream at no table cost. The retry sweep (one query a minute in AWS, "
         "for the whole deployment) is not counted."
     )
     return table
+
+
+def _latencies(http: Any, address: Address, hook: Any, *, first: int, trials: int) -> list[float]:
+    """Seconds from each POST's answer to its webhook's arrival; `first` webhooks arrived before."""
+    arrivals: list[float] = []
+    for trial in range(trials):
+        posted = _post_and_time(http, address)
+        hook.wait_for(first + trial + 1)
+        arrivals.append(_arrived_at(hook, first + trial) - posted)
+    return arrivals
+
+
+def _p50_p99(samples: list[float]) -> tuple[float, float]:
+    return percentile_ms(samples, 50), percentile_ms(samples, 99)
 
 
 def _subscribe(http: Any, address: Address, url: str) -> None:

@@ -61,13 +61,12 @@ class Alarms(Construct):
         failed_ingest: sqs.IQueue | None,
         topic_arn: str | None,
         wakeups: Wakeups | None = None,
+        failed_outcomes: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self._name_prefix = name_prefix
         self._action = (
-            cloudwatch_actions.SnsAction(sns.Topic.from_topic_arn(self, "Topic", topic_arn))
-            if topic_arn
-            else None
+            cloudwatch_actions.SnsAction(sns.Topic.from_topic_arn(self, "Topic", topic_arn)) if topic_arn else None
         )
         self.alarms: list[cloudwatch.Alarm] = []
         # What each alarm watches, by its name without the prefix (`api-5xx-rate`, `api-errors`, ...).
@@ -111,11 +110,16 @@ class Alarms(Construct):
         if failed_ingest is not None:
             self._alarm(
                 "email-failed-ingest",
-                failed_ingest.metric_approximate_number_of_messages_visible(
-                    period=PERIOD, statistic="Maximum"
-                ),
+                failed_ingest.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                 description="Inbound mail could not be ingested after retries; "
                 "the failed-ingest queue holds its SES message ids for replay.",
+            )
+        if failed_outcomes is not None:
+            self._alarm(
+                "outbound-failed-outcomes",
+                failed_outcomes.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                description="SES reported outcomes of sends that could not be recorded after retries; "
+                "the failed-outcomes queue holds the SES events.",
             )
         if wakeups is not None:
             self._wakeup_alarms(wakeups)

@@ -235,9 +235,7 @@ def _custom_domain(scope: Construct, config: StageConfig) -> apigateway.DomainNa
         return None
     return apigateway.DomainNameOptions(
         domain_name=config.api_domain_name,
-        certificate=acm.Certificate.from_certificate_arn(
-            scope, "Certificate", config.api_certificate_arn
-        ),
+        certificate=acm.Certificate.from_certificate_arn(scope, "Certificate", config.api_certificate_arn),
         endpoint_type=apigateway.EndpointType.REGIONAL,
         security_policy=apigateway.SecurityPolicy.TLS_1_2,
     )

@@ -88,9 +88,14 @@ def pip_install_command(target: str) -> list[str]:
     machine = _MACHINE[ARCHITECTURE.name]
     platforms = [f"--platform=manylinux_2_{minor}_{machine}" for minor in _MANYLINUX_MINORS]
     return [
-        sys.executable, "-m", "pip", "install",
-        "--quiet", "--disable-pip-version-check",
-        "--only-binary=:all:", "--implementation=cp",
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--implementation=cp",
         f"--python-version={RUNTIME_VERSION}",
         *platforms,
         # pip would compile with this interpreter, whose byte code the Lambda's cannot read

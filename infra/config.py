@@ -64,6 +64,8 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "max_wait_seconds": 25,
     "max_stream_seconds": MAX_STREAM_SECONDS,
     "stream_heartbeat_seconds": 15,
+    "max_streams_per_address": 5,
+    "max_waiting_polls_per_address": 10,
     "default_page_limit": 100,
     "max_page_limit": 1_000,
     "max_page_bytes": 5_000_000,
@@ -75,6 +77,7 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "outbound_max_text_bytes": 10_000,
     "outbound_max_contacts": 10,
     "outbound_verifications_per_day": 20,
+    "outbound_verifications_per_recipient_per_day": 10,
     "max_subscriptions_per_address": 10,
     "webhook_timeout_seconds": 10,
     "wake_retry_base_seconds": 5,
@@ -151,9 +154,7 @@ class StageConfig:
         if (self.api_domain_name is None) != (self.api_certificate_arn is None):
             raise ValueError("context values 'api_domain_name' and 'api_certificate_arn' go together")
         if self.api_certificate_arn is not None and not _CERTIFICATE_ARN.fullmatch(self.api_certificate_arn):
-            raise ValueError(
-                f"'api_certificate_arn' is not an ACM certificate ARN: {self.api_certificate_arn!r}"
-            )
+            raise ValueError(f"'api_certificate_arn' is not an ACM certificate ARN: {self.api_certificate_arn!r}")
         if self.alarm_topic_arn is not None and not _TOPIC_ARN.fullmatch(self.alarm_topic_arn):
             raise ValueError(f"'alarm_topic_arn' is not an SNS topic ARN: {self.alarm_topic_arn!r}")
         if self.activate_receipt_rule_set and self.email_domain is None:
@@ -225,18 +226,13 @@ class StageConfig:
             api_throttle_rate=number("api_throttle_rate", cls.api_throttle_rate),
             api_throttle_burst=number("api_throttle_burst", cls.api_throttle_burst),
             api_reserved_concurrency=(
-                None
-                if text("api_reserved_concurrency") is None
-                else number("api_reserved_concurrency", 0)
+                None if text("api_reserved_concurrency") is None else number("api_reserved_concurrency", 0)
             ),
             stream_reserved_concurrency=number("stream_reserved_concurrency", cls.stream_reserved_concurrency),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
             wake_target_arns=_as_list("wake_target_arns", node.try_get_context("wake_target_arns")),
             name_prefix=text("name_prefix"),
-            limits={
-                key: number(key, default, _LIMIT_MINIMUMS.get(key, 1))
-                for key, default in LIMIT_DEFAULTS.items()
-            },
+            limits={key: number(key, default, _LIMIT_MINIMUMS.get(key, 1)) for key, default in LIMIT_DEFAULTS.items()},
         )
 
     @property

@@ -255,9 +255,7 @@ class ActiveRuleSet(Construct):
                 parameters={"RuleSetName": name},
                 physical_resource_id=cr.PhysicalResourceId.of(name),
             ),
-            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(
-                resources=cr.AwsCustomResourcePolicy.ANY_RESOURCE
-            ),
+            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=cr.AwsCustomResourcePolicy.ANY_RESOURCE),
             install_latest_aws_sdk=False,
         )
         # After the rules exist, so activation never exposes an empty rule set.
@@ -270,8 +268,7 @@ class ActiveRuleSet(Construct):
         )
         acknowledge(
             Stack.of(self).node.find_child(_AWS_CUSTOM_RESOURCE_PROVIDER_ID),
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-            "AWSLambdaBasicExecutionRole]",
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
             "The role of CDK's own AwsCustomResource provider, which the stack does not define; "
             "the managed policy only lets it write its CloudWatch logs.",
         )

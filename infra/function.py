@@ -52,9 +52,7 @@ class ServiceFunction(Construct):
     ) -> None:
         """`snap_start`: publish versions with SnapStart and serve them through `live` (see `entry`)."""
         super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=log_retention, removal_policy=removal_policy
-        )
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
         role = iam.Role(
             self,
             "Role",

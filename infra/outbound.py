@@ -1,13 +1,16 @@
 """Outbound email in AWS: SES v2 sends from the email domain, and their outcomes come back as events.
 
 The domain's SES identity is the operator's (account-wide, shared with
-receiving; see the README): the stack names it in IAM and owns the rest.
+receiving; see docs/deploy.md): the stack names it in IAM and owns the rest.
 
 The API function sends with `ses:SendEmail`, allowed only on this domain's
 identity and this stack's configuration set, and only from an address of
 the domain. The configuration set publishes delivery, bounce, complaint,
 rejection and rendering-failure events to an encrypted SNS topic whose one
 subscriber, the outcome function, appends each as the send's outcome event.
+SES may use the topic's key for this configuration set only. An outcome the
+function fails to record after Lambda's retries (or that SNS cannot hand to
+it) waits in an encrypted queue, which an alarm watches.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from aws_cdk import ArnFormat, Aws, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_ses as ses
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.checks import acknowledge
 from infra.config import StageConfig
 from infra.function import ServiceFunction
 
@@ -65,13 +71,19 @@ class OutboundEmail(Construct):
             enable_key_rotation=True,
             removal_policy=config.removal_policy,
         )
-        # SES encrypts what it publishes to the topic with this key.
+        # SES encrypts what it publishes to the topic with this key, for this configuration set only: without
+        # the source ARN, any configuration set of the account could have SES use it.
         key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("ses.amazonaws.com")],
                 actions=["kms:GenerateDataKey*", "kms:Decrypt"],
                 resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+                conditions={
+                    "StringEquals": {
+                        "aws:SourceAccount": Aws.ACCOUNT_ID,
+                        "aws:SourceArn": self.configuration_set_arn,
+                    }
+                },
             )
         )
         self.topic = sns.Topic(self, "Outcomes", master_key=key, enforce_ssl=True)
@@ -79,6 +91,19 @@ class OutboundEmail(Construct):
             "Outcomes",
             destination=ses.EventDestination.sns_topic(self.topic),
             events=list(OUTCOME_EVENTS),
+        )
+        self.failures = sqs.Queue(
+            self,
+            "FailedOutcomes",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.failures,
+            "AwsSolutions-SQS3",
+            "This queue is itself the failure destination of the outcome function and its subscription: it keeps "
+            "the SES events that became no outcome; nothing consumes it automatically.",
         )
         self.recorder = ServiceFunction(
             self,
@@ -91,30 +116,35 @@ class OutboundEmail(Construct):
             environment={**environment, **self.environment},
             log_retention=config.log_retention,
             removal_policy=config.removal_policy,
+            on_failure=destinations.SqsDestination(self.failures),
         )
-        self.topic.add_subscription(subscriptions.LambdaSubscription(self.recorder.function))
+        self.topic.add_subscription(
+            subscriptions.LambdaSubscription(self.recorder.function, dead_letter_queue=self.failures)
+        )
 
     @property
     def environment(self) -> dict[str, str]:
         """How the application sends: SES, through this configuration set."""
         return {"CAIRN_OUTBOUND": "ses", "CAIRN_SES_CONFIGURATION_SET": self.configuration_set_name}
 
-    def grant_send(self, function: lambda_.Function) -> None:
-        """Let `function` send: `ses:SendEmail` (API v2) from an address of the domain, through this set only."""
-        stack = Stack.of(self)
-        identity_arn = stack.format_arn(
-            service="ses", resource="identity", resource_name=self._domain, arn_format=ArnFormat.SLASH_RESOURCE_NAME
-        )
-        configuration_set_arn = stack.format_arn(
+    @property
+    def configuration_set_arn(self) -> str:
+        return Stack.of(self).format_arn(
             service="ses",
             resource="configuration-set",
             resource_name=self.configuration_set_name,
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
+
+    def grant_send(self, function: lambda_.Function) -> None:
+        """Let `function` send: `ses:SendEmail` (API v2) from an address of the domain, through this set only."""
+        identity_arn = Stack.of(self).format_arn(
+            service="ses", resource="identity", resource_name=self._domain, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+        )
         function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["ses:SendEmail"],
-                resources=[identity_arn, configuration_set_arn],
+                resources=[identity_arn, self.configuration_set_arn],
                 conditions={
                     "StringLike": {"ses:FromAddress": f"addr_*@{self._domain}"},
                     "StringEquals": {"ses:ApiVersion": "2"},

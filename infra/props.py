@@ -1,8 +1,8 @@
-"""The props table of `CairnService`, generated from `CairnProps` for the README.
+"""The props table of `CairnService`, generated from `CairnProps` for the docs (docs/cdk.md).
 
 Names, types and defaults come from the dataclass itself; only the meaning of
 each prop is written here. `python -m infra.props` prints the table, and a
-test keeps the README's copy equal to it.
+test keeps the docs' copy equal to it.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from infra.config import StageConfig
 from infra.email import InboundEmail
 from infra.function import ServiceFunction
 from infra.outbound import OutboundEmail
+from infra.server_secret import ServerSecret
 from infra.storage import CairnTable
 from infra.streaming import StreamingFunction
 from infra.wakeups import TARGET_ACTIONS, Wakeups
@@ -83,11 +84,14 @@ class CairnService(Construct):
             snap_start=True,
         )
         api_function = api_service.function
-        storage.grant_store_access(api_function)
+        storage.grant_store_access(api_function, function="api")
+        # Provisioning under a key and inbox verifiers need it; no other function does.
+        self.server_secret = ServerSecret(self, "ServerSecret", config=config)
+        self.server_secret.grant_read(api_function)
         streaming = StreamingFunction(
             self, "StreamingFunction", code=code, environment=environment, config=config
         ).function
-        storage.grant_store_access(streaming)
+        storage.grant_store_access(streaming, function="streaming")
         functions = {"api": api_function, "streaming": streaming}
 
         self.wakeups = Wakeups(self, "Wakeups", storage=storage, config=config, code=code, environment=environment)
@@ -99,6 +103,7 @@ class CairnService(Construct):
         self._granted_targets: list[str] = []
 
         self.email: InboundEmail | None = None
+        self.outbound: OutboundEmail | None = None
         if config.email_domain is not None:
             self.email = email = InboundEmail(
                 self,
@@ -108,14 +113,14 @@ class CairnService(Construct):
                 code=code,
                 environment=environment,
             )
-            storage.grant_store_access(email.ingest.function)
+            storage.grant_store_access(email.ingest.function, function="email-ingest")
             # Attachment downloads and replays re-read the stored message; deleting an address discards its mail.
             for reader in (api_function, streaming):
                 email.messages.grant_read_messages(reader, delete=reader is api_function)
                 for name, value in email.messages.environment.items():
                     reader.add_environment(name, value)
             functions["email-ingest"] = email.ingest.function
-            outbound = OutboundEmail(
+            self.outbound = outbound = OutboundEmail(
                 self,
                 "Outbound",
                 domain=config.email_domain,
@@ -124,7 +129,7 @@ class CairnService(Construct):
                 environment=environment,
             )
             outbound.grant_send(api_function)
-            storage.grant_store_access(outbound.recorder.function)
+            storage.grant_store_access(outbound.recorder.function, function="outbound-outcomes")
             functions["outbound-outcomes"] = outbound.recorder.function
         self._functions = list(functions.values())
         self.api = CairnApi(
@@ -140,6 +145,7 @@ class CairnService(Construct):
             failed_ingest=self.email.failures.queue if self.email else None,
             wakeups=self.wakeups,
             topic_arn=config.alarm_topic_arn,
+            failed_outcomes=self.outbound.failures if self.outbound else None,
         )
 
     @property
@@ -229,6 +235,10 @@ class CairnService(Construct):
     def metric_email_failed_ingest(self) -> cloudwatch.IMetric:
         """Inbound messages whose ingest failed after retries; only with an email domain."""
         return self.metric("email-failed-ingest")
+
+    def metric_outbound_failed_outcomes(self) -> cloudwatch.IMetric:
+        """Outcomes of sends SES reported that could not be recorded after retries; only with an email domain."""
+        return self.metric("outbound-failed-outcomes")
 
 
 def _target_arn(target: WakeTarget) -> tuple[str, str]:

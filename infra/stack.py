@@ -42,9 +42,7 @@ class CairnStack(Stack):
         api = self.service.api
         self._outputs(config, api, table_name=self.service.table.table_name, email=self.service.email)
 
-    def _outputs(
-        self, config: StageConfig, api: CairnApi, *, table_name: str, email: InboundEmail | None
-    ) -> None:
+    def _outputs(self, config: StageConfig, api: CairnApi, *, table_name: str, email: InboundEmail | None) -> None:
         """What an operator needs after `cdk deploy`: URLs, names, and the DNS records to publish."""
         outputs = {
             "ApiUrl": ("Base URL of the Cairn API", api.url),

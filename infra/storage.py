@@ -22,6 +22,28 @@ STORE_ACTIONS = [
     "dynamodb:BatchWriteItem",
     "dynamodb:ConditionCheckItem",
 ]
+_DELETE = "dynamodb:DeleteItem"
+# An append: the head's update, the event's (and its claim's) put, the quota's condition check. A refusal
+# is decided on the items its failed conditions return, with no read.
+_APPEND = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"]
+# What each function's code issues, by its name in the service (`CairnService`): the API does everything
+# the store does; the others only what their paths need (`tests/integration/test_function_grants.py` runs
+# each path against its grant).
+FUNCTION_ACTIONS: dict[str, list[str]] = {
+    "api": STORE_ACTIONS,
+    # Polls, long-polls, event streams, attachment downloads: the read counted on the head, then reads.
+    "streaming": ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"],
+    # Appends each message (the mail rate counted by an update); reads a head when the message is gone.
+    "email-ingest": [*_APPEND, "dynamodb:GetItem"],
+    # Appends each outcome.
+    "outbound-outcomes": _APPEND,
+    # Reads subscriptions and events, moves leases and cursors, schedules retries, appends failure notices.
+    "wake-dispatcher": [*_APPEND, "dynamodb:GetItem", "dynamodb:Query"],
+    "wake-sweep": [*_APPEND, "dynamodb:GetItem", "dynamodb:Query", "dynamodb:DeleteItem"],
+}
+# Functions that delete in one partition only, by its key: the sweep, the due retries it handed over
+# (`WAKE#DUE`, formatted by `cairn.dynamodb.keys`).
+DELETES_ONLY_IN = {"wake-sweep": "WAKE#DUE"}
 
 
 class CairnTable(Construct):
@@ -54,6 +76,18 @@ class CairnTable(Construct):
             removal_policy=config.removal_policy,
         )
 
-    def grant_store_access(self, grantee: iam.IGrantable) -> None:
-        """Let `grantee` run the store's item operations on this table, and nothing more."""
-        self.table.grant(grantee, *STORE_ACTIONS)
+    def grant_store_access(self, grantee: iam.IGrantable, *, function: str) -> None:
+        """Let `grantee`, the service's function named `function`, run its item operations on this table.
+
+        Deletes on the whole key space are the API's alone (deleting an address, trimming a feed).
+        """
+        actions = FUNCTION_ACTIONS[function]
+        partition = DELETES_ONLY_IN.get(function)
+        self.table.grant(grantee, *(action for action in actions if partition is None or action != _DELETE))
+        if partition is not None:
+            iam.Grant.add_to_principal(
+                grantee=grantee,
+                actions=[_DELETE],
+                resource_arns=[self.table.table_arn],
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [partition]}},
+            )

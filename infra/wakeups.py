@@ -39,6 +39,8 @@ DISPATCH_TIMEOUT = Duration.minutes(5)
 SWEEP_RATE = Duration.minutes(1)
 # Stream records are kept 24 h; after this many failed tries a batch goes to the failure queue.
 STREAM_RETRY_ATTEMPTS = 10
+# Lambda's most concurrent batches per stream shard.
+STREAM_PARALLELIZATION = 10
 
 
 class Wakeups(Construct):
@@ -84,6 +86,9 @@ class Wakeups(Construct):
                 storage.table,
                 starting_position=lambda_.StartingPosition.TRIM_HORIZON,
                 batch_size=100,
+                # Up to this many batches of one shard at once (each address's records stay in order), so a
+                # batch held by a slow target, up to its delivery deadline, holds up few other addresses.
+                parallelization_factor=STREAM_PARALLELIZATION,
                 bisect_batch_on_error=True,
                 report_batch_item_failures=True,
                 retry_attempts=STREAM_RETRY_ATTEMPTS,
@@ -119,8 +124,8 @@ class Wakeups(Construct):
             schedule=events.Schedule.rate(SWEEP_RATE),
             targets=[events_targets.LambdaFunction(self.sweep)],
         )
-        for function in (self.dispatcher, self.sweep):
-            storage.grant_store_access(function)
+        for name, function in self.functions.items():
+            storage.grant_store_access(function, function=name)
             self.grant_targets(function)
 
     @property

@@ -24,14 +24,14 @@ from constructs import Construct
 from cairn.cdk import CairnAddress, CairnProps, CairnService
 from infra.checks import acknowledge, add_checks
 
-AGENT_CODE = '''
+AGENT_CODE = """
 import os
 
 
 def handler(event, context):
     # A real agent reads its address from the secret (CAIRN_ADDRESS_SECRET) and calls CAIRN_URL.
     return {"address_secret": os.environ["CAIRN_ADDRESS_SECRET"], "cairn_url": os.environ["CAIRN_URL"]}
-'''
+"""
 
 
 SUBSCRIBE_CODE = '''
@@ -78,9 +78,7 @@ class AgentsStack(cdk.Stack):
             state={"config": {"branch": "main"}},
         )
 
-        agent = self._function(
-            "Agent", "Agent", AGENT_CODE, callbacks, environment={"CAIRN_URL": cairn.api_url}
-        )
+        agent = self._function("Agent", "Agent", AGENT_CODE, callbacks, environment={"CAIRN_URL": cairn.api_url})
         cairn.grant_runtime_invoke(agent)
 
         # Waits, with nothing running, until the build's callback reaches the address.
@@ -120,7 +118,6 @@ class AgentsStack(cdk.Stack):
         )
         cdk.CfnOutput(self, "CairnUrl", value=cairn.api_url)
         cdk.CfnOutput(self, "BuildCallbacksEmail", value=callbacks.email)
-
 
     def _function(
         self,

@@ -36,23 +36,26 @@ def new_inbox_secret() -> str:
     return _random.token_urlsafe(32)
 
 
-def derived_read_token(idempotency_key: str, address_id: str) -> str:
-    """The read token of an address provisioned under `idempotency_key`: the same on every retry.
+def derived_read_token(key: bytes, address_id: str) -> str:
+    """The read token of an address provisioned under an `Idempotency-Key`: the same on every retry.
 
-    An HMAC of the address id under the client's key, shaped as `new_read_token`
-    makes them; nothing the server keeps can produce it, so a retry answers
-    with the token again although only its digest is stored.
+    An HMAC of the address id under `key`, shaped as `new_read_token` makes
+    them, so a retry answers with the token again although only its digest is
+    stored. `key` comes from the client's key and the server secret
+    (`ServerSecret.provisioning_key`): the client's key alone, with the public
+    address id, cannot compute it. (Addresses provisioned before the server
+    secret existed used the client's key itself.)
     """
-    return f"crt_{_derived(idempotency_key, 'read-token', address_id)}"
+    return f"crt_{_derived(key, 'read-token', address_id)}"
 
 
-def derived_inbox_secret(idempotency_key: str, address_id: str) -> str:
-    """The inbox secret of an address provisioned under `idempotency_key` (see `derived_read_token`)."""
-    return _derived(idempotency_key, "inbox-secret", address_id)
+def derived_inbox_secret(key: bytes, address_id: str) -> str:
+    """The inbox secret of an address provisioned under an `Idempotency-Key` (see `derived_read_token`)."""
+    return _derived(key, "inbox-secret", address_id)
 
 
-def _derived(idempotency_key: str, purpose: str, address_id: str) -> str:
-    mac = hmac.new(idempotency_key.encode(), f"cairn/{purpose}/{address_id}".encode(), hashlib.sha256)
+def _derived(key: bytes, purpose: str, address_id: str) -> str:
+    mac = hmac.new(key, f"cairn/{purpose}/{address_id}".encode(), hashlib.sha256)
     return base64.urlsafe_b64encode(mac.digest()).decode().rstrip("=")
 
 

@@ -108,6 +108,12 @@ class IdempotencyKeyReused(CairnError):
     code = "idempotency_key_reused"
 
 
+class IdempotencyKeyNotRandom(InvalidRequest):
+    """A provisioning `Idempotency-Key` that no random draw would give (its address's credentials derive from it)."""
+
+    code = "idempotency_key_not_random"
+
+
 class RetryLater(CairnError):
     """Base of the refusals that pass once `retry_after` seconds have gone by."""
 
@@ -118,6 +124,12 @@ class RetryLater(CairnError):
 
 class RateLimited(RetryLater):
     code = "rate_limited"
+
+
+class TooManyHeldReads(RateLimited):
+    """The address already holds as many event streams, or waiting long-polls, as it may."""
+
+    code = "too_many_held_reads"
 
 
 class Unavailable(RetryLater):
@@ -202,3 +214,9 @@ class SubscriptionLimitExceeded(QuotaExceeded):
 
 class SubscriptionNotFound(NotFound):
     code = "subscription_not_found"
+
+
+class WakeupRefused(CairnError):
+    """A Cairn wake-up posted to a Cairn inbox: refused for good, which ends the subscription that sent it."""
+
+    code = "wakeup_refused"

@@ -8,10 +8,23 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
+from itertools import accumulate
 from typing import Any
 
 from cairn.errors import InvalidJson
 
+# How deeply a JSON body may nest arrays and objects (`[[1]]` nests 2 levels), so that every value
+# Cairn accepts leaves through every surface: pydantic serializes at most 255 levels (answers, event
+# stream frames) and parses at most 200 (the MCP SDK reads messages with it); an MCP answer wraps a
+# value in 5 more (JSON-RPC message, result, structuredContent, page, event); Python's recursion
+# limit of 1,000 frames is shared by the stdlib's JSON and the recursive encoders on the way (SDK,
+# Powertools, exact JSON). 128 leaves each of them room, is serde_json's default too, and is far
+# beyond what a document an agent writes needs. A constant, not a setting: a higher one breaks reads.
+MAX_DEPTH = 128
+# Bytes that open or close nothing (deleted), and each bracket's step in depth as a signed byte.
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_NESTING_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 # A `\\uD800`-`\\uDFFF` escape: only text holding one can decode to an unpaired surrogate.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -21,23 +34,57 @@ def parse(raw: bytes | str) -> Any:
     """Decode a request body, turning every malformation into `invalid_json`.
 
     An escaped UTF-16 surrogate without its pair is a malformation too: it
-    decodes to no character, so no answer or stored text could carry it.
+    decodes to no character, so no answer or stored text could carry it. So
+    is nesting deeper than `MAX_DEPTH`, refused before any decoding.
     """
     text = _text(raw)
+    _require_shallow(text)
     value = _loads(text)
     if _SURROGATE_ESCAPE.search(text):
         _require_whole_characters(value)
     return value
 
 
-def require_whole_characters(raw: bytes | str) -> None:
-    """The surrogate rule of `parse`, for a body another reader decodes (exact numbers, say).
+def require_parseable(raw: bytes | str) -> None:
+    """The nesting and surrogate rules of `parse`, for a body another reader decodes (exact numbers, say).
 
-    Costs a search of the text, and a second decoding only when it holds a surrogate escape.
+    Costs a count of brackets (a scan only when there are many), and a
+    decoding only when the text holds a surrogate escape.
     """
     text = _text(raw)
+    _require_shallow(text)
     if _SURROGATE_ESCAPE.search(text):
         _require_whole_characters(_loads(text))
+
+
+def depth(text: str) -> int:
+    """How deeply JSON text nests arrays and objects: 0 for a scalar, 1 for `[]` or `{"a": 1}`.
+
+    Counts the brackets outside string literals without decoding, so it also
+    measures text too deep for a recursive decoder; every step runs in C, in
+    about the time decoding takes. Exact for JSON; for other text, a figure
+    that the decoder's refusal makes moot.
+    """
+    # Escaped backslashes, then escaped quotes, go first: every quote left opens or closes a string,
+    # so the even pieces between quotes are what lies outside strings.
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    outside = "".join(unescaped.split('"')[::2]).encode("utf-8", "ignore")
+    return max(accumulate(array("b", outside.translate(_NESTING_STEPS, _NOT_BRACKETS))), default=0)
+
+
+def nests_too_deeply(text: str) -> bool:
+    """Whether JSON text nests deeper than `MAX_DEPTH`; text with fewer brackets than that is not scanned."""
+    return text.count("[") + text.count("{") > MAX_DEPTH and depth(text) > MAX_DEPTH
+
+
+def stored(text: str) -> tuple[Any, bool]:
+    """A stored value (canonical JSON text) for an answer: `(value, False)`, or `(text, True)` when too deep.
+
+    Values nested deeper than `MAX_DEPTH` were accepted before the limit; no
+    answer can carry them as JSON, so they leave as their text, which a
+    reader allowing the depth decodes to the value as it was stored.
+    """
+    return (text, True) if nests_too_deeply(text) else (json.loads(text), False)
 
 
 def _text(raw: bytes | str) -> str:
@@ -45,6 +92,11 @@ def _text(raw: bytes | str) -> str:
         return raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as error:
         raise InvalidJson("The body is not valid UTF-8.") from error
+
+
+def _require_shallow(text: str) -> None:
+    if nests_too_deeply(text):
+        raise InvalidJson(f"The body nests deeper than {MAX_DEPTH} levels.", max_depth=MAX_DEPTH)
 
 
 def _loads(text: str) -> Any:

@@ -22,8 +22,10 @@ from cairn.clock import Clock, system_clock
 from cairn.dynamodb.address_table import AddressTable
 from cairn.dynamodb.client import LazyClient
 from cairn.dynamodb.ratelimit import RateLimiter
+from cairn.dynamodb.read_leases import ReadLeases
 from cairn.dynamodb.state_table import StateTable
 from cairn.dynamodb.waiters import PollingWaiter
+from cairn.server_secret import ServerSecret
 from cairn.settings import Settings
 
 if TYPE_CHECKING:
@@ -59,6 +61,8 @@ class Services:
     state_table: StateTable
     waiter: Waiter
     clock: Clock
+    # Read on first use: by provisioning under a key, and by inbox verifiers.
+    server_secret: ServerSecret
     # Given to `build` (tests, `cairn serve`); else chosen from the settings on first use.
     given_mailer: OutboundMailer | None = None
     given_wake_transport: Transport | None = None
@@ -74,6 +78,7 @@ class Services:
             self.feed,
             self.settings,
             self.clock,
+            server_secret=self.server_secret,
             # Read on the first deletion: the raw-message store loads its storage client then.
             before_delete=lambda address_id: self.mail_retention.forget_address(address_id),
         )
@@ -82,7 +87,7 @@ class Services:
     def inbox_config(self) -> InboxConfiguration:
         from cairn.addresses.inbox_config import InboxConfiguration
 
-        return InboxConfiguration(self.table, self.clock)
+        return InboxConfiguration(self.table, self.clock, self.server_secret)
 
     @cached_property
     def raw_messages(self) -> RawMessageStore:
@@ -133,7 +138,7 @@ class Services:
     def contacts(self) -> Contacts:
         from cairn.email.contacts import Contacts
 
-        return Contacts(self.table, self._contact_table, self.limiter, self.mailer, self.settings, self.clock)
+        return Contacts(self.table, self._contact_table, self.mailer, self.settings, self.clock)
 
     @cached_property
     def sending(self) -> Sending:
@@ -141,9 +146,7 @@ class Services:
         from cairn.email.sending import Sending
 
         ledger = SendLedger(self.client, self.settings.table_name)
-        return Sending(
-            self.table, self._contact_table, ledger, self.mailer, self.waiter, self.settings, self.clock
-        )
+        return Sending(self.table, self._contact_table, ledger, self.mailer, self.waiter, self.settings, self.clock)
 
     @cached_property
     def runtime(self) -> RuntimeStore:
@@ -171,14 +174,17 @@ class Services:
         if self.given_wake_transport is not None:
             return self.given_wake_transport
         from cairn.wakeups.aws_targets import AwsTargets
+        from cairn.wakeups.targets import deployment_origins
         from cairn.wakeups.transports import Transports
         from cairn.wakeups.webhook import WebhookTransport
 
         settings = self.settings
-        return Transports(
-            WebhookTransport(timeout=settings.webhook_timeout_seconds, allow_local=settings.webhook_allow_local),
-            AwsTargets(lambda service: _aws_client(settings, service)),
+        webhook = WebhookTransport(
+            timeout=settings.webhook_timeout_seconds,
+            allow_local=settings.webhook_allow_local,
+            own_origins=deployment_origins(settings),
         )
+        return Transports(webhook, AwsTargets(lambda service: _aws_client(settings, service)))
 
     @cached_property
     def _sender(self) -> Sender:
@@ -198,7 +204,7 @@ class Services:
     def dispatcher(self) -> Dispatcher:
         from cairn.wakeups.dispatcher import Dispatcher
 
-        return Dispatcher(self._subscription_table, self._sender)
+        return Dispatcher(self._subscription_table, self._sender, self.clock)
 
     @cached_property
     def sweep(self) -> Sweep:
@@ -234,10 +240,11 @@ class Services:
         )
         limiter = RateLimiter(client, settings.table_name)
         state_table = StateTable(client, settings.table_name)
+        server_secret = ServerSecret.from_settings(settings)
         return cls(
             settings=settings,
-            inbox=Inbox(table, waiter, settings, clock),
-            feed=Feed(table, waiter, settings, clock),
+            inbox=Inbox(table, waiter, settings, clock, server_secret),
+            feed=Feed(table, ReadLeases(client, settings.table_name), waiter, settings, clock),
             state=AddressState(table, state_table, waiter, settings, clock),
             client=client,
             table=table,
@@ -245,6 +252,7 @@ class Services:
             state_table=state_table,
             waiter=waiter,
             clock=clock,
+            server_secret=server_secret,
             given_mailer=mailer,
             given_wake_transport=wake_transport,
             given_runtime=runtime,

@@ -63,6 +63,10 @@ class Settings(BaseModel):
     # and how often an idle stream sends a comment that keeps proxies from cutting it.
     max_stream_seconds: int = Field(default=870, ge=1, le=870)
     stream_heartbeat_seconds: int = Field(default=15, ge=1)
+    # Reads one address may hold open at once: each keeps an invocation (or a local
+    # thread) busy for its whole length, so they are capped per address, not only per client.
+    max_streams_per_address: int = Field(default=5, ge=1)
+    max_waiting_polls_per_address: int = Field(default=10, ge=1)
     default_page_limit: int = Field(default=100, ge=1)
     max_page_limit: int = Field(default=1_000, ge=1)
     # Lambda answers at most 6 MB; a page of events stops growing before that.
@@ -74,6 +78,10 @@ class Settings(BaseModel):
     # Bearer secret the runtime routes require when set (local serve); in AWS
     # API Gateway authorizes them with IAM instead.
     runtime_key: str | None = None
+    # The deployment's own secret (`cairn.server_secret`): given here (`cairn serve` keeps one in its
+    # data directory), or the ARN of the Secrets Manager secret that holds it (the stack's).
+    server_secret: str | None = Field(default=None, repr=False)
+    server_secret_arn: str | None = None
 
     # Raw inbound messages: SES's S3 action writes `<prefix><SES message id>`
     # to this bucket; without a bucket they live in `email_blob_dir`.
@@ -107,6 +115,9 @@ class Settings(BaseModel):
     outbound_max_text_bytes: int = Field(default=10_000, ge=1)
     outbound_max_contacts: int = Field(default=10, ge=1)
     outbound_verifications_per_day: int = Field(default=20, ge=1)
+    # Codes mailed to one email per UTC day from all addresses together: what bounds the guesses at
+    # any one person's codes, however many addresses ask.
+    outbound_verifications_per_recipient_per_day: int = Field(default=10, ge=1)
 
     @model_validator(mode="before")
     @classmethod

@@ -32,9 +32,14 @@ def store(request):
         yield DynamoRuntimeStore(make_client(Settings(dynamodb_endpoint=database.endpoint)), table)
         return
     # The service's own resolver and routes, reached through httpx without a socket.
-    api = LambdaClient(make_services(clock=request.getfixturevalue("clock"), runtime=InMemoryRuntimeStore(),
-                                     runtime_key="contract-key"))
-    client = HttpRuntimeStore("http://cairn.test", runtime_key="contract-key", transport=httpx.MockTransport(api.handle))
+    api = LambdaClient(
+        make_services(
+            clock=request.getfixturevalue("clock"), runtime=InMemoryRuntimeStore(), runtime_key="contract-key"
+        )
+    )
+    client = HttpRuntimeStore(
+        "http://cairn.test", runtime_key="contract-key", transport=httpx.MockTransport(api.handle)
+    )
     yield client
     client.close()
 

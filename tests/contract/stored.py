@@ -26,8 +26,10 @@ def reachable(store) -> bool:
 
 
 def record(store, run_id: str, event_key: str) -> RunRecord:
-    found = store._backend.record_by_key(run_id, event_key) if isinstance(store, DynamoRuntimeStore) else (
-        store._backend.record_keys[(run_id, event_key)]
+    found = (
+        store._backend.record_by_key(run_id, event_key)
+        if isinstance(store, DynamoRuntimeStore)
+        else (store._backend.record_keys[(run_id, event_key)])
     )
     assert found is not None
     return found
@@ -94,8 +96,7 @@ def misdirect_key(store, run_id: str, event_key: str) -> None:
     if isinstance(store, InMemoryRuntimeStore):
         backend.record_keys[(run_id, event_key)] = dataclasses.replace(record(store, run_id, event_key), id="")
         return
-    guard = {**key(keys.run_pk(run_id), keys.guard_sk(event_key)), "seq": {"N": "999"},
-             "event_key": {"S": event_key}}
+    guard = {**key(keys.run_pk(run_id), keys.guard_sk(event_key)), "seq": {"N": "999"}, "event_key": {"S": event_key}}
     backend._client.put_item(TableName=backend._table, Item=guard)
 
 

@@ -132,7 +132,11 @@ def test_inbox_settings_are_a_compare_and_set_that_inbox_appends_are_conditioned
     kept = replace(event(1), headers={"x-github-event": "push"}, content_type="text/plain", verified_by="github")
     append(stores.addresses, record, kept, now=NOW, inbox_revision=1)
     (stored,) = stores.addresses.list_events(record.id, after=0, limit=10, now=NOW, max_bytes=10_000).events
-    assert (stored.headers, stored.content_type, stored.verified_by) == ({"x-github-event": "push"}, "text/plain", "github")
+    assert (stored.headers, stored.content_type, stored.verified_by) == (
+        {"x-github-event": "push"},
+        "text/plain",
+        "github",
+    )
 
 
 def test_create_load_delete(stores: Stores) -> None:
@@ -214,9 +218,16 @@ def test_a_live_earlier_claim_makes_the_append_its_duplicate_in_the_same_commit(
     assert again.duplicate and again.events == first.events
     assert stores.addresses.count_events(record.id, now=NOW).retained == 1
     assert stores.addresses.claimed_event(record.id, newer.key_digest, now=NOW) is None, "checked, never taken"
-    fresh = append(stores.addresses, record, event(2), now=NOW, idempotency=newer, earlier_claims=[
-        IdempotencyClaim(key_digest=credentials.digest("never-used"), request_digest=credentials.digest("x"))
-    ])
+    fresh = append(
+        stores.addresses,
+        record,
+        event(2),
+        now=NOW,
+        idempotency=newer,
+        earlier_claims=[
+            IdempotencyClaim(key_digest=credentials.digest("never-used"), request_digest=credentials.digest("x"))
+        ],
+    )
     assert not fresh.duplicate and fresh.events[0].sequence == 2
 
 

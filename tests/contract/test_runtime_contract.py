@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 
+from cairn.jsontext import MAX_DEPTH
 from cairn.runtime.errors import (
     ContractError,
     EventConflictError,
@@ -177,11 +178,20 @@ def test_root_start_command_validation(store, session, change, message):
         (b"null", "record payload must not be null"),
         (b'{"labels":{"site":"\xff"}}', "record payload contains invalid UTF-8"),
         (b'{"labels":{"site":"two"}}', "labels do not match run"),
+        # Deeper than `jsontext.MAX_DEPTH`: refused before Python's decoder would recurse once per level.
+        pytest.param(b"[" * 1000, f"record payload nests deeper than {MAX_DEPTH} levels", id="1000-open"),
+        pytest.param(
+            b'{"labels":' * MAX_DEPTH + b"{}" + b"}" * MAX_DEPTH,
+            f"record payload nests deeper than {MAX_DEPTH} levels",
+            id="past-the-limit",
+        ),
     ],
 )
 def test_started_record_is_decoded_strictly(store, session, payload, message):
     command = root_start()
-    error = raises(ContractError, store.start_root_run, replace(command, started=replace(command.started, payload=payload)))
+    error = raises(
+        ContractError, store.start_root_run, replace(command, started=replace(command.started, payload=payload))
+    )
     assert str(error).startswith("started record: ")
     assert message in str(error)
 
@@ -273,8 +283,12 @@ def test_one_shot_child_start_stores_parent_link_and_child_start_together(store)
 def test_one_shot_child_start_requires_running_sessionless_parent(store, running):
     command = one_shot_child_start(parent="run")
     session_link = replace(command.parent_linked, session_id="session")
-    raises(ContractError, store.start_one_shot_child_run, replace(command, parent_linked=session_link),
-           match="parent identity does not match child run")
+    raises(
+        ContractError,
+        store.start_one_shot_child_run,
+        replace(command, parent_linked=session_link),
+        match="parent identity does not match child run",
+    )
     store.start_one_shot_run(one_shot_start())
     store.record_run_terminal(terminal(one_shot_start().run))
     raises(RunNotActiveError, store.start_one_shot_child_run, one_shot_child_start())
@@ -397,16 +411,24 @@ def test_child_continuation_preserves_call_across_execution_parents(store, sessi
     assert store.start_child_run(a1).outcome == RunStartOutcome.PROCEED
     assert store.load_run("a0").successor_run_id == "a1"
     parent1_records = records_of(store, "parent1")
-    raises(ContractError, store.start_child_run, child_start("a1-b", "parent1", predecessor="a0", call="B"),
-           match="does not match predecessor parent tool call")
+    raises(
+        ContractError,
+        store.start_child_run,
+        child_start("a1-b", "parent1", predecessor="a0", call="B"),
+        match="does not match predecessor parent tool call",
+    )
     raises(RunConflictError, store.start_child_run, child_start("a1-again", "parent1", predecessor="a0", call="A"))
     store.create_session("other", T0)
     store.start_root_run(root_start(run_start("other-parent", session="other")))
-    elsewhere = run_start("a1-elsewhere", session="other", agent="child-agent", parent="other-parent",
-                          predecessor="a0")
-    raises(ContractError, store.start_child_run,
-           ChildRunStart(DIGEST, elsewhere, link_record(elsewhere, call="A"), started_record(elsewhere),
-                         intent_record(elsewhere)), match="does not match successor")
+    elsewhere = run_start("a1-elsewhere", session="other", agent="child-agent", parent="other-parent", predecessor="a0")
+    raises(
+        ContractError,
+        store.start_child_run,
+        ChildRunStart(
+            DIGEST, elsewhere, link_record(elsewhere, call="A"), started_record(elsewhere), intent_record(elsewhere)
+        ),
+        match="does not match successor",
+    )
     assert records_of(store, "parent1") == parent1_records
     for refused in ("a1-b", "a1-again", "a1-elsewhere"):
         raises(RunNotFoundError, store.load_run, refused)
@@ -467,7 +489,9 @@ def test_record_retry_requires_exact_timestamp(store):
 
 def test_append_run_record_rejects_lifecycle_record(store, running):
     bad = note(running.run, "t", type_="run_completed")
-    raises(ContractError, store.append_run_record, bad, match='record type "run_completed" requires a lifecycle operation')
+    raises(
+        ContractError, store.append_run_record, bad, match='record type "run_completed" requires a lifecycle operation'
+    )
     assert store.load_run("run").status == RunStatus.RUNNING
 
 
@@ -495,7 +519,11 @@ def test_appends_to_a_running_run_of_an_ended_session_report_ended(store, runnin
 def test_run_records_must_match_stored_run_owner(store, running):
     raises(RunRecordOwnerMismatchError, store.append_run_record, replace(note(running.run, "x"), agent_id="intruder"))
     wrong = terminal(running.run)
-    raises(RunRecordOwnerMismatchError, store.record_run_terminal, replace(wrong, record=replace(wrong.record, session_id="elsewhere")))
+    raises(
+        RunRecordOwnerMismatchError,
+        store.record_run_terminal,
+        replace(wrong, record=replace(wrong.record, session_id="elsewhere")),
+    )
 
 
 @pytest.mark.parametrize(
@@ -654,8 +682,12 @@ def test_lifecycle_commands_reject_contradictory_typed_records(store, running):
     mismatched = replace(mismatched, suspension=replace(mismatched.suspension, id="other"))
     raises(ContractError, store.record_run_suspension, mismatched, match="does not match checkpoint")
     reason = cancellation(run)
-    raises(ContractError, store.record_run_cancellation, replace(reason, reason="session_ended"),
-           match="reason does not match command")
+    raises(
+        ContractError,
+        store.record_run_cancellation,
+        replace(reason, reason="session_ended"),
+        match="reason does not match command",
+    )
     store.record_run_cancellation(cancellation(run))
     engine_reason = terminal(run, RunStatus.CANCELED, reason="engine_canceled")
     raises(ContractError, store.record_run_terminal, engine_reason, match="cancellation reason does not match run")
@@ -790,8 +822,13 @@ def test_transcript_page_caps_the_requested_count(store, running):
 
 def test_transcript_page_rejects_an_unsupported_single_record(store, running):
     store.append_run_record(transcript(running.run, "huge", 1_048_577))
-    raises(ContractError, store.list_run_transcript_records, "run", "2",
-           match="payload size 1048577 exceeds supported page size 1048576 bytes")
+    raises(
+        ContractError,
+        store.list_run_transcript_records,
+        "run",
+        "2",
+        match="payload size 1048577 exceeds supported page size 1048576 bytes",
+    )
 
 
 def test_transcript_positions_are_validated(store, running):
@@ -903,8 +940,18 @@ def corrupt(store, command, corruption: str) -> None:
 
 
 CORRUPTIONS = [
-    "binding", "start missing", "start key", "start time", "start payload", "start id", "closing missing",
-    "closing payload", "closing identity", "checkpoint missing", "checkpoint identity", "parent link missing",
+    "binding",
+    "start missing",
+    "start key",
+    "start time",
+    "start payload",
+    "start id",
+    "closing missing",
+    "closing payload",
+    "closing identity",
+    "checkpoint missing",
+    "checkpoint identity",
+    "parent link missing",
     "parent identity",
 ]
 

@@ -35,8 +35,11 @@ def canceled_completion(command, key: str = "stopped"):
 
 def moved(command, delta: timedelta):
     run = replace(command.run, started_at=command.run.started_at + delta)
-    changes = {"run": run, "started": replace(command.started, timestamp=run.started_at),
-               "cancellation": replace(command.cancellation, timestamp=run.started_at)}
+    changes = {
+        "run": run,
+        "started": replace(command.started, timestamp=run.started_at),
+        "cancellation": replace(command.cancellation, timestamp=run.started_at),
+    }
     if getattr(command, "parent_linked", None) is not None:
         changes["parent_linked"] = replace(command.parent_linked, timestamp=run.started_at)
     return replace(command, **changes)
@@ -99,9 +102,12 @@ def test_ended_session_start_with_an_intent_keeps_the_run_running(store, kind):
 @pytest.mark.parametrize(
     ("body", "type_", "message"),
     [
-        (completed_payload(RunStatus.FAILED), RUN_COMPLETED, 'canceled run completion must carry reason'),
-        (completed_payload(RunStatus.CANCELED, reason="user_requested"), RUN_COMPLETED,
-         'canceled run completion must carry reason "session_ended"'),
+        (completed_payload(RunStatus.FAILED), RUN_COMPLETED, "canceled run completion must carry reason"),
+        (
+            completed_payload(RunStatus.CANCELED, reason="user_requested"),
+            RUN_COMPLETED,
+            'canceled run completion must carry reason "session_ended"',
+        ),
         (b'{"SuspensionID":"s"}', "run_suspended", 'want "runtime.cancellation_intent"'),
     ],
 )

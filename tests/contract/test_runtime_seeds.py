@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 
+from cairn.jsontext import MAX_DEPTH
 from cairn.runtime.errors import (
     ContractError,
     InvalidTranscriptPositionError,
@@ -82,8 +83,9 @@ def test_seed_publication_and_exact_retry(store, session):
     command = seed_append(d, "first", first.end_id, messages=LITERAL)
     end = store.append_run_seed(command)
     assert store.append_run_seed(command) == end
-    wrong = SeedPublication(run_id=run.run_id, attempt_id=d.attempt_id, seed_end_id=first.end_id, end_id=end,
-                            prepared_bytes=2)
+    wrong = SeedPublication(
+        run_id=run.run_id, attempt_id=d.attempt_id, seed_end_id=first.end_id, end_id=end, prepared_bytes=2
+    )
     raises(SeedConflictError, store.publish_run_seed, wrong)
     publication = complete(store, d, end)
     store.publish_run_seed(publication)
@@ -122,13 +124,16 @@ def test_seed_captured_source_and_single_reference(store, session):
     """TestSeedCapturedSourceAndSingleReference"""
     source = started_root(store)
     finished = store.record_run_terminal(terminal(source))
-    d = replace(declaration(run_start("next")), kind=SeedKind.NEXT_TURN, source_run_id=source.run_id,
-                exclude_reasoning=True)
+    d = replace(
+        declaration(run_start("next")), kind=SeedKind.NEXT_TURN, source_run_id=source.run_id, exclude_reasoning=True
+    )
     seed = store.begin_run_seed(d)
-    assert seed.source == HistoryPrefix(run_id=source.run_id, end_id=finished.id, exclude_system=True,
-                                        exclude_reasoning=True)
-    unsourced = SeedPublication(run_id=d.run_id, attempt_id=d.attempt_id, seed_end_id=seed.end_id,
-                                end_id=seed.end_id, prepared_bytes=2)
+    assert seed.source == HistoryPrefix(
+        run_id=source.run_id, end_id=finished.id, exclude_system=True, exclude_reasoning=True
+    )
+    unsourced = SeedPublication(
+        run_id=d.run_id, attempt_id=d.attempt_id, seed_end_id=seed.end_id, end_id=seed.end_id, prepared_bytes=2
+    )
     raises(SeedConflictError, store.publish_run_seed, unsourced)
     end = store.append_run_seed(seed_append(d, "source", seed.end_id, prefix=seed.source))
     raises(SeedConflictError, store.append_run_seed, seed_append(d, "duplicate", end, prefix=seed.source))
@@ -154,8 +159,9 @@ def test_seed_sources_must_belong_to_the_declared_owner(store, session):
     """seedSourceLocked: a source of another agent, or one that does not exist, is refused."""
     source = started_root(store)
     store.record_run_terminal(terminal(source))
-    d = replace(declaration(run_start("next", agent="other-agent")), kind=SeedKind.NEXT_TURN,
-                source_run_id=source.run_id)
+    d = replace(
+        declaration(run_start("next", agent="other-agent")), kind=SeedKind.NEXT_TURN, source_run_id=source.run_id
+    )
     raises(RunRecordOwnerMismatchError, store.begin_run_seed, d)
     raises(RunNotFoundError, store.begin_run_seed, replace(d, agent_id="agent", source_run_id="missing"))
     continuation = replace(d, agent_id="agent", kind=SeedKind.CONTINUATION, source_end_id="99")
@@ -178,11 +184,13 @@ def test_seed_literal_closure_and_exact_retry(store, session):
     raises(SeedConflictError, store.append_run_seed, changed)
     for variant in ({"messages": b"[]"}, {"prefix": HistoryPrefix("source", "1")}, {"prepared": b"{}"}):
         raises(SeedConflictError, store.append_run_seed, seed_append(d, "interleaved", end, **variant))
-    raises(SeedConflictError, store.publish_run_seed,
-           SeedPublication(run_id=d.run_id, attempt_id=d.attempt_id, seed_end_id=end, end_id=end, prepared_bytes=1))
+    raises(
+        SeedConflictError,
+        store.publish_run_seed,
+        SeedPublication(run_id=d.run_id, attempt_id=d.attempt_id, seed_end_id=end, end_id=end, prepared_bytes=1),
+    )
     assert store.find_run_preparation(operation(d)) is None
-    last = seed_append(d, "last", end,
-                       literal_part=LiteralPart(b'"parts":[{"kind":"text","text":"exact"}]}]', True))
+    last = seed_append(d, "last", end, literal_part=LiteralPart(b'"parts":[{"kind":"text","text":"exact"}]}]', True))
     raises(SeedConflictError, store.append_run_seed, replace(last, record=replace(last.record, previous_id="0")))
     final = store.append_run_seed(last)
     publication = complete(store, d, final)
@@ -234,8 +242,11 @@ def test_settlement_before_begin_abandons_the_attempt(store, session):
     other = replace(d, attempt_id="second")
     store.begin_run_seed(other)
     store.publish_run_seed(complete(store, other, EMPTY_SEED_END_ID))
-    raises(PreparationAbandonedError, store.publish_run_seed,
-           SeedPublication(run_id=d.run_id, attempt_id=d.attempt_id, seed_end_id="0", end_id="1", prepared_bytes=2))
+    raises(
+        PreparationAbandonedError,
+        store.publish_run_seed,
+        SeedPublication(run_id=d.run_id, attempt_id=d.attempt_id, seed_end_id="0", end_id="1", prepared_bytes=2),
+    )
     accepted = store.settle_run_preparation(PreparationAttempt(operation(d), "third"))
     assert accepted is not None and accepted.seed.declaration == other
     raises(SeedConflictError, store.begin_run_seed, replace(d, command_id="another command"))
@@ -302,8 +313,12 @@ def test_seed_commands_up_to_the_limit_round_trip_exactly(store, session):
     d = declaration(run)
     store.begin_run_seed(d)
     too_big = literal_of_command_size(d, MAX_SEED_COMMAND_BYTES + 1)
-    raises(ContractError, store.append_run_seed, seed_append(d, "big", EMPTY_SEED_END_ID, messages=too_big),
-           match="seed command size 1000001 exceeds 1000000 bytes")
+    raises(
+        ContractError,
+        store.append_run_seed,
+        seed_append(d, "big", EMPTY_SEED_END_ID, messages=too_big),
+        match="seed command size 1000001 exceeds 1000000 bytes",
+    )
     exact = literal_of_command_size(d, MAX_SEED_COMMAND_BYTES)
     end = store.append_run_seed(seed_append(d, "big", EMPTY_SEED_END_ID, messages=exact))
     store.publish_run_seed(complete(store, d, end))
@@ -318,10 +333,14 @@ def test_seed_commands_are_validated(store, session):
         ({"command_id": ""}, "preparation agent, run, command and attempt IDs are required"),
         ({"source_run_id": "x"}, "literal seed cannot declare a source or source transform"),
         ({"kind": SeedKind.NEXT_TURN}, "referenced history requires a session and a distinct source run"),
-        ({"kind": SeedKind.NEXT_TURN, "source_run_id": "x", "source_end_id": "1"},
-         "completed source position is assigned by the store"),
-        ({"kind": SeedKind.CONTINUATION, "source_run_id": "x"},
-         "continuation requires its exact saved position and preserves reasoning"),
+        (
+            {"kind": SeedKind.NEXT_TURN, "source_run_id": "x", "source_end_id": "1"},
+            "completed source position is assigned by the store",
+        ),
+        (
+            {"kind": SeedKind.CONTINUATION, "source_run_id": "x"},
+            "continuation requires its exact saved position and preserves reasoning",
+        ),
     ):
         raises(ContractError, store.begin_run_seed, replace(d, **change), match=message)
     store.begin_run_seed(d)
@@ -329,12 +348,19 @@ def test_seed_commands_are_validated(store, session):
         ({}, "requires exactly one complete literal"),
         ({"messages": b"[]", "prepared": b"{}"}, "requires exactly one complete literal"),
         ({"messages": b"[nope"}, "seed literal is not valid JSON"),
+        # Deeper than `jsontext.MAX_DEPTH`: refused before Python's decoder would recurse once per level.
+        ({"messages": b"[" * 1000}, "seed literal is not valid JSON"),
+        ({"messages": b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1)}, "seed literal is not valid JSON"),
+        ({"messages": b"[" * MAX_DEPTH + b"]" * MAX_DEPTH + b"x"}, "seed literal is not valid JSON"),
         ({"literal_part": LiteralPart(b"", True)}, "literal part requires nonempty data"),
     ):
-        raises(ContractError, store.append_run_seed, seed_append(d, "k", EMPTY_SEED_END_ID, **variant),
-               match=message)
-    raises(ContractError, store.append_run_seed, seed_append(d, "", EMPTY_SEED_END_ID, messages=b"[]"),
-           match="preparation append requires run, attempt, key and previous position")
+        raises(ContractError, store.append_run_seed, seed_append(d, "k", EMPTY_SEED_END_ID, **variant), match=message)
+    raises(
+        ContractError,
+        store.append_run_seed,
+        seed_append(d, "", EMPTY_SEED_END_ID, messages=b"[]"),
+        match="preparation append requires run, attempt, key and previous position",
+    )
 
 
 def test_starts_attach_exactly_the_published_seed(store, session):
@@ -350,8 +376,11 @@ def test_starts_attach_exactly_the_published_seed(store, session):
     child = child_start()
     child_run = publish_literal(store, child.run)
     store.start_child_run(replace(child, run=child_run))
-    raises(SeedNotFoundError, store.start_child_run,
-           replace(child_start("child-2"), run=replace(child_start("child-2").run, seed_end_id="0")))
+    raises(
+        SeedNotFoundError,
+        store.start_child_run,
+        replace(child_start("child-2"), run=replace(child_start("child-2").run, seed_end_id="0")),
+    )
     solo = publish_literal(store, one_shot_start().run)
     store.start_one_shot_run(replace(one_shot_start(), run=solo))
     solo_child = publish_literal(store, one_shot_child_start().run)
@@ -368,8 +397,7 @@ def test_continuation_seed_names_the_predecessor(store, session):
     plain = run_start("third")
     d = replace(declaration(plain), kind=SeedKind.CONTINUATION, source_run_id="first", source_end_id="2")
     store.begin_run_seed(d)
-    end = store.append_run_seed(seed_append(d, "source", EMPTY_SEED_END_ID,
-                                            prefix=HistoryPrefix("first", "2")))
+    end = store.append_run_seed(seed_append(d, "source", EMPTY_SEED_END_ID, prefix=HistoryPrefix("first", "2")))
     store.publish_run_seed(complete(store, d, end))
     raises(SeedConflictError, store.start_root_run, root_start(replace(plain, seed_end_id=end)))
     continued = replace(plain, predecessor_run_id="first", seed_end_id=end)
@@ -410,8 +438,9 @@ def test_seed_chain_linear_history_and_composed_reasoning(store, session):
     store.record_run_terminal(terminal(previous))
     for turn in range(1, turns):
         run = run_start(f"turn-{turn}")
-        d = replace(declaration(run), kind=SeedKind.NEXT_TURN, source_run_id=previous.run_id,
-                    exclude_reasoning=turn == 2)
+        d = replace(
+            declaration(run), kind=SeedKind.NEXT_TURN, source_run_id=previous.run_id, exclude_reasoning=turn == 2
+        )
         seed = store.begin_run_seed(d)
         end = store.append_run_seed(seed_append(d, "source", seed.end_id, prefix=seed.source))
         store.publish_run_seed(complete(store, d, end))
@@ -461,8 +490,10 @@ def test_publication_and_settlement_decide_once(store, session, attempt):
     d = declaration(run_start())
     store.begin_run_seed(d)
     publication = complete(store, d, EMPTY_SEED_END_ID)
-    published, settled = race(lambda: store.publish_run_seed(publication),
-                              lambda: store.settle_run_preparation(PreparationAttempt(operation(d), d.attempt_id)))
+    published, settled = race(
+        lambda: store.publish_run_seed(publication),
+        lambda: store.settle_run_preparation(PreparationAttempt(operation(d), d.attempt_id)),
+    )
     if settled is None:
         assert is_error(published, PreparationAbandonedError), published
         raises(SeedNotFoundError, store.load_run_seed, d.run_id, EMPTY_SEED_END_ID)

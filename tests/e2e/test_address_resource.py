@@ -106,8 +106,9 @@ def test_a_create_that_died_after_provisioning_is_retried_onto_the_same_address(
     assert secret["read_token"] == made[0]["read_token"] and secret["inbox_url"] == made[0]["inbox_url"]
     assert "provision_key" not in secret
     with served.client() as client:
-        described = client.get(f"/api/v1/addresses/{secret['address_id']}",
-                               headers={"Authorization": f"Bearer {secret['read_token']}"})
+        described = client.get(
+            f"/api/v1/addresses/{secret['address_id']}", headers={"Authorization": f"Bearer {secret['read_token']}"}
+        )
     assert described.status_code == 200
 
 
@@ -129,7 +130,9 @@ def test_delete_removes_the_address_and_the_secret_and_may_run_twice(served: Ser
     assert address_resource.on_event(deletion) == {"PhysicalResourceId": arn}
 
     with served.client() as client:
-        gone = client.get(f"/api/v1/addresses/{secret['address_id']}", headers={"Authorization": f"Bearer {secret['read_token']}"})
+        gone = client.get(
+            f"/api/v1/addresses/{secret['address_id']}", headers={"Authorization": f"Bearer {secret['read_token']}"}
+        )
     assert gone.status_code in (401, 404)
     assert secrets.list_secrets()["SecretList"] == []
 

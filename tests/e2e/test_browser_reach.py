@@ -38,8 +38,11 @@ def test_a_page_of_another_origin_can_neither_preflight_nor_send(served: ServePr
     with served.worker_client() as client:
         preflight = client.options(
             path,
-            headers={"Origin": EVIL, "Access-Control-Request-Method": "POST",
-                     "Access-Control-Request-Headers": "content-type"},
+            headers={
+                "Origin": EVIL,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type",
+            },
         )
         assert preflight.status_code == 403
         assert preflight.json()["error"]["code"] == "cross_origin_refused"
@@ -56,8 +59,9 @@ def test_a_page_of_another_origin_can_neither_preflight_nor_send(served: ServePr
 def test_worker_routes_take_json_only_and_grant_no_cors(served: ServeProcess, path: str, body: dict):
     with served.worker_client() as client:
         untyped = client.post(path, content=httpx.Request("POST", "/", json=body).content)
-        text = client.post(path, content=httpx.Request("POST", "/", json=body).content,
-                           headers={"Content-Type": "text/plain"})
+        text = client.post(
+            path, content=httpx.Request("POST", "/", json=body).content, headers={"Content-Type": "text/plain"}
+        )
         for refused in (untyped, text):
             assert refused.status_code == 415 and refused.json()["error"]["code"] == "unsupported_media_type"
         assert nothing_was_written(client)
@@ -97,7 +101,9 @@ def test_forwarded_headers_are_ignored_unless_a_proxy_is_trusted(
             created = client.post("/api/v1/addresses", json={}, headers=spoofed)
             assert created.status_code == 201
             assert all(url.startswith(server.base_url) for url in created.json()["endpoints"].values())
-            assert client.post("/api/v1/addresses", json={}, headers={"X-Forwarded-For": "203.0.113.2"}).status_code == 201
+            assert (
+                client.post("/api/v1/addresses", json={}, headers={"X-Forwarded-For": "203.0.113.2"}).status_code == 201
+            )
             third = client.post("/api/v1/addresses", json={}, headers={"X-Forwarded-For": "203.0.113.3"})
             assert third.status_code == 429, "one client, whatever it claims"
             for document in ("/skill.md", "/openapi.json", "/llms.txt"):

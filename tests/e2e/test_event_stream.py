@@ -188,7 +188,8 @@ def test_the_sdk_follows_over_the_stream_across_server_ended_streams(address: Ad
 
 
 def test_every_one_of_many_concurrent_streams_gets_every_event_in_order(dynamodb_local, local_table, tmp_path):
-    env = {"CAIRN_MAX_STREAM_SECONDS": "120"}  # every stream outlasts the test
+    # Every stream outlasts the test, and the address may hold all twenty at once.
+    env = {"CAIRN_MAX_STREAM_SECONDS": "120", "CAIRN_MAX_STREAMS_PER_ADDRESS": "20"}
     with (
         ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server,
         Address.provision(server.base_url, expires_in=3600) as address,
@@ -202,3 +203,78 @@ def test_every_one_of_many_concurrent_streams_gets_every_event_in_order(dynamodb
         finally:
             for reader in readers:
                 reader.close()
+
+
+def refused_stream(address: Address) -> httpx.Response:
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {address.read_token}"}
+    with httpx.Client(timeout=10) as client:
+        return client.get(address.events_url, headers=headers)
+
+
+def test_an_address_holds_at_most_its_streams_and_a_closed_one_frees_its_slot(streaming: ServeProcess):
+    """Five streams by default: the sixth is a 429 with Retry-After, other addresses are untouched,
+    and a client that hangs up gives its slot back."""
+    with (
+        Address.provision(streaming.base_url, expires_in=3600) as address,
+        Address.provision(streaming.base_url, expires_in=3600) as other,
+    ):
+        readers = [Reader(address) for _ in range(5)]
+        try:
+            assert [reader.status for reader in readers] == [200] * 5
+            refused = refused_stream(address)
+            assert (refused.status_code, refused.json()["error"]["code"]) == (429, "too_many_held_reads")
+            assert int(refused.headers["Retry-After"]) >= 1
+            elsewhere = Reader(other)
+            assert elsewhere.status == 200, "another address's streams are its own"
+            elsewhere.close()
+            readers.pop().close()
+            # The server notices the hang-up at its next write (a heartbeat, every second here).
+            deadline = time.monotonic() + 30
+            while (reader := Reader(address)).status != 200 and time.monotonic() < deadline:
+                reader.close()
+                time.sleep(0.2)
+            readers.append(reader)
+            assert reader.status == 200, "the closed stream's slot was not given back"
+            post(address, 1)
+            assert all(int(reader.next_message().id or 0) == 1 for reader in readers)
+        finally:
+            for reader in readers:
+                reader.close()
+
+
+def test_an_address_holds_at_most_its_waiting_polls(streaming: ServeProcess, dynamodb_local, local_table: str):
+    """Ten waiting long-polls by default: the eleventh is a 429 before it waits; a poll that need not
+    wait is never refused, and the slots come back when the polls return."""
+    from cairn.dynamodb.client import make_client
+    from cairn.settings import Settings
+
+    table = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
+    with Address.provision(streaming.base_url, expires_in=3600) as address, httpx.Client(timeout=40) as client:
+        auth = {"Authorization": f"Bearer {address.read_token}"}
+
+        def long_poll() -> httpx.Response:
+            return client.get(address.events_url, params={"wait": 20}, headers=auth)
+
+        def held() -> int:
+            head = table.get_item(
+                TableName=local_table, Key={"pk": {"S": f"A#{address.id}"}, "sk": {"S": "META"}}, ConsistentRead=True
+            )["Item"]
+            return len(head.get("held_waits", {}).get("M", {}))
+
+        results: list[httpx.Response] = []
+        pollers = [threading.Thread(target=lambda: results.append(long_poll())) for _ in range(10)]
+        for poller in pollers:
+            poller.start()
+        deadline = time.monotonic() + 30
+        while held() < 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert held() == 10
+        refused = long_poll()
+        assert (refused.status_code, refused.json()["error"]["code"]) == (429, "too_many_held_reads")
+        assert int(refused.headers["Retry-After"]) >= 1
+        post(address, 1)
+        for poller in pollers:
+            poller.join(30)
+        assert [[event["sequence"] for event in reply.json()["events"]] for reply in results] == [[1]] * 10
+        assert held() == 0, "every returned poll gave its slot back"
+        assert long_poll().json()["events"][0]["sequence"] == 1, "a poll with events to answer takes no slot"

@@ -18,6 +18,7 @@ from tests.support.serve import ServeProcess
 # Each test works on addresses of its own, so they share one server.
 pytestmark = pytest.mark.one_server
 
+
 def example(name: str, *args: str, url: str | None = None, background: bool = False) -> Any:
     """Run one example; its JSON answer, or the process when it runs in the background."""
     command = [sys.executable, "-m", f"cairn.client.examples.{name}", *args]

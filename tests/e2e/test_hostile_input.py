@@ -7,6 +7,7 @@ address's state and feed are exactly as they were.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from cairn.client import Address, HttpClient
+from cairn.jsontext import MAX_DEPTH
 from tests.support.serve import ServeProcess
 
 # Each test works on addresses of its own, so they share one server.
@@ -39,6 +42,10 @@ class Target:
     @property
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.created['credentials']['read_token']}"}
+
+    @property
+    def token(self) -> str:
+        return self.created["credentials"]["read_token"]
 
     @property
     def inbox(self) -> str:
@@ -80,6 +87,17 @@ def nested(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
+def nested_objects(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def mixed(depth: int) -> bytes:
+    """JSON nesting `depth` levels, objects and arrays in turn, with brackets inside its strings."""
+    opening = b"".join(b'{"k[":' if level % 2 == 0 else b"[" for level in range(depth))
+    closing = b"".join(b"}" if level % 2 == 0 else b"]" for level in reversed(range(depth)))
+    return opening + b'"]}"' + closing
+
+
 def raw_request(server: ServeProcess, request: bytes) -> tuple[int, bytes]:
     """Send bytes no HTTP client library would: the status line's code and the rest of the answer."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
@@ -104,6 +122,82 @@ def test_json_nested_ten_thousand_levels_deep_is_invalid_json(target: Target):
         target.client.post(target.state, content=batch, headers={**JSON, **target.auth}), 400, "invalid_json"
     )
     assert target.snapshot() == before
+
+
+def rpc_call(tool: str, **arguments: object) -> dict:
+    """A JSON-RPC message calling one of the MCP endpoint's tools."""
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+
+
+MCP = {**JSON, "MCP-Protocol-Version": "2025-11-25"}
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 300])
+@pytest.mark.parametrize("shape", [nested, nested_objects], ids=["arrays", "objects"])
+def test_json_nested_past_the_limit_is_invalid_json_and_stores_nothing(target: Target, depth: int, shape):
+    """Past `MAX_DEPTH` (300 levels once made a feed unreadable for good) is refused wherever a body is
+    decoded, before anything is stored: every value Cairn holds can be answered."""
+    before = target.snapshot()
+    value = shape(depth)
+    owner = {**JSON, **target.auth}
+    batch = b'{"operations": [{"key": "deep", "op": "set", "value": ' + value + b"}]}"
+    for reply in (
+        target.client.post(target.inbox, content=value, headers=JSON),
+        target.client.post(target.inbox, content=b'{"type": "poison", "data": ' + value + b"}", headers=JSON),
+        target.client.put(f"{target.state}/deep", content=b'{"value": ' + value + b"}", headers=owner),
+        target.client.post(target.state, content=batch, headers=owner),
+    ):
+        assert_refused(reply, 400, "invalid_json")
+        assert reply.json()["error"]["max_depth"] == MAX_DEPTH
+    memory_events = "/api/v1/memory/agent/runs/deep/events"
+    worker = {**JSON, **target.server.worker_headers}
+    memory = b'{"events": [{"type": "user_message", "data": {"message": "m", "structured": ' + value + b"}}]}"
+    assert_refused(target.client.post(memory_events, content=memory, headers=worker), 400, "invalid_json")
+    assert target.client.get(memory_events, headers=worker).json()["events"] == []
+    message = rpc_call("set_state", address_id=target.id, read_token=target.token, key="deep", value="VALUE")
+    rpc = target.client.post("/mcp", content=json.dumps(message).encode().replace(b'"VALUE"', value), headers=MCP)
+    assert rpc.status_code == 400 and rpc.json()["error"]["code"] == -32700
+    assert target.snapshot() == before
+
+
+def test_json_nested_to_the_limit_reads_back_equal_through_every_surface(target: Target):
+    """The deepest values accepted come back equal from the page, the event stream, both MCP endpoints,
+    state and the SDK."""
+    deepest = mixed(MAX_DEPTH)
+    posted = target.client.post(target.inbox, content=deepest, headers={**JSON, "Idempotency-Key": "deepest"})
+    assert posted.status_code == 202, posted.text
+    after = posted.json()["event"]["sequence"] - 1
+    page = target.client.get(f"/api/v1/addresses/{target.id}/events", params={"after": after}, headers=target.auth)
+    assert page.status_code == 200, page.text
+    event = page.json()["events"][0]
+    assert event["data"] == json.loads(deepest) and "data_encoding" not in event
+    for endpoint in ("/mcp", "/api/mcp"):
+        message = rpc_call("poll_events", address_id=target.id, read_token=target.token, after=after, limit=1)
+        polled = target.client.post(endpoint, json=message, headers=MCP)
+        assert polled.status_code == 200, polled.text
+        assert polled.json()["result"]["structuredContent"]["events"] == [event]
+
+    # State: the deepest value a write takes ({"value": ...} nests one level more), alone and in a batch.
+    value, batched = mixed(MAX_DEPTH - 1), mixed(MAX_DEPTH - 3)
+    owner = {**JSON, **target.auth}
+    put = target.client.put(f"{target.state}/deep", content=b'{"value": ' + value + b"}", headers=owner)
+    assert put.status_code == 201, put.text
+    assert put.json()["value"] == json.loads(value)
+    batch = b'{"operations": [{"key": "batched", "op": "set", "value": ' + batched + b"}]}"
+    written = target.client.post(target.state, content=batch, headers=owner)
+    assert written.status_code == 200, written.text
+    message = rpc_call("get_state", address_id=target.id, read_token=target.token, key="deep")
+    got = target.client.post("/mcp", json=message, headers=MCP)
+    assert got.json()["result"]["structuredContent"]["value"] == json.loads(value)
+
+    with HttpClient() as http:
+        address = Address(target.created, http=http)
+        assert address.events.poll(after=after, limit=1)["events"] == [event]
+        stream = address.events.stream(after=after)
+        assert next(stream) == event  # the event stream's frame, read by the SDK
+        stream.close()
+        assert address.state.get("deep")["value"] == json.loads(value)
+        assert address.state.get("batched")["value"] == json.loads(batched)
 
 
 @pytest.mark.parametrize(
@@ -167,7 +261,9 @@ def test_an_unpaired_surrogate_escape_is_invalid_json_on_every_route(target: Tar
     assert put.json()["error"]["path"] == "$.value.notes[1]"
     batch = b'{"operations": [{"key": "k", "op": "set", "value": ' + text + b"}]}"
     assert_refused(target.client.post(target.state, content=batch, headers=headers), 400, "invalid_json")
-    assert_refused(target.client.post("/api/v1/addresses", content=b'{"name": ' + text + b"}", headers=JSON), 400, "invalid_json")
+    assert_refused(
+        target.client.post("/api/v1/addresses", content=b'{"name": ' + text + b"}", headers=JSON), 400, "invalid_json"
+    )
     memory = b'{"events": [{"type": "planner_note", "data": {"note": ' + text + b"}}]}"
     memory_events = "/api/v1/memory/agent/runs/run/events"
     worker = target.server.worker_headers
@@ -341,7 +437,7 @@ def test_over_long_path_parameters_are_refused(target: Target):
 
 
 def test_digits_that_are_not_ascii_are_refused_never_read_as_numbers(target: Target):
-    """"²" passes `str.isdigit` but not `int`; "٣" passes both and reads as 3."""
+    """ "²" passes `str.isdigit` but not `int`; "٣" passes both and reads as 3."""
     before = target.snapshot()
     revision = target.client.delete(f"{target.state}/plan", headers={**target.auth, "If-Match": "²".encode("latin-1")})
     assert_refused(revision, 400, "invalid_request")
@@ -350,9 +446,11 @@ def test_digits_that_are_not_ascii_are_refused_never_read_as_numbers(target: Tar
         assert_refused(ack, 404, "not_found")
     assert target.snapshot() == before
     worker = target.server.worker_headers
-    session = target.client.post("/api/v1/runtime/create_session", json={"session_id": "digits",
-                                                                         "created_at": "2026-11-29T12:00:00Z"},
-                                 headers=worker)
+    session = target.client.post(
+        "/api/v1/runtime/create_session",
+        json={"session_id": "digits", "created_at": "2026-11-29T12:00:00Z"},
+        headers=worker,
+    )
     assert session.status_code == 200, session.text
     for cursor in ("²", "٣", "１"):
         page = target.client.post(

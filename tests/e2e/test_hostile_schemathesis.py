@@ -50,11 +50,19 @@ SCENARIOS = 40
 STEPS_PER_SCENARIO = 15
 LINKED_GROUPS = {"addresses": "^/api/v1/(addresses|inbox)", "runtime": "^/api/v1/(runtime|memory)/"}
 LINKED_TARGETS = {
-    "addresses": ["POST /api/v1/addresses/{address_id}/state", "PUT /api/v1/addresses/{address_id}/state/{key}",
-                  "GET /api/v1/addresses/{address_id}/events", "POST /api/v1/inbox/{address_id}/{secret}"],
-    "runtime": ["POST /api/v1/runtime/load_session", "POST /api/v1/runtime/start_root_run",
-                "POST /api/v1/runtime/append_run_record", "POST /api/v1/runtime/record_run_terminal",
-                "POST /api/v1/memory/{agent_id}/runs/{run_id}/events"],
+    "addresses": [
+        "POST /api/v1/addresses/{address_id}/state",
+        "PUT /api/v1/addresses/{address_id}/state/{key}",
+        "GET /api/v1/addresses/{address_id}/events",
+        "POST /api/v1/inbox/{address_id}/{secret}",
+    ],
+    "runtime": [
+        "POST /api/v1/runtime/load_session",
+        "POST /api/v1/runtime/start_root_run",
+        "POST /api/v1/runtime/append_run_record",
+        "POST /api/v1/runtime/record_run_terminal",
+        "POST /api/v1/memory/{agent_id}/runs/{run_id}/events",
+    ],
 }
 # Rounds go on until each target was reached this often through a link (or ROUNDS run out);
 # which links Hypothesis picks varies with what the server already holds, so the assertion
@@ -108,7 +116,9 @@ def credentials_for(operation, created: dict, worker: dict[str, str]) -> dict:
         path_parameters["address_id"] = created["address"]["id"]
     if "{secret}" in operation.path:
         path_parameters["secret"] = created["endpoints"]["inbox_url"].rsplit("/", 1)[-1]
-    headers = worker if is_worker_route(operation) else {"Authorization": f"Bearer {created['credentials']['read_token']}"}
+    headers = (
+        worker if is_worker_route(operation) else {"Authorization": f"Bearer {created['credentials']['read_token']}"}
+    )
     return {"path_parameters": path_parameters, "headers": headers}
 
 
@@ -218,32 +228,72 @@ def run_scenario_links() -> dict[str, dict]:
     these carry whole commands: a root run in the session just created, then a note, a
     terminal and product memory for that run. The fuzzer still mixes in generated fields.
     """
-    of_run = {"run_id": "$request.body#/run/run_id", "agent_id": "$request.body#/run/agent_id",
-              "session_id": "$request.body#/run/session_id", "turn_id": "", "id": ""}
+    of_run = {
+        "run_id": "$request.body#/run/run_id",
+        "agent_id": "$request.body#/run/agent_id",
+        "session_id": "$request.body#/run/session_id",
+        "turn_id": "",
+        "id": "",
+    }
     session = "$response.body#/id"
     # Session ids are any text; the session's creation time makes a run id memory accepts too.
     ids = {"agent_id": MEMORY_IDS["agent_id"], "run_id": "run-{$response.body#/created_at}", "session_id": session}
     start = {
         "request_digest": encoded("d" * 32),
-        "run": {**ids, "started_at": "2026-11-29T12:00:00.123Z", "seed_end_id": "", "parent_run_id": "",
-                "predecessor_run_id": "", "labels": {}},
-        "started": {**ids, "event_key": "started", "type": "run_started", "payload": encoded("{}"),
-                    "timestamp": "2026-11-29T12:00:00.123Z", "turn_id": "", "id": ""},
-        "cancellation": {**ids, "event_key": "stopped", "type": "runtime.cancellation_intent",
-                         "payload": encoded('{"reason":"session_ended"}'), "timestamp": "2026-11-29T12:00:00.123Z",
-                         "turn_id": "", "id": ""},
+        "run": {
+            **ids,
+            "started_at": "2026-11-29T12:00:00.123Z",
+            "seed_end_id": "",
+            "parent_run_id": "",
+            "predecessor_run_id": "",
+            "labels": {},
+        },
+        "started": {
+            **ids,
+            "event_key": "started",
+            "type": "run_started",
+            "payload": encoded("{}"),
+            "timestamp": "2026-11-29T12:00:00.123Z",
+            "turn_id": "",
+            "id": "",
+        },
+        "cancellation": {
+            **ids,
+            "event_key": "stopped",
+            "type": "runtime.cancellation_intent",
+            "payload": encoded('{"reason":"session_ended"}'),
+            "timestamp": "2026-11-29T12:00:00.123Z",
+            "turn_id": "",
+            "id": "",
+        },
     }
-    note = {**of_run, "event_key": "note", "type": "assistant_message", "payload": encoded('{"text":"hi"}'),
-            "timestamp": "2026-11-29T12:00:00.500Z"}
+    note = {
+        **of_run,
+        "event_key": "note",
+        "type": "assistant_message",
+        "payload": encoded('{"text":"hi"}'),
+        "timestamp": "2026-11-29T12:00:00.500Z",
+    }
     completed = encoded('{"status":"success","phase":"completed"}')
-    terminal = {"run_id": of_run["run_id"], "status": "completed",
-                "record": {**of_run, "event_key": "terminal", "type": "run_completed", "payload": completed,
-                           "timestamp": "2026-11-29T12:00:01.000Z"}}
-    memory = {"operationId": "memory_append",
-              "parameters": {"path.agent_id": of_run["agent_id"], "path.run_id": of_run["run_id"]}}
+    terminal = {
+        "run_id": of_run["run_id"],
+        "status": "completed",
+        "record": {
+            **of_run,
+            "event_key": "terminal",
+            "type": "run_completed",
+            "payload": completed,
+            "timestamp": "2026-11-29T12:00:01.000Z",
+        },
+    }
+    memory = {
+        "operationId": "memory_append",
+        "parameters": {"path.agent_id": of_run["agent_id"], "path.run_id": of_run["run_id"]},
+    }
     return {
-        "runtime_create_session": {"ScenarioStartRootRun": {"operationId": "runtime_start_root_run",
-                                                            "requestBody": start}},
+        "runtime_create_session": {
+            "ScenarioStartRootRun": {"operationId": "runtime_start_root_run", "requestBody": start}
+        },
         "runtime_start_root_run": {
             "ScenarioNote": {"operationId": "runtime_append_run_record", "requestBody": note},
             "ScenarioTerminal": {"operationId": "runtime_record_run_terminal", "requestBody": terminal},
@@ -273,8 +323,9 @@ def linked_document(fuzzed_server: ServeProcess) -> dict:
 
 
 @pytest.mark.parametrize("group", LINKED_GROUPS)
-def test_linked_sequences_answer_no_5xx_and_stay_on_schema(group: str, linked_document: dict,
-                                                         fuzzed_server: ServeProcess):
+def test_linked_sequences_answer_no_5xx_and_stay_on_schema(
+    group: str, linked_document: dict, fuzzed_server: ServeProcess
+):
     """Scenarios of linked calls, in rounds until each link that matters was followed a few times."""
     schema = schemathesis.openapi.from_dict(linked_document).include(path_regex=LINKED_GROUPS[group])
     # Only the document's links, and only valid inputs: invalid ones are the per-operation test's

@@ -55,8 +55,9 @@ def test_every_kind_of_body_becomes_an_event_and_retries_stay_single(served: Ser
                     headers = {"Content-Type": content_type, "Idempotency-Key": f"k-{index}"}
                     reply = http.post(url, content=body, headers=headers)
                     assert (reply.status_code, reply.json()["duplicate"]) == ((202, False), (200, True))[attempt]
-            other = http.post(address.inbox_url, content=b"token=y",
-                              headers={"Content-Type": FORM, "Idempotency-Key": "k-0"})
+            other = http.post(
+                address.inbox_url, content=b"token=y", headers={"Content-Type": FORM, "Idempotency-Key": "k-0"}
+            )
             assert other.status_code == 422 and other.json()["error"]["code"] == "idempotency_key_reused"
             broken = http.post(address.inbox_url, content=b"token=y", headers={"Content-Type": "application/json"})
             assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
@@ -68,7 +69,11 @@ def test_every_kind_of_body_becomes_an_event_and_retries_stay_single(served: Ser
             ("build.finished", "http", "application/json"),
         ]
         assert events[0]["data"] == {
-            "token": "x", "team_id": "T1", "command": "/deploy", "text": "prod now", "user_name": "ana",
+            "token": "x",
+            "team_id": "T1",
+            "command": "/deploy",
+            "text": "prod now",
+            "user_name": "ana",
             "tag": ["a", "b"],
         }
         assert events[1]["data"] == "déploiement terminé\n"
@@ -79,10 +84,16 @@ def test_every_kind_of_body_becomes_an_event_and_retries_stay_single(served: Ser
 
 
 KINDS = ["github", "stripe", "slack", "standard_webhooks"]
-SECRETS = {"github": "gh-hook-secret", "stripe": "whsec_test_stripe", "slack": "8f742231b10e8888abcd99yyyzzz85a5",
-           "standard_webhooks": signatures.STANDARD_WEBHOOKS_SECRET}
-WRONG = {**{kind: "wrong-" + secret for kind, secret in SECRETS.items()},
-         "standard_webhooks": "whsec_" + base64.b64encode(b"another key, another signature!!").decode()}
+SECRETS = {
+    "github": "gh-hook-secret",
+    "stripe": "whsec_test_stripe",
+    "slack": "8f742231b10e8888abcd99yyyzzz85a5",
+    "standard_webhooks": signatures.STANDARD_WEBHOOKS_SECRET,
+}
+WRONG = {
+    **{kind: "wrong-" + secret for kind, secret in SECRETS.items()},
+    "standard_webhooks": "whsec_" + base64.b64encode(b"another key, another signature!!").decode(),
+}
 
 
 def signed(kind: str, secret: str, body: bytes, at: int) -> dict[str, str]:
@@ -102,7 +113,9 @@ def test_each_provider_signature_is_checked_at_the_door(served: ServeProcess):
                 assert SECRETS[kind] not in json.dumps(answer) + json.dumps(address.inbox_settings())
                 now = int(time.time())
 
-                def post(headers: dict[str, str], content: bytes = body, url: str = address.inbox_url) -> httpx.Response:
+                def post(
+                    headers: dict[str, str], content: bytes = body, url: str = address.inbox_url
+                ) -> httpx.Response:
                     return http.post(url, content=content, headers={"Content-Type": "application/json", **headers})
 
                 refused = [
@@ -130,15 +143,17 @@ def test_sdk_cli_and_mcp_show_content_type_kept_headers_and_verified_by(served: 
     env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_URL": served.base_url}
 
     def cli(*args: str) -> Any:
-        done = subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=env, capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "cairn.cli", *args], env=env, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
     inbox_url = cli("provision", "hooks", "--expires-in", "3600")["inbox_url"]
     with Address.restore(TaskStore(home).address_path("hooks")) as address:
         assert address.keep_headers(["X-GitHub-Event", "X-GitHub-Delivery"])["inbox"]["keep_headers"] == [
-            "x-github-event", "x-github-delivery"
+            "x-github-event",
+            "x-github-delivery",
         ]
         address.set_verifier("github", "gh-secret")
         body = b"payload=%7B%22ref%22%3A%22refs%2Fheads%2Fmain%22%7D"

@@ -70,8 +70,10 @@ def test_a_person_follows_acknowledges_and_downloads_and_strangers_html_stays_te
         surfaces = browser.script("return [...document.querySelectorAll('#feed .surface')].map(n => n.textContent)")
         assert surfaces == ["http", "email", "http", "state"]
 
-        state = browser.wait_for("return document.getElementById('state').textContent.includes('step') && "
-                                 "document.getElementById('state').innerText")
+        state = browser.wait_for(
+            "return document.getElementById('state').textContent.includes('step') && "
+            "document.getElementById('state').innerText"
+        )
         assert "plan" in state and "revision 1" in state and '"step": 2' in state
 
         # The forged event's data shows as text: no element made from it, no script run.
@@ -81,8 +83,9 @@ def test_a_person_follows_acknowledges_and_downloads_and_strangers_html_stays_te
         assert browser.alert_text() is None
 
         browser.click("#feed .event:nth-child(3) button.ack")
-        browser.wait_for("return document.querySelector('#feed .event:nth-child(3) .acked')"
-                         ".textContent.startsWith('acknowledged')")
+        browser.wait_for(
+            "return document.querySelector('#feed .event:nth-child(3) .acked').textContent.startsWith('acknowledged')"
+        )
         events = client.get(created["endpoints"]["events_url"], headers=auth(created)).json()["events"]
         assert [event["type"] for event in events if event["acknowledged_at"]] == ["render.done"]
 
@@ -113,4 +116,3 @@ def test_the_page_allows_nothing_from_other_origins(served: ServeProcess):
     assert "default-src 'none'" in policy and "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
     # No fonts, scripts or styles from elsewhere.
     assert re.search(r'(src|href)="(https?:)?//', page.text) is None
-

@@ -107,7 +107,11 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
     elif template.endswith("/subscriptions") and method == "POST":
         body = {"target": {"kind": "webhook", "url": "https://hooks.example.com/stolen"}}
     # A trim names how far it goes.
-    params = {"through": 10**6, "include_unacknowledged": "true"} if method == "DELETE" and template.endswith("/events") else None
+    params = (
+        {"through": 10**6, "include_unacknowledged": "true"}
+        if method == "DELETE" and template.endswith("/events")
+        else None
+    )
     return {"method": method, "url": path, "json": body, "params": params, "headers": headers}
 
 

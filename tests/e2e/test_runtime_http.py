@@ -33,7 +33,9 @@ def keyed_server(dynamodb_local, local_table, tmp_path: Path):
 
 def test_a_key_on_the_command_line_works_with_a_warning(dynamodb_local, local_table, tmp_path: Path):
     args = ["--runtime-key", "s3cret"]
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=args) as server:
+    with ServeProcess(
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=args
+    ) as server:
         assert any("process list" in line for line in server.output), server.output
         store = HttpRuntimeStore(server.base_url, runtime_key="s3cret")
         assert store.create_session("warned", T0).id == "warned"
@@ -70,9 +72,17 @@ def test_requests_are_signed_with_sigv4_when_given_aws_credentials():
 
     def capture(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        return httpx.Response(200, json={"run_id": "r", "agent_id": "a", "status": "running",
-                                         "start_outcome": "proceed", "started_at": "2026-01-01T00:00:00.000Z",
-                                         "updated_at": "2026-01-01T00:00:00.000Z"})
+        return httpx.Response(
+            200,
+            json={
+                "run_id": "r",
+                "agent_id": "a",
+                "status": "running",
+                "start_outcome": "proceed",
+                "started_at": "2026-01-01T00:00:00.000Z",
+                "updated_at": "2026-01-01T00:00:00.000Z",
+            },
+        )
 
     store = HttpRuntimeStore(
         "https://api.example.com/prod",

@@ -292,8 +292,7 @@ def test_a_soak_of_32_mixed_clients_loses_nothing(soak_server: ServeProcess):
     https = [soak_server.client() for _ in range(CLIENTS)]
     try:
         threads = [
-            threading.Thread(target=SoakClient(number, http, ledger, deadline).run)
-            for number, http in enumerate(https)
+            threading.Thread(target=SoakClient(number, http, ledger, deadline).run) for number, http in enumerate(https)
         ]
         for thread in threads:
             thread.start()

@@ -22,7 +22,11 @@ def consumer(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
     stack = cdk.Stack(app, "Team")
     service = CairnService(stack, "Cairn", props=CairnProps(stage="agents"))
     build = CairnAddress(
-        stack, "Build", service=service, task_id="nightly-build", expires_in=cdk.Duration.days(1),
+        stack,
+        "Build",
+        service=service,
+        task_id="nightly-build",
+        expires_in=cdk.Duration.days(1),
         state={"config": {"branch": "main"}},
     )
     CairnAddress(stack, "Review", service=service, task_id="review", expires_in=cdk.Duration.hours(6))
@@ -48,12 +52,18 @@ def test_addresses_synthesize_cdk_nag_clean_with_one_provider(consumer: Synthesi
     addresses = consumer.resources("Custom::CairnAddress")
     assert len(addresses) == 2
     assert len({str(a["Properties"]["ServiceToken"]) for a in addresses.values()}) == 1
-    handlers = [f for f in consumer.resources("AWS::Lambda::Function").values() if f["Properties"].get("Handler") == ADDRESS_HANDLER]
+    handlers = [
+        f
+        for f in consumer.resources("AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == ADDRESS_HANDLER
+    ]
     assert len(handlers) == 1
 
 
 def test_the_resource_asks_for_the_task_and_lifetime(consumer: Synthesis) -> None:
-    (build,) = [a for logical_id, a in consumer.resources("Custom::CairnAddress").items() if logical_id.startswith("Build")]
+    (build,) = [
+        a for logical_id, a in consumer.resources("Custom::CairnAddress").items() if logical_id.startswith("Build")
+    ]
     properties = build["Properties"]
     assert (properties["TaskId"], properties["ExpiresInSeconds"]) == ("nightly-build", "86400")
     assert properties["State"] == {"config": {"branch": "main"}}
@@ -62,7 +72,9 @@ def test_the_resource_asks_for_the_task_and_lifetime(consumer: Synthesis) -> Non
 
 
 def test_grant_read_allows_exactly_reading_that_address_secret(consumer: Synthesis) -> None:
-    (build_id,) = [logical_id for logical_id in consumer.resources("Custom::CairnAddress") if logical_id.startswith("Build")]
+    (build_id,) = [
+        logical_id for logical_id in consumer.resources("Custom::CairnAddress") if logical_id.startswith("Build")
+    ]
     assert statements(consumer, "Agent") == [
         {
             "Action": ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
@@ -73,7 +85,11 @@ def test_grant_read_allows_exactly_reading_that_address_secret(consumer: Synthes
 
 
 def test_the_handler_manages_only_this_stacks_address_secrets(consumer: Synthesis) -> None:
-    granted = [s for s in statements(consumer, "CairnAddressProviderHandler") if str(s["Action"]).startswith("['secretsmanager")]
+    granted = [
+        s
+        for s in statements(consumer, "CairnAddressProviderHandler")
+        if str(s["Action"]).startswith("['secretsmanager")
+    ]
     assert [s["Action"] for s in granted] == [SECRET_ACTIONS]
     (resource,) = [granted[0]["Resource"]]
     assert resource["Fn::Join"][1][-1] == ":secret:cairn-addresses/Team/*"

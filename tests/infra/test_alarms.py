@@ -39,7 +39,30 @@ def test_every_failure_has_an_alarm(default: Synthesis, full: Synthesis) -> None
         "email-failed-ingest",
         "outbound-outcomes-errors",
         "outbound-outcomes-throttles",
+        "outbound-failed-outcomes",
     }
+
+
+def test_outcomes_that_failed_every_retry_alarm_from_their_queue(full: Synthesis) -> None:
+    alarm = alarms_by_name(full, "cairn-prod")["outbound-failed-outcomes"]
+    assert (alarm["MetricName"], alarm["Statistic"], alarm["Threshold"]) == (
+        "ApproximateNumberOfMessagesVisible",
+        "Maximum",
+        1,
+    )
+    [dimension] = alarm["Dimensions"]
+    queue_id = dimension["Value"]["Fn::GetAtt"][0]
+    outcome_id = next(
+        logical_id
+        for logical_id, resource in full.resources("AWS::Lambda::Function").items()
+        if resource["Properties"]["Handler"] == "cairn.entrypoints.outbound_events_handler.lambda_handler"
+    )
+    [invoke_config] = [
+        resource["Properties"]
+        for resource in full.resources("AWS::Lambda::EventInvokeConfig").values()
+        if resource["Properties"]["FunctionName"] == {"Ref": outcome_id}
+    ]
+    assert invoke_config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue_id, "Arn"]}
 
 
 def test_5xx_alarm_is_a_rate_over_enough_requests(default: Synthesis) -> None:

@@ -119,9 +119,7 @@ def test_stage_is_named_after_the_stage_and_never_traces_urls(default: Synthesis
     assert stage["Properties"].get("TracingEnabled", False) is False
     functions = default.template.find_resources("AWS::Lambda::Function")
     traced = [name for name, function in functions.items() if function["Properties"].get("TracingConfig")]
-    assert traced and all(
-        functions[name]["Properties"]["TracingConfig"] == {"Mode": "Active"} for name in traced
-    )
+    assert traced and all(functions[name]["Properties"]["TracingConfig"] == {"Mode": "Active"} for name in traced)
 
 
 def test_access_log_is_json_and_never_records_the_path(default: Synthesis) -> None:
@@ -176,9 +174,7 @@ def test_custom_domain_serves_the_stage_and_is_the_api_url(full: Synthesis) -> N
     assert domain["Properties"]["DomainName"] == "api.example.com"
     assert domain["Properties"]["SecurityPolicy"] == "TLS_1_2"
     assert domain["Properties"]["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
-    full.template.has_resource_properties(
-        "AWS::ApiGateway::BasePathMapping", {"DomainName": {"Ref": domain_id}}
-    )
+    full.template.has_resource_properties("AWS::ApiGateway::BasePathMapping", {"DomainName": {"Ref": domain_id}})
     outputs = full.raw["Outputs"]
     assert outputs["ApiUrl"]["Value"] == {"Fn::Join": ["", ["https://", {"Ref": domain_id}, "/"]]}
     assert outputs["ApiDomainTarget"]["Value"] == {"Fn::GetAtt": [domain_id, "RegionalDomainName"]}

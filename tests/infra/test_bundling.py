@@ -152,7 +152,9 @@ def test_a_failing_pip_fails_the_synthesis(tmp_path: Path, monkeypatch: pytest.M
         code.PipBundler().try_bundle(str(tmp_path), None)
 
 
-def test_an_installed_distribution_bundles_its_own_requirements(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_an_installed_distribution_bundles_its_own_requirements(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # Installed (`pip install "cairn-state[cdk]"`), there is no pyproject.toml beside the constructs.
     monkeypatch.setattr(code, "PROJECT_DIR", tmp_path)
 

@@ -35,9 +35,7 @@ def test_every_numeric_setting_is_a_context_value() -> None:
 
 
 def test_strings_from_the_cli_and_json_values_from_cdk_json_mean_the_same() -> None:
-    from_cli = from_context(
-        {"stage": "dev", "ephemeral": "TRUE", "max_events": "500", "api_throttle_rate": "10"}
-    )
+    from_cli = from_context({"stage": "dev", "ephemeral": "TRUE", "max_events": "500", "api_throttle_rate": "10"})
     from_json = from_context({"stage": "dev", "ephemeral": True, "max_events": 500, "api_throttle_rate": 10})
     assert from_cli == from_json
     assert from_cli.limits["max_events"] == 500

@@ -132,7 +132,9 @@ def test_bucket_is_retained_unless_the_stage_is_ephemeral(full: Synthesis, ephem
 
 def test_failed_ingests_land_in_an_encrypted_queue(full: Synthesis) -> None:
     ((queue_id, queue),) = [
-        (queue_id, queue) for queue_id, queue in full.resources("AWS::SQS::Queue").items() if queue_id.startswith("Email")
+        (queue_id, queue)
+        for queue_id, queue in full.resources("AWS::SQS::Queue").items()
+        if queue_id.startswith("Email")
     ]
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
     full.template.has_resource_properties(

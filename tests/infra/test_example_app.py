@@ -21,7 +21,12 @@ def test_the_example_app_synthesizes_cdk_nag_clean(tmp_path: Path) -> None:
     }
 
     result = subprocess.run(
-        [sys.executable, "examples/cdk-app/agents.py"], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=180
+        [sys.executable, "examples/cdk-app/agents.py"],
+        cwd=PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
 
     assert result.returncode == 0, result.stderr[-3000:]
@@ -29,9 +34,16 @@ def test_the_example_app_synthesizes_cdk_nag_clean(tmp_path: Path) -> None:
     (flow,) = [logical_id for logical_id, r in resources.items() if r["Type"] == "AWS::StepFunctions::StateMachine"]
     assert [r["Type"] for r in resources.values()].count("Custom::CairnAddress") == 1
     # The state machine is on the service's wake-up allow-list, by its name.
-    (api,) = [r for r in resources.values() if r["Properties"].get("Handler") == "cairn.entrypoints.api_handler.lambda_handler"]
+    (api,) = [
+        r
+        for r in resources.values()
+        if r["Properties"].get("Handler") == "cairn.entrypoints.api_handler.lambda_handler"
+    ]
     name = resources[flow]["Properties"]["StateMachineName"]
-    assert f"arn:aws:states:*:*:stateMachine:{name}" in api["Properties"]["Environment"]["Variables"]["CAIRN_WAKE_TARGET_ARNS"]
+    assert (
+        f"arn:aws:states:*:*:stateMachine:{name}"
+        in api["Properties"]["Environment"]["Variables"]["CAIRN_WAKE_TARGET_ARNS"]
+    )
     # Its execution waits on the address's callback: a task that hands its token to a subscription.
     definition = json.dumps(resources[flow]["Properties"]["DefinitionString"])
     assert ":states:::lambda:invoke.waitForTaskToken" in definition

@@ -11,7 +11,7 @@ import pytest
 
 from infra.code import FUNCTIONS_DIR
 from infra.config import LIMIT_DEFAULTS
-from infra.storage import STORE_ACTIONS
+from infra.storage import FUNCTION_ACTIONS, STORE_ACTIONS
 from tests.infra.synthesis import FULL_CONTEXT, Synthesis
 
 FUNCTION = "AWS::Lambda::Function"
@@ -177,20 +177,75 @@ def test_functions_log_to_their_own_retained_log_group(full: Synthesis) -> None:
         assert log_groups[log_group_id]["DeletionPolicy"] == "Retain"
 
 
-@pytest.mark.parametrize("handler", [API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER])
-def test_functions_may_run_the_store_on_their_table_and_nothing_more(full: Synthesis, handler: str) -> None:
-    table_id, _ = full.only("AWS::DynamoDB::GlobalTable")
-    _, properties = function_by_handler(full, handler)
-    statements = [
+# The name each function has in the service (`CairnService`, `infra.storage.FUNCTION_ACTIONS`).
+FUNCTION_NAMES = {
+    API_HANDLER: "api",
+    STREAMING_HANDLER: "streaming",
+    EMAIL_HANDLER: "email-ingest",
+    OUTCOME_HANDLER: "outbound-outcomes",
+    DISPATCH_HANDLER: "wake-dispatcher",
+    SWEEP_HANDLER: "wake-sweep",
+}
+
+
+def dynamodb_statements(synthesis: Synthesis, handler: str) -> list[dict[str, Any]]:
+    _, properties = function_by_handler(synthesis, handler)
+    return [
         s
-        for s in policy_statements(full, role_of(properties))
+        for s in policy_statements(synthesis, role_of(properties))
         if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))
     ]
-    granted = {action for s in statements for action in as_list(s["Action"])}
-    assert granted == set(STORE_ACTIONS)
-    for statement in statements:
+
+
+def table_statements(synthesis: Synthesis, handler: str) -> list[dict[str, Any]]:
+    """The statements on the table's items (the dispatcher's event source also reads the table's stream)."""
+    table_id, _ = synthesis.only("AWS::DynamoDB::GlobalTable")
+    return [
+        s
+        for s in dynamodb_statements(synthesis, handler)
+        if {"Fn::GetAtt": [table_id, "Arn"]} in as_list(s["Resource"])
+    ]
+
+
+@pytest.mark.parametrize("handler", list(FUNCTION_NAMES))
+def test_each_function_may_run_what_it_uses_on_its_table_and_nothing_more(full: Synthesis, handler: str) -> None:
+    table_id, _ = full.only("AWS::DynamoDB::GlobalTable")
+    granted = {action for s in table_statements(full, handler) for action in as_list(s["Action"])}
+    assert granted == set(FUNCTION_ACTIONS[FUNCTION_NAMES[handler]])
+    assert set(FUNCTION_ACTIONS["api"]) == set(STORE_ACTIONS)
+    for statement in dynamodb_statements(full, handler):
         assert statement["Effect"] == "Allow"
-        assert as_list(statement["Resource"]) == [{"Fn::GetAtt": [table_id, "Arn"]}]
+        resources = as_list(statement["Resource"])
+        if resources != [{"Fn::GetAtt": [table_id, "Arn"]}]:
+            # Only the dispatcher's event source, and only to read the stream.
+            assert handler == DISPATCH_HANDLER and resources == [{"Fn::GetAtt": [table_id, "StreamArn"]}], statement
+            assert all(
+                action.startswith(
+                    (
+                        "dynamodb:GetRecords",
+                        "dynamodb:GetShardIterator",
+                        "dynamodb:DescribeStream",
+                        "dynamodb:ListStreams",
+                    )
+                )
+                for action in as_list(statement["Action"])
+            )
+
+
+@pytest.mark.parametrize("handler", [STREAMING_HANDLER, EMAIL_HANDLER, OUTCOME_HANDLER, DISPATCH_HANDLER])
+def test_only_the_api_and_the_sweep_may_delete_and_no_function_but_the_api_writes_in_batches(
+    full: Synthesis, handler: str
+) -> None:
+    granted = {action for s in table_statements(full, handler) for action in as_list(s["Action"])}
+    assert not granted & {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, handler
+
+
+def test_the_sweep_deletes_only_the_due_retries_it_handed_over(full: Synthesis) -> None:
+    deletes = [s for s in table_statements(full, SWEEP_HANDLER) if "dynamodb:DeleteItem" in as_list(s["Action"])]
+    assert [as_list(s["Action"]) for s in deletes] == [["dynamodb:DeleteItem"]]
+    assert deletes[0]["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["WAKE#DUE"]}}
+    granted = {action for s in table_statements(full, SWEEP_HANDLER) for action in as_list(s["Action"])}
+    assert "dynamodb:BatchWriteItem" not in granted
 
 
 @pytest.mark.parametrize(

@@ -85,3 +85,36 @@ def test_outcomes_flow_from_the_configuration_set_to_the_outcome_function(full: 
     assert source[-2:] == [":configuration-set/", {"Ref": configuration_set_id}]
     actions = {action for s in policy_statements(full, role_of(outcome)) for action in as_list(s["Action"])}
     assert any(action.startswith("dynamodb:") for action in actions)
+
+
+def test_ses_may_use_the_topic_key_for_this_configuration_set_only(full: Synthesis) -> None:
+    _, key = full.only("AWS::KMS::Key")
+    [statement] = [
+        statement
+        for statement in key["Properties"]["KeyPolicy"]["Statement"]
+        if statement.get("Principal") == {"Service": "ses.amazonaws.com"}
+    ]
+    conditions = statement["Condition"]["StringEquals"]
+    assert conditions["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    source = conditions["aws:SourceArn"]["Fn::Join"][1]
+    assert source[0] == "arn:" and source[-1] == ":configuration-set/cairn-prod-outbound"
+    assert ":ses:" in source
+
+
+def test_outcomes_that_fail_every_retry_wait_in_an_encrypted_queue(full: Synthesis) -> None:
+    outcome_id, _ = function_by_handler(full, OUTCOME_HANDLER)
+    [invoke_config] = [
+        resource["Properties"]
+        for resource in full.resources("AWS::Lambda::EventInvokeConfig").values()
+        if resource["Properties"]["FunctionName"] == {"Ref": outcome_id}
+    ]
+    queue_id = invoke_config["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
+    queue = full.raw["Resources"][queue_id]
+    assert queue["Type"] == "AWS::SQS::Queue"
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    # What SNS could not hand to the function lands in the same queue.
+    _, subscription = full.only("AWS::SNS::Subscription")
+    assert subscription["Properties"]["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [queue_id, "Arn"]}}
+    _, role = function_by_handler(full, OUTCOME_HANDLER)
+    sends = [s for s in policy_statements(full, role_of(role)) if "sqs:SendMessage" in as_list(s["Action"])]
+    assert [s["Resource"] for s in sends] == [{"Fn::GetAtt": [queue_id, "Arn"]}]

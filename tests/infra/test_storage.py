@@ -37,20 +37,12 @@ def test_table_expires_items_by_expires_at(default: Synthesis) -> None:
 def test_table_has_point_in_time_recovery(default: Synthesis) -> None:
     default.template.has_resource_properties(
         TABLE,
-        {
-            "Replicas": [
-                Match.object_like(
-                    {"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}}
-                )
-            ]
-        },
+        {"Replicas": [Match.object_like({"PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True}})]},
     )
 
 
 def test_table_is_encrypted_with_the_aws_managed_key(default: Synthesis) -> None:
-    default.template.has_resource_properties(
-        TABLE, {"SSESpecification": {"SSEEnabled": True, "SSEType": "KMS"}}
-    )
+    default.template.has_resource_properties(TABLE, {"SSESpecification": {"SSEEnabled": True, "SSEType": "KMS"}})
 
 
 def test_table_is_retained_and_protected_by_default(default: Synthesis) -> None:

@@ -59,6 +59,8 @@ def test_the_dispatcher_reads_new_events_in_batches_and_reports_failures(default
     assert properties["BisectBatchOnFunctionError"] is True
     assert properties["StartingPosition"] == "TRIM_HORIZON"
     assert properties["MaximumRetryAttempts"] == 10
+    # Other addresses' batches of a shard go on while one waits on a slow target.
+    assert properties["ParallelizationFactor"] == 10
     destination = properties["DestinationConfig"]["OnFailure"]["Destination"]
     assert destination["Fn::GetAtt"][1] == "Arn"
     assert default.raw["Resources"][destination["Fn::GetAtt"][0]]["Type"] == "AWS::SQS::Queue"

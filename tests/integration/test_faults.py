@@ -237,11 +237,15 @@ def listed_subscriptions(api: LambdaClient, created: dict) -> list[dict]:
 
 def counted_subscriptions(api: LambdaClient, created: dict) -> int:
     """The counter the limit is checked against; it must equal what is listed."""
-    item = make_client(api.services.settings).get_item(
-        TableName=api.services.settings.table_name,
-        Key={"pk": {"S": f"A#{created['address']['id']}"}, "sk": {"S": "WCOUNT"}},
-        ConsistentRead=True,
-    ).get("Item")
+    item = (
+        make_client(api.services.settings)
+        .get_item(
+            TableName=api.services.settings.table_name,
+            Key={"pk": {"S": f"A#{created['address']['id']}"}, "sk": {"S": "WCOUNT"}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
     return int(item["n"]["N"]) if item else 0
 
 

@@ -34,10 +34,7 @@ def test_concurrent_posters_get_gap_free_sequences_and_lose_nothing(local_api: L
     created = local_api.provision()
 
     def post_all(writer: int) -> list[int]:
-        return [
-            sequence_of(local_api.post_inbox(created, {"data": {"writer": writer, "n": n}}))
-            for n in range(50)
-        ]
+        return [sequence_of(local_api.post_inbox(created, {"data": {"writer": writer, "n": n}})) for n in range(50)]
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         acknowledged = [seq for seqs in pool.map(post_all, range(8)) for seq in seqs]

@@ -23,7 +23,9 @@ def test_no_unsigned_post_that_starts_after_a_verifier_is_registered_commits(loc
         seen = []
         while not stop.is_set():
             started = time.monotonic()
-            reply = local_api.request("POST", inbox, body=b'{"unsigned": true}', headers={"Content-Type": "application/json"})
+            reply = local_api.request(
+                "POST", inbox, body=b'{"unsigned": true}', headers={"Content-Type": "application/json"}
+            )
             seen.append((started, reply.status))
         return seen
 

@@ -1,4 +1,5 @@
-"""Outbound mail on DynamoDB Local: racing requests never pass a limit, and reserved slots hold across processes."""
+"""Outbound mail on DynamoDB Local: racing requests never pass a limit, reserved slots hold across processes,
+and nothing is written under an address once its deletion began."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from cairn.dynamodb import keys
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.email.outbound_ports import ComposedMessage, Handoff
+from cairn.services import Services
+from cairn.settings import Settings
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services, path_of
 
@@ -77,6 +83,29 @@ def test_racing_additions_never_pass_ten_contacts(make_api):
     assert len(listed) == 10 and len(carrier.sent) == 10
 
 
+def test_racing_guesses_get_five_tries_at_a_code_and_no_more(make_api):
+    carrier = Carrier(delivered=True)
+    api = make_api(carrier)
+    created = api.provision()
+    root = path_of(created["endpoints"]["address_url"])
+    token = created["credentials"]["read_token"]
+    assert api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON}, token=token).status == 202
+    code = carrier.sent[-1].raw.split(b"code is: ")[1][:6].decode()
+    wrong = "000000" if code != "000000" else "111111"
+
+    def guess(_: int):
+        return api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON, "code": wrong}, token=token)
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        replies = list(pool.map(guess, range(20)))
+    assert sorted(reply.error_code for reply in replies) == ["too_many_attempts"] * 15 + ["wrong_code"] * 5
+    # Each try was told exactly what was left after it.
+    left = sorted(reply.json()["error"]["attempts_left"] for reply in replies if reply.error_code == "wrong_code")
+    assert left == [0, 1, 2, 3, 4]
+    right = api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON, "code": code}, token=token)
+    assert right.error_code == "too_many_attempts"
+
+
 def test_racing_sends_never_pass_the_daily_allowance(make_api):
     carrier = Carrier(delivered=True)
     api = make_api(carrier, outbound_max_sends_per_day=5)
@@ -115,3 +144,87 @@ def test_reserved_outcome_slots_hold_against_another_process_and_racing_posts(ma
             assert poster.services.sending.record_outcome(address_id, event["id"], "delivered", message_id=None)
     assert len(poster.poll(created, limit=100).json()["events"]) == 10
     assert poster.post_inbox(created, {"late": True}).error_code == "quota_exceeded"
+
+
+# -- contact writes racing the address's deletion ------------------------------------------------
+
+
+def items_under(endpoint: str, table: str, address_id: str) -> list[str]:
+    """The sort keys of every item still stored under the address."""
+    client = make_client(Settings(dynamodb_endpoint=endpoint))
+    items = client.query(
+        TableName=table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": keys.address_pk(address_id)}},
+        ConsistentRead=True,
+    )["Items"]
+    return sorted(item["sk"]["S"] for item in items)
+
+
+@pytest.mark.parametrize("operation", ["new contact", "new code", "removal"])
+def test_a_contact_write_overtaken_by_the_address_deletion_leaves_nothing_under_it(
+    make_api, dynamodb_local, local_table: str, clock: FakeClock, operation: str
+):
+    """The deletion runs, whole, between the contact request's authentication and its first write."""
+    carrier = Carrier(delivered=True)
+    settings = Settings(
+        table_name=local_table,
+        dynamodb_endpoint=dynamodb_local.endpoint,
+        create_rate_per_minute=10_000,
+        poll_rate_per_minute=10_000,
+    )
+    client = make_client(settings)
+    api = LambdaClient(Services.build(settings, client=client, waiter=NotifyingWaiter(), clock=clock, mailer=carrier))
+    deleter = make_api(carrier)
+    created = api.provision()
+    root = path_of(created["endpoints"]["address_url"])
+    token = created["credentials"]["read_token"]
+    if operation != "new contact":
+        assert api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON}, token=token).status == 202
+        clock.advance(61)
+    mailed = len(carrier.sent)
+    deleted = []
+
+    def delete_first(model, **_) -> None:
+        if model.name in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems") and not deleted:
+            deleted.append(deleter.request("DELETE", root, token=token).status)
+
+    client.meta.events.register("before-call.dynamodb", delete_first)
+    if operation == "removal":
+        reply = api.request("DELETE", f"{root}/email/contacts/{PERSON}", token=token)
+    else:
+        reply = api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON}, token=token)
+
+    assert deleted == [200]
+    assert items_under(dynamodb_local.endpoint, local_table, created["address"]["id"]) == []
+    assert (reply.status, reply.error_code) == (401, "unauthorized")
+    assert len(carrier.sent) == mailed
+
+
+def race_deletion(api: LambdaClient, endpoint: str, table: str) -> tuple[list[str], set[int]]:
+    """Five contact requests and the deletion of their address, let go at once: what is left, what they heard."""
+    created = api.provision()
+    root = path_of(created["endpoints"]["address_url"])
+    token = created["credentials"]["read_token"]
+    start = threading.Barrier(6)
+
+    def ask(index: int):
+        start.wait()
+        return api.request("POST", f"{root}/email/contacts", json_body={"email": f"p{index}@example.org"}, token=token)
+
+    def delete():
+        start.wait()
+        return api.request("DELETE", root, token=token)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        asked = [pool.submit(ask, index) for index in range(5)]
+        deletion = pool.submit(delete)
+    assert deletion.result().status == 200
+    return items_under(endpoint, table, created["address"]["id"]), {future.result().status for future in asked}
+
+
+def test_contact_requests_racing_the_address_deletion_leave_nothing_under_it(make_api, dynamodb_local, local_table):
+    api = make_api(Carrier(delivered=True))
+    rounds = [race_deletion(api, dynamodb_local.endpoint, local_table) for _ in range(8)]
+    assert [left for left, _ in rounds if left] == []
+    assert set().union(*(answers for _, answers in rounds)) <= {202, 401}

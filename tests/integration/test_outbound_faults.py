@@ -49,6 +49,8 @@ def faulty(dynamodb_local) -> tuple[LambdaClient, FaultInjector, Relay, FakeCloc
         poll_rate_per_minute=10_000,
         create_rate_per_minute=10_000,
         outbound_max_sends_per_day=10_000,
+        # Every address verifies the same person here.
+        outbound_verifications_per_recipient_per_day=10_000,
     )
     client = make_client(settings)
     ensure_table(client, table, stream=False)
@@ -65,14 +67,19 @@ def verified(api: LambdaClient, relay: Relay) -> dict:
     token = created["credentials"]["read_token"]
     api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON}, token=token)
     code = relay.sent[-1].raw.split(b"code is: ")[1][:6].decode()
-    assert api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON, "code": code}, token=token).status == 200
+    assert (
+        api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON, "code": code}, token=token).status
+        == 200
+    )
     return created
 
 
 def send(api: LambdaClient, created: dict):
     root = path_of(created["endpoints"]["address_url"])
     token = created["credentials"]["read_token"]
-    return api.request("POST", f"{root}/email/send", json_body=MESSAGE, headers={"Idempotency-Key": "once"}, token=token)
+    return api.request(
+        "POST", f"{root}/email/send", json_body=MESSAGE, headers={"Idempotency-Key": "once"}, token=token
+    )
 
 
 @pytest.mark.parametrize("kind", FAULTS)

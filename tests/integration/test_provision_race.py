@@ -15,8 +15,9 @@ def test_racing_retries_of_one_key_make_one_address(local_api: LambdaClient):
 
     def provision(_: int):
         for _attempt in range(20):
-            reply = local_api.request("POST", "/api/v1/addresses", json_body={"task_id": "race"},
-                                      headers={"Idempotency-Key": key})
+            reply = local_api.request(
+                "POST", "/api/v1/addresses", json_body={"task_id": "race"}, headers={"Idempotency-Key": key}
+            )
             # A retry that met the winner's transaction in flight is told to come back (503), as any client would.
             if reply.status != 503:
                 return reply

@@ -187,8 +187,13 @@ def published(store, case: Case) -> None:
 
 
 def publication(case: Case, prepared_bytes: int = len(PREPARED)) -> SeedPublication:
-    return SeedPublication(run_id=case.root.run_id, attempt_id="attempt", seed_end_id=EMPTY_SEED_END_ID, end_id="1",
-                           prepared_bytes=prepared_bytes)
+    return SeedPublication(
+        run_id=case.root.run_id,
+        attempt_id="attempt",
+        seed_end_id=EMPTY_SEED_END_ID,
+        end_id="1",
+        prepared_bytes=prepared_bytes,
+    )
 
 
 def ends(found: RunPreparation | None) -> tuple[str, str, int] | None:
@@ -426,8 +431,10 @@ def stored_items(client, table: str, case: Case) -> dict[str, list[str]]:
             ExpressionAttributeValues={":pk": {"S": pk}},
             ConsistentRead=True,
         )["Items"]
-        text = [json.dumps({k: v for k, v in item.items() if k != "updated_at"}, sort_keys=True, default=repr)
-                for item in items]
+        text = [
+            json.dumps({k: v for k, v in item.items() if k != "updated_at"}, sort_keys=True, default=repr)
+            for item in items
+        ]
         found[pk.replace(case.name, "case")] = [line.replace(case.name, "case") for line in text]
     return found
 

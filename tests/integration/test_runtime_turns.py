@@ -21,9 +21,7 @@ def counted_store(dynamodb_local, local_table: str) -> tuple[DynamoRuntimeStore,
     """A store on one client whose DynamoDB calls are counted by operation."""
     client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
     calls: Counter[str] = Counter()
-    client.meta.events.register(
-        "before-call.dynamodb.*", lambda model, **_: calls.update([model.name])
-    )
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.update([model.name]))
     return DynamoRuntimeStore(client, local_table), calls
 
 

@@ -41,8 +41,9 @@ def test_large_history_replays_exact_bytes_and_excludes_later_writes(store):
     big = encode_messages([assistant("é" * 200_000)])
     payloads.append(big)
     end = store.append_run_record(note(run_start(), "big", body=big, type_=TRANSCRIPT_APPENDED)).id
-    store.append_run_record(note(run_start(), "later", body=encode_messages([assistant("later")]),
-                                 type_=TRANSCRIPT_APPENDED))
+    store.append_run_record(
+        note(run_start(), "later", body=encode_messages([assistant("later")]), type_=TRANSCRIPT_APPENDED)
+    )
 
     replayed = build_messages_from_run_log_prefix(store, "run", end)
 

@@ -121,7 +121,10 @@ def test_a_table_made_before_wake_ups_gets_its_stream(dynamodb_local: DynamoDBLo
     name = f"cairn-old-{time.time_ns()}"
     client.create_table(
         TableName=name,
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         BillingMode="PAY_PER_REQUEST",
     )

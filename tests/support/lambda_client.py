@@ -18,10 +18,13 @@ from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.services import Services
 from cairn.settings import Settings
 
+# The deployment secret of the tests' services (`cairn.server_secret`).
+SERVER_SECRET = "tests-server-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+
 
 def make_services(*, clock: Clock, waiter=None, mailer=None, runtime=None, **overrides: Any) -> Services:
     relaxed = {"poll_rate_per_minute": 10_000, "create_rate_per_minute": 10_000}
-    settings = Settings(**{"table_name": "cairn-test", **relaxed, **overrides})
+    settings = Settings(**{"table_name": "cairn-test", "server_secret": SERVER_SECRET, **relaxed, **overrides})
     return Services.build(settings, waiter=waiter or NotifyingWaiter(), clock=clock, mailer=mailer, runtime=runtime)
 
 

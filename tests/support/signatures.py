@@ -22,8 +22,11 @@ def _hex(secret: str | bytes, message: bytes) -> str:
 
 
 def github(secret: str, body: bytes) -> dict[str, str]:
-    return {"X-Hub-Signature-256": "sha256=" + _hex(secret, body), "X-GitHub-Event": "push",
-            "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"}
+    return {
+        "X-Hub-Signature-256": "sha256=" + _hex(secret, body),
+        "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+    }
 
 
 def stripe(secret: str, body: bytes, at: int | None = None) -> dict[str, str]:
@@ -39,9 +42,14 @@ def slack(signing_secret: str, body: bytes, at: int | None = None) -> dict[str, 
     }
 
 
-def standard_webhooks(secret: str, body: bytes, at: int | None = None, message_id: str = "msg_2Lh9KQ") -> dict[str, str]:
+def standard_webhooks(
+    secret: str, body: bytes, at: int | None = None, message_id: str = "msg_2Lh9KQ"
+) -> dict[str, str]:
     stamp = str(int(time.time()) if at is None else at)
     key = base64.b64decode(secret.removeprefix("whsec_"))
     digest = hmac.new(key, f"{message_id}.{stamp}.".encode() + body, hashlib.sha256).digest()
-    return {"webhook-id": message_id, "webhook-timestamp": stamp,
-            "webhook-signature": "v1," + base64.b64encode(digest).decode()}
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": stamp,
+        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
+    }

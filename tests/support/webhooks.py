@@ -74,3 +74,68 @@ def receiver(statuses: list[int] | None = None, default: int = 200, path: str = 
     finally:
         server.shutdown()
         server.server_close()
+
+
+class Holder:
+    """A receiver that starts each answer and never finishes it on its own.
+
+    It sends its status line, then one header a byte at a time (a byte every
+    `interval`), each byte well within any per-read timeout, until the test
+    releases it (the answer then ends: 200) or the sender hangs up (`cut`).
+    Requests that arrive after the release are answered at once.
+    """
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.received: list[Received] = []
+        self.arrived = threading.Event()
+        self.cut = threading.Event()
+        self.released = threading.Event()
+        self.url = ""
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        self.released.set()
+
+    @property
+    def holding(self) -> bool:
+        """A request arrived and its answer is still being held open."""
+        return self.arrived.is_set() and not self.cut.is_set() and not self.released.is_set()
+
+    def record(self, headers: dict[str, str], body: bytes) -> None:
+        with self._lock:
+            self.received.append(Received(headers, body))
+        self.arrived.set()
+
+
+@contextmanager
+def holding_receiver(interval: float = 0.1, path: str = "/slow") -> Iterator[Holder]:
+    """A `Holder` listening on 127.0.0.1 while the block runs; released on the way out."""
+    target = Holder(interval)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            target.record({k.lower(): v for k, v in self.headers.items()}, body)
+            self.close_connection = True
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Trickle: ")
+                while not target.released.wait(target.interval):
+                    self.wfile.write(b"a")
+                self.wfile.write(b"\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                target.cut.set()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    target.url = f"http://127.0.0.1:{server.server_address[1]}{path}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield target
+    finally:
+        target.release()
+        server.shutdown()
+        server.server_close()

@@ -417,7 +417,9 @@ def test_address_routes_judge_the_bytes_not_the_label(moto_api: LambdaClient):
     refused = moto_api.request("POST", "/api/v1/addresses", body="task_id=x", headers=form)
     assert (refused.status, refused.error_code) == (400, "invalid_json")
     for label in ("application/x-www-form-urlencoded", "text/plain", "application/json; charset=utf-8"):
-        created = moto_api.request("POST", "/api/v1/addresses", body='{"task_id": "x"}', headers={"Content-Type": label})
+        created = moto_api.request(
+            "POST", "/api/v1/addresses", body='{"task_id": "x"}', headers={"Content-Type": label}
+        )
         assert created.status == 201 and created.json()["address"]["task_id"] == "x"
 
 
@@ -437,7 +439,9 @@ def test_a_feed_of_escaped_text_answers_in_pages_lambda_can_carry(moto_api: Lamb
     seen: list[str] = []
     after, pages = 0, 0
     while True:
-        event = moto_api.event("GET", f"{events_path}?after={after}&limit=100", token=created["credentials"]["read_token"])
+        event = moto_api.event(
+            "GET", f"{events_path}?after={after}&limit=100", token=created["credentials"]["read_token"]
+        )
         answer = moto_api.app.resolve(event, {})
         assert len(json.dumps(answer)) < LAMBDA_ANSWER_LIMIT  # as Lambda writes the proxy answer
         page = json.loads(answer["body"])

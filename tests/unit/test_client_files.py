@@ -105,4 +105,3 @@ def test_the_task_store_keeps_one_address_per_task_under_cairn_home(tmp_path: Pa
 def test_a_document_that_is_not_an_address_is_refused():
     with pytest.raises(ValueError, match="read_token"):
         Address({"address": {"id": "addr_x"}, "credentials": {}, "endpoints": {}})
-

@@ -83,7 +83,9 @@ def test_an_event_is_one_frame_id_type_and_the_page_json_on_one_line():
 
 @pytest.mark.parametrize("type_", ["a\nretry: 1", "a\r\nid: 99", "line\rbreak"])
 def test_a_type_that_would_break_the_frame_is_named_message_and_kept_in_data(type_: str):
-    [message] = [item for item in parse(event_frame(an_event(type_)).decode().splitlines()) if isinstance(item, Message)]
+    [message] = [
+        item for item in parse(event_frame(an_event(type_)).decode().splitlines()) if isinstance(item, Message)
+    ]
     assert (message.id, message.event) == ("7", "message")
     assert json.loads(message.data)["type"] == type_
 

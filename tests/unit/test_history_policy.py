@@ -153,7 +153,8 @@ def test_the_token_trigger_is_exclusive():
     policy = HistoryPolicy(CompressAtMaxInputTokens(46), KeepMaxTurns(1))
     assert policy.apply(messages, summarize=Summariser(), count_tokens=count_words) == messages
     shorter = HistoryPolicy(CompressAtMaxInputTokens(45), KeepMaxTurns(1)).apply(
-        messages, summarize=Summariser(), count_tokens=count_words)
+        messages, summarize=Summariser(), count_tokens=count_words
+    )
     assert texts(shorter[3:]) == ["q3 q3 q3 q3 q3", "a3 a3 a3 a3 a3"]
 
 
@@ -161,7 +162,8 @@ def test_under_a_ceiling_the_summary_covers_every_older_turn_and_exact_turns_dro
     summarise = Summariser()
     messages = conversation(4, words=5)  # 46 tokens: system 6, each turn 10; the summary costs 6
     compressed = HistoryPolicy(CompressAtMaxInputTokens(32), KeepMaxTurns(3)).apply(
-        messages, summarize=summarise, count_tokens=count_words)
+        messages, summarize=summarise, count_tokens=count_words
+    )
     assert texts(summarise.calls[0]) == texts(messages[2:8])  # all three older turns
     assert texts(compressed[3:]) == texts(messages[6:])  # system 6 + summary 6 + two turns 20 = 32
     assert count_words(compressed) == 32
@@ -172,17 +174,20 @@ def test_the_newest_turn_is_mandatory():
     messages = [*SYSTEM, user("short"), assistant("ok"), user("a very long question indeed"), assistant("yes")]
     with pytest.raises(HistoryPolicyError, match=r"newest turn cannot fit within CompressAtMaxInputTokens \(12 > 8"):
         HistoryPolicy(CompressAtMaxInputTokens(8), KeepMaxTurns(1)).apply(
-            messages, summarize=Summariser(), count_tokens=count_words)
+            messages, summarize=Summariser(), count_tokens=count_words
+        )
     with pytest.raises(HistoryPolicyError, match=r"summary and the newest turn exceed .* \(18 > 13\)"):
         HistoryPolicy(CompressAtMaxInputTokens(13), KeepMaxTurns(1)).apply(
-            messages, summarize=Summariser(), count_tokens=count_words)
+            messages, summarize=Summariser(), count_tokens=count_words
+        )
 
 
 def test_a_triggered_policy_with_nothing_older_than_the_newest_turn_changes_nothing():
     messages = [*SYSTEM, user("one two three")]
     summarise = Summariser()
     kept = HistoryPolicy(CompressAtTurns(1), KeepMaxInputTokens(5)).apply(
-        messages, summarize=summarise, count_tokens=count_words)
+        messages, summarize=summarise, count_tokens=count_words
+    )
     assert kept == messages and summarise.calls == []
 
 
@@ -193,7 +198,8 @@ def test_keep_max_input_tokens_budgets_the_older_turns_that_join_the_newest():
     messages = conversation(5, words=3)  # each turn 6 tokens
     counter = CountingCounter()
     compressed = HistoryPolicy(CompressAtTurns(5), KeepMaxInputTokens(12)).apply(
-        messages, summarize=Summariser(), count_tokens=counter)
+        messages, summarize=Summariser(), count_tokens=counter
+    )
     # The newest turn plus two older ones (12 tokens); two are summarised.
     assert texts(compressed[3:]) == texts(messages[6:])
     assert compressed[2].parts[0].text.endswith("summary of 4 messages")
@@ -203,9 +209,11 @@ def test_keep_max_input_tokens_budgets_the_older_turns_that_join_the_newest():
 def test_both_retention_budgets_apply():
     messages = conversation(6, words=1)
     turns_first = HistoryPolicy(CompressAtTurns(6), KeepMaxTurns(2), KeepMaxInputTokens(100)).apply(
-        messages, summarize=Summariser(), count_tokens=count_words)
+        messages, summarize=Summariser(), count_tokens=count_words
+    )
     tokens_first = HistoryPolicy(CompressAtTurns(6), KeepMaxTurns(5), KeepMaxInputTokens(2)).apply(
-        messages, summarize=Summariser(), count_tokens=count_words)
+        messages, summarize=Summariser(), count_tokens=count_words
+    )
     assert texts(turns_first[3:]) == ["q4", "a4", "q5", "a5"]
     assert texts(tokens_first[3:]) == ["q4", "a4", "q5", "a5"]
 
@@ -216,7 +224,8 @@ def test_counter_errors_are_policy_errors_not_fallbacks():
 
     with pytest.raises(RuntimeError, match="unavailable"):
         HistoryPolicy(CompressAtMaxInputTokens(10), KeepMaxTurns(1)).apply(
-            conversation(3), summarize=Summariser(), count_tokens=broken)
+            conversation(3), summarize=Summariser(), count_tokens=broken
+        )
 
 
 def test_a_second_application_keeps_the_first_summary_as_system_context():

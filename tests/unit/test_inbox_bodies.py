@@ -31,7 +31,9 @@ def test_a_body_that_parses_as_json_is_json_whatever_its_label():
     for label in (FORM, "text/plain", "application/octet-stream", ""):
         body = read(b'{"type": "build.finished", "data": {"ok": true}}', label)
         assert (body.type, body.content_type, json.loads(body.data_json)) == (
-            "build.finished", "application/json", {"ok": True}
+            "build.finished",
+            "application/json",
+            {"ok": True},
         )
 
 
@@ -48,10 +50,15 @@ def test_form_fields_become_an_object_with_repeated_names_as_lists():
     body = read(b"token=x&text=hello+world&channel=%23ops&tag=a&tag=b&tag=&empty=", FORM)
     assert body.content_type == FORM
     assert json.loads(body.data_json) == {
-        "token": "x", "text": "hello world", "channel": "#ops", "tag": ["a", "b", ""], "empty": ""
+        "token": "x",
+        "text": "hello world",
+        "channel": "#ops",
+        "tag": ["a", "b", ""],
+        "empty": "",
     }
     assert json.loads(read("name=%C3%A9l%C3%A8ve&city=Zürich".encode(), FORM).data_json) == {
-        "name": "élève", "city": "Zürich"
+        "name": "élève",
+        "city": "Zürich",
     }
     latin = read(b"name=%E9l%E8ve", f"{FORM}; charset=iso-8859-1")
     assert json.loads(latin.data_json) == {"name": "élève"}
@@ -73,7 +80,7 @@ def test_text_is_kept_as_text_in_its_charset():
         (b"bell\x07", "text/plain"),  # control characters are not text
         (b"a=%FF", FORM),  # fields that are not UTF-8 are bytes
         (b"\\ud800 half a pair", "text/plain; charset=unicode_escape"),  # no answer could carry the text
-        (b"--x\r\nContent-Disposition: form-data; name=\"v\"\r\n\r\n1\r\n--x--\r\n", "multipart/form-data; boundary=x"),
+        (b'--x\r\nContent-Disposition: form-data; name="v"\r\n\r\n1\r\n--x--\r\n', "multipart/form-data; boundary=x"),
     ],
 )
 def test_anything_else_is_kept_as_base64_with_its_declared_type(raw: bytes, declared: str):
@@ -118,7 +125,9 @@ def test_the_inbox_route_records_each_kind(moto_api: LambdaClient):
         (b'{"type": "build.finished"}', FORM, {"type": "build.finished"}),
     ]
     for raw, declared, _ in sent:
-        reply = moto_api.request("POST", f"{inbox}?type=hook&source=tests", body=raw, headers={"Content-Type": declared})
+        reply = moto_api.request(
+            "POST", f"{inbox}?type=hook&source=tests", body=raw, headers={"Content-Type": declared}
+        )
         assert reply.status == 202, reply.text
     events = moto_api.poll(created).json()["events"]
     assert [(event["type"], event["source"], event["data"]) for event in events] == [
@@ -127,8 +136,12 @@ def test_the_inbox_route_records_each_kind(moto_api: LambdaClient):
         ("hook", "tests", sent[2][2]),
         ("build.finished", "tests", sent[3][2]),
     ]
-    assert [event["content_type"] for event in events] == [FORM, "text/plain", "application/octet-stream",
-                                                           "application/json"]
+    assert [event["content_type"] for event in events] == [
+        FORM,
+        "text/plain",
+        "application/octet-stream",
+        "application/json",
+    ]
     assert all(event["ingress_surface"] == "http" and event["verified_by"] is None for event in events)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import boto3
 import pytest
 
 from tests.support import signatures
@@ -11,8 +12,12 @@ from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply, path_of
 
 BODY = b'{"action": "opened", "number": 7}'
-SECRETS = {"github": "gh-secret", "stripe": "whsec_stripe_test", "slack": "slack-signing", "standard_webhooks":
-           signatures.STANDARD_WEBHOOKS_SECRET}
+SECRETS = {
+    "github": "gh-secret",
+    "stripe": "whsec_stripe_test",
+    "slack": "slack-signing",
+    "standard_webhooks": signatures.STANDARD_WEBHOOKS_SECRET,
+}
 
 
 def sign(kind: str, secret: str, body: bytes, at: int) -> dict[str, str]:
@@ -90,8 +95,12 @@ def test_each_verifier_accepts_a_valid_signature_and_refuses_the_rest(
     assert registered.status == 201, registered.text
     assert secret not in registered.text and secret not in owner.call("GET", "/inbox").text
     now = int(clock())
-    wrong_secret = sign(kind, "not-" + secret if kind != "standard_webhooks" else signatures.STANDARD_WEBHOOKS_SECRET[:-8]
-                        + "AAAAAAA=", BODY, now)
+    wrong_secret = sign(
+        kind,
+        "not-" + secret if kind != "standard_webhooks" else signatures.STANDARD_WEBHOOKS_SECRET[:-8] + "AAAAAAA=",
+        BODY,
+        now,
+    )
     changed_body = sign(kind, secret, BODY + b" ", now)
     refusals = [owner.post(BODY, wrong_secret), owner.post(BODY, changed_body), owner.post(BODY, {})]
     if kind != "github":
@@ -160,3 +169,56 @@ def test_unusable_verifiers_are_refused(moto_api: LambdaClient, kind: str, body:
     refused = owner.call("PUT", f"/inbox/verifiers/{kind}", body)
     assert refused.status in (400, 422) and refused.error_code == "invalid_request", refused.text
     assert owner.call("GET", "/inbox").json()["inbox"]["verifiers"] == []
+
+
+def head_item(owner: Owner) -> dict:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    key = {"pk": {"S": f"A#{owner.created['address']['id']}"}, "sk": {"S": "META"}}
+    return client.get_item(TableName="cairn-test", Key=key, ConsistentRead=True)["Item"]
+
+
+def table_dump() -> str:
+    return json.dumps(boto3.client("dynamodb", region_name="us-east-1").scan(TableName="cairn-test")["Items"])
+
+
+def test_verifier_secrets_are_stored_sealed_and_still_check_signatures(moto_api: LambdaClient, clock: FakeClock):
+    owner = Owner(moto_api)
+    secrets = {"github": "gh-provider-secret-7f3a", "stripe": "whsec_stripe_provider_secret_51c2"}
+    for kind, secret in secrets.items():
+        assert owner.call("PUT", f"/inbox/verifiers/{kind}", {"secret": secret}).status == 201
+
+    dump = table_dump()
+    for secret in secrets.values():
+        assert secret not in dump
+    assert owner.post(BODY, signatures.github(secrets["github"], BODY)).status == 202
+    assert owner.post(BODY, signatures.stripe(secrets["stripe"], BODY, int(clock()))).status == 202
+    assert owner.post(BODY, signatures.github("another-secret", BODY)).error_code == "signature_invalid"
+    assert [event["verified_by"] for event in owner.events()] == ["github", "stripe"]
+
+
+def test_a_secret_stored_as_given_before_sealing_keeps_working_and_is_sealed_at_the_next_change(
+    moto_api: LambdaClient,
+):
+    owner = Owner(moto_api)
+    plain = "gh-registered-before-sealing-9d1e"
+    # The head as an earlier version wrote it: the verifier's secret as given.
+    boto3.client("dynamodb", region_name="us-east-1").update_item(
+        TableName="cairn-test",
+        Key={"pk": {"S": f"A#{owner.created['address']['id']}"}, "sk": {"S": "META"}},
+        UpdateExpression="SET inbox_rev = :rev, inbox_keep_headers = :none, inbox_verifiers = :verifiers",
+        ExpressionAttributeValues={
+            ":rev": {"N": "1"},
+            ":none": {"L": []},
+            ":verifiers": {"M": {"github": {"M": {"secret": {"S": plain}, "created_at": {"N": "1"}}}}},
+        },
+    )
+    assert owner.post(BODY, signatures.github(plain, BODY)).status == 202
+    assert owner.post(BODY, signatures.github("another-secret", BODY)).error_code == "signature_invalid"
+
+    changed = owner.call("PATCH", body={"inbox": {"keep_headers": ["x-github-event"]}})
+
+    assert changed.status == 200, changed.text
+    assert plain not in table_dump()
+    assert "sealed_secret" in head_item(owner)["inbox_verifiers"]["M"]["github"]["M"]
+    assert owner.post(BODY, signatures.github(plain, BODY)).status == 202
+    assert [event["verified_by"] for event in owner.events()] == ["github", "github"]

@@ -205,6 +205,8 @@ def test_subscription_tools_answer_as_the_rest_routes(api: LambdaClient):
     "target, code",
     [
         ({"kind": "webhook", "url": "https://10.0.0.1/"}, "target_refused"),
+        # The host this request reached Cairn at: a wake-up would land in Cairn's own inbox.
+        ({"kind": "webhook", "url": "https://cairn.test/api/v1/inbox/addr_x/secret"}, "target_refused"),
         ({"kind": "pigeon"}, "invalid_request"),
         ({"kind": "lambda", "function_arn": "arn:aws:lambda:us-east-1:123456789012:function:x"}, "target_refused"),
     ],

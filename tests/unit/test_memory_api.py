@@ -65,7 +65,9 @@ def test_memory_and_runtime_routes_share_the_runtime_key(api: LambdaClient, toke
     ):
         assert reply.status == 401
         assert reply.json()["error"] == {
-            "code": "unauthorized", "message": "The runtime and memory routes need the runtime key as a bearer token."}
+            "code": "unauthorized",
+            "message": "The runtime and memory routes need the runtime key as a bearer token.",
+        }
 
 
 def test_without_a_runtime_key_the_routes_are_open(moto_env, clock: FakeClock):
@@ -82,12 +84,24 @@ def test_without_a_runtime_key_the_routes_are_open(moto_env, clock: FakeClock):
         ({"events": ["note"]}, 400, "invalid_request", r"events\[0\] must be an object"),
         ({"events": [{"type": "planner_note", "note": "x"}]}, 400, "invalid_request", 'unknown field "note"'),
         ({"events": [{"type": "chat"}]}, 400, "invalid_request", 'unknown event type "chat"'),
-        ({"events": [{"type": "planner_note", "data": {"note": "x"}, "timestamp": "yesterday"}]}, 400,
-         "invalid_request", "not an RFC 3339 time"),
-        ({"events": [{"type": "tool_call", "data": {"tool_call_id": "c"}}]}, 400, "invalid_request",
-         'tool_call requires "tool_name"'),
-        ({"events": [{"type": "planner_note", "data": {"note": "x"}}] * 100}, 413, "payload_too_large",
-         "one DynamoDB transaction"),
+        (
+            {"events": [{"type": "planner_note", "data": {"note": "x"}, "timestamp": "yesterday"}]},
+            400,
+            "invalid_request",
+            "not an RFC 3339 time",
+        ),
+        (
+            {"events": [{"type": "tool_call", "data": {"tool_call_id": "c"}}]},
+            400,
+            "invalid_request",
+            'tool_call requires "tool_name"',
+        ),
+        (
+            {"events": [{"type": "planner_note", "data": {"note": "x"}}] * 100},
+            413,
+            "payload_too_large",
+            "one DynamoDB transaction",
+        ),
     ],
 )
 def test_bad_appends_get_a_clear_error_and_change_nothing(api: LambdaClient, body, status, code, message):
@@ -98,8 +112,11 @@ def test_bad_appends_get_a_clear_error_and_change_nothing(api: LambdaClient, bod
 
 
 def test_ids_that_are_not_key_safe_are_refused(api: LambdaClient):
-    reply = post(api, {"events": [{"type": "planner_note", "data": {"note": "x"}}]},
-                 path="/api/v1/memory/chat*assistant/runs/run-1/events")
+    reply = post(
+        api,
+        {"events": [{"type": "planner_note", "data": {"note": "x"}}]},
+        path="/api/v1/memory/chat*assistant/runs/run-1/events",
+    )
     assert (reply.status, reply.error_code) == (400, "invalid_request")
     assert api.request("GET", "/api/v1/memory/a/runs/r*1/events", token=KEY).status == 400
 

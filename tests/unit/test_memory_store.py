@@ -29,11 +29,29 @@ AT = datetime(2026, 11, 29, 12, 0, 0, 123456, tzinfo=UTC)
 EXAMPLES = [
     MemoryEvent(USER_MESSAGE, AT, {"message": "Summarize sales", "structured": {"quarter": 3}}, {"role": "user"}),
     MemoryEvent(THINKING, AT, {"text": "need data", "signature": "sig", "content_index": 0, "final": True}),
-    MemoryEvent(TOOL_CALL, AT, {"tool_call_id": "call-1", "tool_name": "reports.summarize",
-                                "payload": '{"query":"sales"}', "queue": "tools", "expected_children_total": 0}),
-    MemoryEvent(TOOL_RESULT, AT, {"tool_call_id": "call-1", "tool_name": "reports.summarize",
-                                  "result_json": '{"rows":3}', "preview": "3 rows", "duration": 1500000,
-                                  "bounds": {"returned": 3, "truncated": False}}),
+    MemoryEvent(
+        TOOL_CALL,
+        AT,
+        {
+            "tool_call_id": "call-1",
+            "tool_name": "reports.summarize",
+            "payload": '{"query":"sales"}',
+            "queue": "tools",
+            "expected_children_total": 0,
+        },
+    ),
+    MemoryEvent(
+        TOOL_RESULT,
+        AT,
+        {
+            "tool_call_id": "call-1",
+            "tool_name": "reports.summarize",
+            "result_json": '{"rows":3}',
+            "preview": "3 rows",
+            "duration": 1500000,
+            "bounds": {"returned": 3, "truncated": False},
+        },
+    ),
     MemoryEvent(PLANNER_NOTE, AT, {"note": "answer from the report"}),
     MemoryEvent(ASSISTANT_MESSAGE, AT, {"message": "Sales rose.", "structured": {"growth": exactjson.Number("0.10")}}),
 ]
@@ -95,11 +113,15 @@ def test_pages_follow_the_cursor(memory: MemoryStore):
 
 def test_events_larger_than_an_item_are_split_and_reassembled(memory: MemoryStore):
     big = "é" * 400_000
-    memory.append_events("agent", "run", [
-        MemoryEvent(PLANNER_NOTE, AT, {"note": "before"}),
-        MemoryEvent(TOOL_RESULT, AT, {"tool_call_id": "c", "tool_name": "t", "result_json": f'"{big}"'}),
-        MemoryEvent(PLANNER_NOTE, AT, {"note": "after"}),
-    ])
+    memory.append_events(
+        "agent",
+        "run",
+        [
+            MemoryEvent(PLANNER_NOTE, AT, {"note": "before"}),
+            MemoryEvent(TOOL_RESULT, AT, {"tool_call_id": "c", "tool_name": "t", "result_json": f'"{big}"'}),
+            MemoryEvent(PLANNER_NOTE, AT, {"note": "after"}),
+        ],
+    )
     events = memory.load_run("agent", "run").events
     assert events[1].data["result_json"] == f'"{big}"'
     assert [e.data.get("note") for e in events] == ["before", None, "after"]
@@ -131,8 +153,10 @@ def test_writers_with_stale_guesses_still_append_after_the_last_event(client, cl
         (MemoryEvent(PLANNER_NOTE, AT, {"note": "x", "extra": 1}), 'planner_note has no field "extra"'),
         (MemoryEvent(PLANNER_NOTE, AT, {}), 'planner_note requires "note"'),
         (MemoryEvent(TOOL_CALL, AT, {"tool_call_id": "c"}), 'tool_call requires "tool_name"'),
-        (MemoryEvent(TOOL_CALL, AT, {"tool_call_id": "c", "tool_name": "t", "payload": "{"}),
-         "payload must be JSON text"),
+        (
+            MemoryEvent(TOOL_CALL, AT, {"tool_call_id": "c", "tool_name": "t", "payload": "{"}),
+            "payload must be JSON text",
+        ),
         (MemoryEvent(THINKING, AT, {"redacted": "***"}), "redacted must be base64 text"),
         (MemoryEvent(THINKING, AT, {"content_index": True}), "content_index must be an integer"),
         (MemoryEvent(USER_MESSAGE, AT, {"message": 5}), "message must be a string"),

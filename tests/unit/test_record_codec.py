@@ -27,8 +27,11 @@ RECORDS: dict[str, tuple[dict[str, Any], Callable[[bytes], str]]] = {
         lambda p: decode_run_suspended(p).suspension_id,
     ),
     "run_completed": (
-        {"status": "failed", "phase": "failed",
-         "failure": {"message": MARK, "kind": "execution_failed", "retryable": False}},
+        {
+            "status": "failed",
+            "phase": "failed",
+            "failure": {"message": MARK, "kind": "execution_failed", "retryable": False},
+        },
         lambda p: decode_run_completed(p).failure["message"],
     ),
     "child_run_linked": (
@@ -79,8 +82,18 @@ def test_strict_decoding_preserves_text(kind: str, quoted: str, text: str):
         (lambda p: p + b" {}", "multiple JSON values"),
         (lambda p: p + b" !", "invalid character"),
     ],
-    ids=["invalid byte", "isolated continuation", "truncated", "overlong", "encoded surrogate", "above range",
-         "null", "unknown field", "trailing value", "trailing malformed JSON"],
+    ids=[
+        "invalid byte",
+        "isolated continuation",
+        "truncated",
+        "overlong",
+        "encoded surrogate",
+        "above range",
+        "null",
+        "unknown field",
+        "trailing value",
+        "trailing malformed JSON",
+    ],
 )
 def test_strict_decoding_rejects_malformed_payloads(kind: str, make: Callable[[bytes], bytes], message: str):
     _, read = RECORDS[kind]

@@ -230,8 +230,11 @@ def test_error_statuses_name_every_runtime_error_code():
 def test_memory_events_of_every_type_match_the_published_body():
     schema = memory_routes.APPEND_BODY["content"]["application/json"]["schema"]
     events = [
-        {"type": "user_message", "timestamp": "2026-11-29T12:00:00.123Z", "data": {"message": "hi",
-                                                                                    "structured": {"n": 1}}},
+        {
+            "type": "user_message",
+            "timestamp": "2026-11-29T12:00:00.123Z",
+            "data": {"message": "hi", "structured": {"n": 1}},
+        },
         {"type": "assistant_message", "data": {"message": "hello"}, "labels": {"role": "assistant"}},
         {"type": "tool_call", "data": {"tool_call_id": "c1", "tool_name": "search", "payload": "{}"}},
         {"type": "tool_result", "data": {"tool_call_id": "c1", "tool_name": "search", "result_json": "[]"}},

@@ -53,8 +53,9 @@ def test_raw_messages_are_compacted_with_html_escapes():
 
 
 def test_page_size_is_counted_without_encoding_the_page_again():
-    records = [SeedRecord(key=f"k{index}", previous_id=str(index), id=str(index + 1), messages=b'["x"]')
-               for index in range(3)]
+    records = [
+        SeedRecord(key=f"k{index}", previous_id=str(index), id=str(index + 1), messages=b'["x"]') for index in range(3)
+    ]
     for count in (1, 2, 3):
         page = SeedPage(records=records[:count], next_cursor=records[count - 1].id)
         encoded = sum(len(go_record(record)) for record in records[:count])

@@ -13,7 +13,9 @@ def test_mail_may_be_named_as_agentaddress_agents_expect() -> None:
     assert Settings(email_ingress_surface="resend").email_ingress_surface == "resend"
 
 
-@pytest.mark.parametrize("name", [HTTP_SURFACE, STATE_SURFACE, OUTBOUND_SURFACE, "", "Resend", "mail surface", "x" * 65])
+@pytest.mark.parametrize(
+    "name", [HTTP_SURFACE, STATE_SURFACE, OUTBOUND_SURFACE, "", "Resend", "mail surface", "x" * 65]
+)
 def test_mail_cannot_take_another_surface_or_an_unreadable_name(name: str) -> None:
     with pytest.raises(ValidationError):
         Settings(email_ingress_surface=name)

@@ -85,7 +85,9 @@ def test_compare_and_set_conflicts_change_nothing(state: StateClient):
     assert missing.status == 409
     assert missing.json()["error"]["current_revision"] is None
     assert state.get("todo").json()["value"] == ["a"]
-    assert [e["data"] for e in state.events()] == [{"key": "todo", "op": "set", "revision": 1, "size": entry_size("todo", '["a"]')}]
+    assert [e["data"] for e in state.events()] == [
+        {"key": "todo", "op": "set", "revision": 1, "size": entry_size("todo", '["a"]')}
+    ]
     assert state.put("todo", ["a", "b"], if_revision=1).json()["revision"] == 2
     assert state.put("fresh", True, if_revision=0).status == 201
 

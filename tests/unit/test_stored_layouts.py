@@ -43,9 +43,7 @@ def put(client, *items: dict) -> None:
 
 
 def pieces(pk: str, sks: list[str], data: bytes) -> list[dict]:
-    return [
-        {**key(pk, sk), "data": b(data[index * PIECE : (index + 1) * PIECE])} for index, sk in enumerate(sks)
-    ]
+    return [{**key(pk, sk), "data": b(data[index * PIECE : (index + 1) * PIECE])} for index, sk in enumerate(sks)]
 
 
 def large_json() -> str:
@@ -62,12 +60,24 @@ def test_address_events_with_pieces_at_c_seq(client) -> None:
     pk = f"A#{address_id}"
     put(
         client,
-        {**key(pk, "E#000000000001"), "event_id": s("evt_1_a"), "seq": n(1), "type": s("t"), "source": s("http"),
-         "created_at": n(now), "expires_at": n(int(now) + 3600), "data_chunks": n(2)},
+        {
+            **key(pk, "E#000000000001"),
+            "event_id": s("evt_1_a"),
+            "seq": n(1),
+            "type": s("t"),
+            "source": s("http"),
+            "created_at": n(now),
+            "expires_at": n(int(now) + 3600),
+            "data_chunks": n(2),
+        },
         *pieces(pk, ["C#000000000001#000", "C#000000000001#001"], data),
     )
-    client.update_item(TableName=TABLE, Key=key(pk, "META"), UpdateExpression="SET last_seq = :one",
-                       ExpressionAttributeValues={":one": n(1)})
+    client.update_item(
+        TableName=TABLE,
+        Key=key(pk, "META"),
+        UpdateExpression="SET last_seq = :one",
+        ExpressionAttributeValues={":one": n(1)},
+    )
 
     assert table.load_event(address_id, 1, now=now).data_json == data.decode()
     # A new large event beside it uses today's layout; both read back.
@@ -86,14 +96,25 @@ def test_address_events_stored_before_surfaces_read_with_the_surface_their_label
     put(
         client,
         *(
-            {**key(pk, f"E#{sequence:012d}"), "event_id": s(f"evt_{sequence}_a"), "seq": n(sequence),
-             "type": s(type_), "source": s(source), "created_at": n(now), "expires_at": n(int(now) + 3600),
-             "data": s("{}")}
+            {
+                **key(pk, f"E#{sequence:012d}"),
+                "event_id": s(f"evt_{sequence}_a"),
+                "seq": n(sequence),
+                "type": s(type_),
+                "source": s(source),
+                "created_at": n(now),
+                "expires_at": n(int(now) + 3600),
+                "data": s("{}"),
+            }
             for sequence, (type_, source) in enumerate(labels, start=1)
         ),
     )
-    client.update_item(TableName=TABLE, Key=key(pk, "META"), UpdateExpression="SET last_seq = :n",
-                       ExpressionAttributeValues={":n": n(len(labels))})
+    client.update_item(
+        TableName=TABLE,
+        Key=key(pk, "META"),
+        UpdateExpression="SET last_seq = :n",
+        ExpressionAttributeValues={":n": n(len(labels))},
+    )
 
     page = table.list_events(address_id, after=0, limit=10, now=now, max_bytes=10_000_000)
     # Mail stored then could have been an inbox post with the same labels: it proves nothing.
@@ -109,8 +130,14 @@ def test_memory_events_with_pieces_after_the_event(client) -> None:
     put(
         client,
         {**key(pk, "META"), "last_seq": n(1)},
-        {**key(pk, "E#000000000001"), "seq": n(1), "type": s("planner_note"), "ts": n(1_700_000_000_000),
-         "labels": s("{}"), "chunks": n(2)},
+        {
+            **key(pk, "E#000000000001"),
+            "seq": n(1),
+            "type": s("planner_note"),
+            "ts": n(1_700_000_000_000),
+            "labels": s("{}"),
+            "chunks": n(2),
+        },
         *pieces(pk, ["E#000000000001#000", "E#000000000001#001"], data),
     )
     table.append("agent", "run", [MemoryEvent("planner_note", datetime.now(UTC), {"note": "small"})])
@@ -126,8 +153,18 @@ def test_run_records_and_checkpoints_with_their_own_pieces(client) -> None:
     pk = "R#run-1"
     put(
         client,
-        {**key(pk, "E#000000000001"), "seq": n(1), "event_key": s("k"), "run_id": s("run-1"), "agent_id": s("a"),
-         "session_id": s(""), "turn_id": s(""), "type": s("note"), "ts": n(1_700_000_000_000), "chunks": n(3)},
+        {
+            **key(pk, "E#000000000001"),
+            "seq": n(1),
+            "event_key": s("k"),
+            "run_id": s("run-1"),
+            "agent_id": s("a"),
+            "session_id": s(""),
+            "turn_id": s(""),
+            "type": s("note"),
+            "ts": n(1_700_000_000_000),
+            "chunks": n(3),
+        },
         *pieces(pk, ["C#000000000001#000", "C#000000000001#001", "C#000000000001#002"], payload),
         {**key(pk, "CKPT"), "suspension_id": s("susp-1"), "chunks": n(3)},
         *pieces(pk, ["CK#000", "CK#001", "CK#002"], payload),

@@ -51,7 +51,14 @@ CANONICAL = (
 def test_a_canonical_message_reencodes_to_the_same_bytes():
     message = decode_message(CANONICAL)
     assert [part.kind for part in message.parts] == [
-        "thinking", "text", "image", "document", "citations", "tool_use", "tool_result", "cache_checkpoint",
+        "thinking",
+        "text",
+        "image",
+        "document",
+        "citations",
+        "tool_use",
+        "tool_result",
+        "cache_checkpoint",
     ]
     assert encode_message(message) == CANONICAL.encode()
     assert encode_messages([message, message]) == f"[{CANONICAL},{CANONICAL}]".encode()
@@ -65,8 +72,9 @@ def test_decoded_parts_hold_exact_values():
     assert image == ImagePart(format="png", bytes=b"\x89PNG")
     assert document == DocumentPart(name="spec", format="txt", chunks=["a", "b"], cite=True)
     assert citations.citations == [
-        Citation(title="t", source="s", location=CitationLocation(document_char=DocumentRange(0, 1, 5)),
-                 source_content=["x"])
+        Citation(
+            title="t", source="s", location=CitationLocation(document_char=DocumentRange(0, 1, 5)), source_content=["x"]
+        )
     ]
     assert use.thought_signature == "opaque"
     assert list(use.input) == ["z", "q", "f"]  # raw input keeps its order
@@ -88,11 +96,15 @@ def test_every_part_is_written_with_its_kind_first_and_all_its_keys():
     }
     written = {kind: encode_message(Message(role=Role.USER, parts=[part])) for kind, part in parts.items()}
     assert written["text"] == b'{"role":"user","parts":[{"kind":"text","text":"hello"}],"meta":null}'
-    assert b'{"kind":"thinking","text":"think","signature":"sig","redacted":null,"index":1,"final":true}' in written[
-        "thinking"]
+    assert (
+        b'{"kind":"thinking","text":"think","signature":"sig","redacted":null,"index":1,"final":true}'
+        in written["thinking"]
+    )
     assert b'{"kind":"cache_checkpoint"}' in written["cache_checkpoint"]
-    assert b'"citations":[{"title":"t","source":"","location":{"document_char":null,"document_chunk":null,' \
-           b'"document_page":null},"source_content":null}]' in written["citations"]
+    assert (
+        b'"citations":[{"title":"t","source":"","location":{"document_char":null,"document_chunk":null,'
+        b'"document_page":null},"source_content":null}]' in written["citations"]
+    )
     for kind, text in written.items():
         assert decode_message(text).parts == [parts[kind]]
 
@@ -116,14 +128,19 @@ def test_numbers_in_meta_content_and_input_stay_exact():
     message = decode_message(payload)
     assert message.parts[0].content["reading"] == 9007199254740993
     assert message.meta["sequence"] == 9007199254740995
-    use = decode_message('{"role":"assistant","parts":[{"kind":"tool_use","id":"call-1","name":"search",'
-                         '"input":{"z":9007199254740993,"q":"old"}}]}').parts[0]
+    use = decode_message(
+        '{"role":"assistant","parts":[{"kind":"tool_use","id":"call-1","name":"search",'
+        '"input":{"z":9007199254740993,"q":"old"}}]}'
+    ).parts[0]
     assert exactjson.dumps(use.input, sort_keys=False) == '{"z":9007199254740993,"q":"old"}'
 
 
 def test_go_maps_are_written_with_sorted_keys():
-    message = Message(role=Role.USER, parts=[ToolResultPart(tool_use_id="t", content={"b": 1, "a": {"d": 2, "c": 3}})],
-                      meta={"z": 1, "y": 2})
+    message = Message(
+        role=Role.USER,
+        parts=[ToolResultPart(tool_use_id="t", content={"b": 1, "a": {"d": 2, "c": 3}})],
+        meta={"z": 1, "y": 2},
+    )
     text = encode_message(message)
     assert b'"content":{"a":{"c":3,"d":2},"b":1}' in text
     assert text.endswith(b'"meta":{"y":2,"z":1}}')
@@ -154,19 +171,32 @@ def test_floats_are_written_as_go_writes_float64():
         ('{"role":"user","parts":[{"kind":"image","bytes":"AQ=="}]}', "ImagePart requires format and bytes"),
         ('{"role":"user","parts":[{"kind":"document","text":"x"}]}', "DocumentPart requires Name"),
         ('{"role":"user","parts":[{"kind":"document","name":"d"}]}', "exactly one of Bytes, Text, Chunks, or URI"),
-        ('{"role":"user","parts":[{"kind":"document","name":"d","text":"x","uri":"s3://b/k"}]}',
-         "exactly one of Bytes, Text, Chunks, or URI"),
-        ('{"role":"user","parts":[{"kind":"document","name":"d","chunks":["a",""]}]}',
-         "DocumentPart requires non-empty Chunks[1]"),
-        ('{"role":"assistant","parts":[{"kind":"tool_use","name":"search","input":{"q":"old"}}]}',
-         "requires id and name"),
-        ('{"role":"assistant","parts":[{"kind":"tool_use","name":"search","args":{"q":"old"}}]}',
-         'unknown field "args"'),
-        ('{"role":"assistant","parts":[{"kind":"tool_use","id":"c","name":"lookup"}]}',
-         "requires input to be a JSON object"),
+        (
+            '{"role":"user","parts":[{"kind":"document","name":"d","text":"x","uri":"s3://b/k"}]}',
+            "exactly one of Bytes, Text, Chunks, or URI",
+        ),
+        (
+            '{"role":"user","parts":[{"kind":"document","name":"d","chunks":["a",""]}]}',
+            "DocumentPart requires non-empty Chunks[1]",
+        ),
+        (
+            '{"role":"assistant","parts":[{"kind":"tool_use","name":"search","input":{"q":"old"}}]}',
+            "requires id and name",
+        ),
+        (
+            '{"role":"assistant","parts":[{"kind":"tool_use","name":"search","args":{"q":"old"}}]}',
+            'unknown field "args"',
+        ),
+        (
+            '{"role":"assistant","parts":[{"kind":"tool_use","id":"c","name":"lookup"}]}',
+            "requires input to be a JSON object",
+        ),
         ('{"role":"user","parts":[{"kind":"tool_result","content":"ok"}]}', "ToolResultPart requires tool_use_id"),
-        ('{"role":"user","parts":[{"kind":"citations","citations":[{"title":"t","location":{"document_page":'
-         '{"page":1}}}]}]}', 'unknown field "page"'),
+        (
+            '{"role":"user","parts":[{"kind":"citations","citations":[{"title":"t","location":{"document_page":'
+            '{"page":1}}}]}]}',
+            'unknown field "page"',
+        ),
         ('{"role":"user","parts":[{"kind":"thinking","index":1.5}]}', 'field "index" must be a 64-bit integer'),
         ('{"role":"user","parts":[{"kind":"thinking","redacted":"***"}]}', 'field "redacted" must be base64 text'),
         ('{"role":"user","parts":[{"kind":"text","text":5}]}', 'field "text" must be a string'),
@@ -276,8 +306,17 @@ parts = st.one_of(
     st.builds(
         CitationsPart,
         texts,
-        st.none() | st.lists(st.builds(Citation, texts, texts, st.builds(CitationLocation, ranges, ranges, ranges),
-                                       st.none() | st.lists(texts, max_size=2)), max_size=2),
+        st.none()
+        | st.lists(
+            st.builds(
+                Citation,
+                texts,
+                texts,
+                st.builds(CitationLocation, ranges, ranges, ranges),
+                st.none() | st.lists(texts, max_size=2),
+            ),
+            max_size=2,
+        ),
     ),
     st.builds(ToolUsePart, non_empty, non_empty, json_objects, texts),
     st.builds(ToolResultPart, non_empty, json_values, st.booleans()),

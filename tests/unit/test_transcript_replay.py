@@ -45,21 +45,39 @@ def append_delta(store, key: str, messages: list[Message], type_: str = TRANSCRI
 def test_replay_keeps_canonical_transcript_order_and_exact_numbers():
     store = started_store()
     append_delta(store, "t1", [user("Summarize sales")])
-    append_delta(store, "t2", [Message(role=Role.ASSISTANT, parts=[
-        ThinkingPart(text="Need the sales data first.", signature="sig-1", final=True),
-        TextPart(text="Need the sales data first."),
-        ToolUsePart(id="call_1", name="reports.summarize", input={"query": "sales"}),
-    ])])
-    store.append_run_record(note(run_start(), "t3", type_=TRANSCRIPT_APPENDED, body=(
-        b'[{"role":"user","parts":[{"kind":"tool_result","tool_use_id":"call_1",'
-        b'"content":{"rows":3,"status":"ok","total":12345678901234567890.5},"is_error":false}],"meta":null}]')))
+    append_delta(
+        store,
+        "t2",
+        [
+            Message(
+                role=Role.ASSISTANT,
+                parts=[
+                    ThinkingPart(text="Need the sales data first.", signature="sig-1", final=True),
+                    TextPart(text="Need the sales data first."),
+                    ToolUsePart(id="call_1", name="reports.summarize", input={"query": "sales"}),
+                ],
+            )
+        ],
+    )
+    store.append_run_record(
+        note(
+            run_start(),
+            "t3",
+            type_=TRANSCRIPT_APPENDED,
+            body=(
+                b'[{"role":"user","parts":[{"kind":"tool_result","tool_use_id":"call_1",'
+                b'"content":{"rows":3,"status":"ok","total":12345678901234567890.5},"is_error":false}],"meta":null}]'
+            ),
+        )
+    )
     messages = build_messages_from_run_log(store, "run")
     assert [m.role for m in messages] == [Role.USER, Role.ASSISTANT, Role.USER]
     assert messages[0].parts == [TextPart(text="Summarize sales")]
     assert [part.kind for part in messages[1].parts] == ["thinking", "text", "tool_use"]
     result = messages[2].parts[0]
-    assert result == ToolResultPart(tool_use_id="call_1", content={"rows": 3, "status": "ok",
-                                                                   "total": result.content["total"]})
+    assert result == ToolResultPart(
+        tool_use_id="call_1", content={"rows": 3, "status": "ok", "total": result.content["total"]}
+    )
     assert result.content["total"].literal == "12345678901234567890.5"
 
 
@@ -126,10 +144,13 @@ def test_replay_run_log_events_reports_whether_any_transcript_record_was_there()
 
 def test_corrupt_saved_content_is_invalid_history():
     store = started_store()
-    store.append_run_record(note(run_start(), "bad", body=b'[{"role":"user","parts":[{"kind":"video"}]}]',
-                                 type_=TRANSCRIPT_APPENDED))
-    for replay in (lambda: build_messages_from_run_log(store, "run"),
-                   lambda: build_messages_from_run_log_prefix(store, "run", "2")):
+    store.append_run_record(
+        note(run_start(), "bad", body=b'[{"role":"user","parts":[{"kind":"video"}]}]', type_=TRANSCRIPT_APPENDED)
+    )
+    for replay in (
+        lambda: build_messages_from_run_log(store, "run"),
+        lambda: build_messages_from_run_log_prefix(store, "run", "2"),
+    ):
         with pytest.raises(ContractError, match='invalid saved transcript history: .*part kind "video"') as caught:
             replay()
         assert is_error(caught.value, InvalidHistoryError)
@@ -155,8 +176,9 @@ def test_prefix_rejects_invalid_positions_as_invalid_history():
 
 
 def record(record_id: str, run_id: str = "run", type_: str = TRANSCRIPT_SEEDED, payload: bytes = b"[]") -> RunRecord:
-    return RunRecord(event_key=f"k{record_id}", run_id=run_id, agent_id="", type=type_, payload=payload,
-                     timestamp=T0, id=record_id)
+    return RunRecord(
+        event_key=f"k{record_id}", run_id=run_id, agent_id="", type=type_, payload=payload, timestamp=T0, id=record_id
+    )
 
 
 @dataclass
@@ -172,8 +194,9 @@ class PagedStore:
         self.loads.append(run_id)
         if self.vanish_after_loads is not None and len(self.loads) > self.vanish_after_loads:
             raise RunNotFoundError()
-        return RunMeta(agent_id="", run_id=run_id, status="running", start_outcome="proceed", started_at=T0,
-                       updated_at=T0)
+        return RunMeta(
+            agent_id="", run_id=run_id, status="running", start_outcome="proceed", started_at=T0, updated_at=T0
+        )
 
     def _next(self) -> RunRecordPage:
         self.reads += 1
@@ -216,10 +239,12 @@ def test_full_replay_refuses_the_same_broken_pages(name: str):
 
 
 def test_a_failing_cursor_the_store_returned_is_not_invalid_history():
-    store = PagedStore([
-        RunRecordPage(events=[record("1")], next_cursor="1"),
-        ContractError(InvalidTranscriptPositionError()),
-    ])
+    store = PagedStore(
+        [
+            RunRecordPage(events=[record("1")], next_cursor="1"),
+            ContractError(InvalidTranscriptPositionError()),
+        ]
+    )
     with pytest.raises(ContractError) as caught:
         build_messages_from_run_log_prefix(store, "run", "end")
     assert is_error(caught.value, InvalidTranscriptPositionError)

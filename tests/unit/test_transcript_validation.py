@@ -23,8 +23,14 @@ def test_one_result_batch_answers_a_whole_assistant_response():
 
 
 def test_results_may_come_with_other_user_content_and_validation_goes_on():
-    answer = Message(role=Role.USER, parts=[ToolResultPart(tool_use_id="tu1", content="ok"), TextPart(text="also"),
-                                            ImagePart(format="png", bytes=b"\x01")])
+    answer = Message(
+        role=Role.USER,
+        parts=[
+            ToolResultPart(tool_use_id="tu1", content="ok"),
+            TextPart(text="also"),
+            ImagePart(format="png", bytes=b"\x01"),
+        ],
+    )
     validate_planner_transcript([user("hi"), assistant(call("tu1")), answer, assistant("done"), user("thanks")])
     with pytest.raises(TranscriptValidationError, match=r"messages\[3:4\]"):
         validate_planner_transcript([user("hi"), assistant(call("tu1")), answer, assistant(call("tu2"))])
@@ -37,30 +43,61 @@ def test_an_empty_transcript_is_valid():
 @pytest.mark.parametrize(
     ("messages", "error"),
     [
-        ([assistant(call("tu1"))],
-         r"transcript: assistant response messages\[0:1\] with tool_use must be followed by user tool_result"),
-        ([assistant(call("tu1")), assistant("more")],
-         r"messages\[0:2\] with tool_use must be followed by user tool_result"),
-        ([assistant(call("tu1")), Message(role=Role.SYSTEM, parts=[TextPart(text="x")])],
-         r"must be followed by user tool_result"),
-        ([Message(role=Role.USER, parts=[ToolResultPart(tool_use_id="call-1", content={"ok": True})])],
-         r'transcript: message\[0\] role "user" has tool_result without prior assistant tool_use'),
-        ([assistant(call("tu1"), call("tu2", "lookup")), results("tu1")],
-         r"transcript: user message\[1\] must contain exactly 2 tool_result parts for prior assistant tool_use, got 1"),
-        ([assistant(call("tu1")), Message(role=Role.USER, parts=[ToolResultPart(content="ok")])],
-         r"transcript: user message\[1\] tool_result ids must be non-empty and unique"),
-        ([assistant(call("tu1"), call("tu1", "lookup")), results("tu1")],
-         r"transcript: assistant response messages\[0:1\] tool_use ids must be non-empty and unique"),
-        ([assistant(call("tu1")), user("no results")],
-         r"transcript: user message\[1\] must contain tool_result for prior assistant tool_use"),
-        ([assistant(call("tu1")), results("tu2")],
-         r'transcript: user message\[1\] missing tool_result id "tu1" for prior assistant tool_use'),
-        ([assistant(call("tu1"), call("tu2")), results("tu1", "tu1")],
-         r"user message\[1\] tool_result ids must be non-empty and unique"),
+        (
+            [assistant(call("tu1"))],
+            r"transcript: assistant response messages\[0:1\] with tool_use must be followed by user tool_result",
+        ),
+        (
+            [assistant(call("tu1")), assistant("more")],
+            r"messages\[0:2\] with tool_use must be followed by user tool_result",
+        ),
+        (
+            [assistant(call("tu1")), Message(role=Role.SYSTEM, parts=[TextPart(text="x")])],
+            r"must be followed by user tool_result",
+        ),
+        (
+            [Message(role=Role.USER, parts=[ToolResultPart(tool_use_id="call-1", content={"ok": True})])],
+            r'transcript: message\[0\] role "user" has tool_result without prior assistant tool_use',
+        ),
+        (
+            [assistant(call("tu1"), call("tu2", "lookup")), results("tu1")],
+            r"transcript: user message\[1\] must contain exactly 2 tool_result parts for prior assistant tool_use, got 1",
+        ),
+        (
+            [assistant(call("tu1")), Message(role=Role.USER, parts=[ToolResultPart(content="ok")])],
+            r"transcript: user message\[1\] tool_result ids must be non-empty and unique",
+        ),
+        (
+            [assistant(call("tu1"), call("tu1", "lookup")), results("tu1")],
+            r"transcript: assistant response messages\[0:1\] tool_use ids must be non-empty and unique",
+        ),
+        (
+            [assistant(call("tu1")), user("no results")],
+            r"transcript: user message\[1\] must contain tool_result for prior assistant tool_use",
+        ),
+        (
+            [assistant(call("tu1")), results("tu2")],
+            r'transcript: user message\[1\] missing tool_result id "tu1" for prior assistant tool_use',
+        ),
+        (
+            [assistant(call("tu1"), call("tu2")), results("tu1", "tu1")],
+            r"user message\[1\] tool_result ids must be non-empty and unique",
+        ),
         ([user("hi"), None], r"transcript: message\[1\] is nil"),
     ],
-    ids=["missing result", "no user after group", "system after group", "orphan result", "partial results",
-         "empty result id", "duplicate use ids", "no results", "unknown result id", "duplicate result ids", "nil"],
+    ids=[
+        "missing result",
+        "no user after group",
+        "system after group",
+        "orphan result",
+        "partial results",
+        "empty result id",
+        "duplicate use ids",
+        "no results",
+        "unknown result id",
+        "duplicate result ids",
+        "nil",
+    ],
 )
 def test_broken_tool_loops_are_refused(messages: list, error: str):
     with pytest.raises(TranscriptValidationError, match=error):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cairn.dynamodb.client import make_client
+from cairn.dynamodb.subscription_items import subscription_key
 from cairn.dynamodb.subscription_table import SubscriptionTable
 from cairn.dynamodb.table import ensure_table
 from cairn.dynamodb.waiters import NotifyingWaiter
@@ -185,7 +186,10 @@ def test_after_the_retry_window_the_subscription_fails_and_an_event_says_so(
 
 
 def test_410_ends_the_subscription(engine: Engine, transport: ScriptedTransport):
-    transport.script["http://127.0.0.1/gone"] = [Outcome(True, status_code=200), Outcome(False, gone=True, status_code=410)]
+    transport.script["http://127.0.0.1/gone"] = [
+        Outcome(True, status_code=200),
+        Outcome(False, gone=True, status_code=410),
+    ]
     sub_id = engine.subscribe("http://127.0.0.1/gone")
     engine.post(3)
     assert transport.sequences("http://127.0.0.1/gone") == [1, 2]
@@ -226,3 +230,59 @@ def test_a_deleted_subscription_receives_nothing(engine: Engine, transport: Scri
     assert engine.api.request("DELETE", path, token=engine.token).status == 200
     engine.post(1)
     assert transport.sent == []
+
+
+class Raising(ScriptedTransport):
+    """A transport with a defect: it raises for one URL instead of answering with an outcome."""
+
+    def send(self, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
+        if subscription.target.params.get("url") == "http://127.0.0.1/broken":
+            self.sent.append(("http://127.0.0.1/broken", json.loads(delivery.body)))
+            raise ValueError("a defect in the transport")
+        return super().send(subscription, delivery, now)
+
+
+def test_an_unexpected_delivery_error_is_a_failed_attempt_that_counts(moto_env: None, clock: FakeClock):
+    transport = Raising()
+    engine = Engine(clock, transport, wake_retry_base_seconds=BASE_DELAY, wake_retry_window_seconds=60)
+    broken = engine.subscribe("http://127.0.0.1/broken")
+    engine.subscribe("http://127.0.0.1/good")
+    engine.post(1)  # asserts that the batch reports no failure: nothing for the stream to retry forever
+    assert transport.sequences("http://127.0.0.1/good") == [1]
+    shown = engine.shown(broken)
+    assert (shown["status"], shown["failures"], shown["delivered_through"]) == ("active", 1, 0)
+    assert shown["attempts"][0]["outcome"] == "failed"
+    assert "ValueError" in shown["attempts"][0]["error"]
+    assert shown["next_retry_at"] is not None
+    tested = engine.api.request(
+        "POST", f"/api/v1/addresses/{engine.address_id}/subscriptions/{broken}/test", token=engine.token
+    )
+    assert tested.status == 200, tested.text
+    assert tested.json()["attempt"]["outcome"] == "failed"
+    # Retries count, so the window ends them like any other failure.
+    for _ in range(10):
+        clock.advance(60)
+        engine.services.sweep.run()
+    assert engine.shown(broken)["status"] == "failed"
+    assert engine.feed_types() == ["job.done", "subscription.failed"]
+
+
+@pytest.mark.parametrize("bad", ["http://127.0.0.1:9/a b", "http://127.0.0.1:9/a\x00b", "http://127.0.0.1:9/\r\nX: 1"])
+def test_a_stored_url_that_is_now_refused_fails_its_deliveries_visibly(moto_env: None, clock: FakeClock, bad: str):
+    # Subscriptions made before such URLs were refused at creation: real transports, the URL changed in place.
+    engine = Engine(clock, None, wake_retry_base_seconds=BASE_DELAY)  # type: ignore[arg-type]
+    sub_id = engine.subscribe("http://127.0.0.1:9/placeholder")
+    engine.table._client.update_item(
+        TableName="cairn-test",
+        Key=subscription_key(engine.address_id, sub_id),
+        UpdateExpression="SET params = :params",
+        ExpressionAttributeValues={":params": {"S": json.dumps({"url": bad})}},
+    )
+    engine.post(1)
+    shown = engine.shown(sub_id)
+    assert (shown["status"], shown["failures"], shown["delivered_through"]) == ("active", 1, 0)
+    assert shown["attempts"][0]["error"]
+    tested = engine.api.request(
+        "POST", f"/api/v1/addresses/{engine.address_id}/subscriptions/{sub_id}/test", token=engine.token
+    )
+    assert (tested.status, tested.json()["attempt"]["outcome"]) == (200, "failed")

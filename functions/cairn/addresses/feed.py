@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
 from cairn import credentials
 from cairn.addresses.access import admit, authenticate, require_well_formed
 from cairn.addresses.models import Acknowledged, AddressRecord, Event, FeedPage, TrimResult, sequence_of
-from cairn.addresses.ports import AddressStore, RateSpent, Waiter
+from cairn.addresses.ports import AddressStore, RateSpent, ReadLeases, Waiter
 from cairn.clock import Clock
-from cairn.errors import NotFound, RateLimited
+from cairn.errors import NotFound, RateLimited, TooManyHeldReads
 from cairn.settings import Settings
+
+# The kinds of held read (`ReadLeases`), each capped per address by its own setting.
+STREAMS = "streams"
+WAITS = "waits"
+# A lease outlives its read by this much, so a slow start or end never frees a slot still in use;
+# it only matters for a holder that died without releasing.
+_LEASE_MARGIN_SECONDS = 60
 
 
 class Feed:
-    def __init__(self, table: AddressStore, waiter: Waiter, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, table: AddressStore, leases: ReadLeases, waiter: Waiter, settings: Settings, clock: Clock
+    ) -> None:
         self._table = table
+        self._leases = leases
         self._waiter = waiter
         self._settings = settings
         self._clock = clock
@@ -42,7 +54,8 @@ class Feed:
         record = self.admit_read(address_id, read_token)
         trimmed_through = record.trimmed_through
         deadline = time.monotonic() + min(wait, self._settings.max_wait_seconds)
-        with self._waiter.subscribe(address_id) as subscription:
+        with self._waiter.subscribe(address_id) as subscription, ExitStack() as held:
+            waiting = False
             while True:
                 start = max(after, trimmed_through)
                 page = self._table.list_events(
@@ -58,6 +71,11 @@ class Feed:
                 remaining = deadline - time.monotonic()
                 if page.events or remaining <= 0:
                     return replace(page, trimmed_through=trimmed_through)
+                if not waiting:
+                    # Only a poll that will wait holds a slot; one answered at once costs none.
+                    cap = self._settings.max_waiting_polls_per_address
+                    held.enter_context(self._holding(address_id, WAITS, seconds=remaining, cap=cap))
+                    waiting = True
                 subscription.wait(remaining)
 
     def trim(
@@ -98,9 +116,42 @@ class Feed:
         heartbeat, the address is gone.
         """
         self.admit_read(address_id, read_token)
-        return self._follow(address_id, read_token, after, limit)
+        settings = self._settings
+        lease = self._hold(
+            address_id, STREAMS, seconds=settings.max_stream_seconds, cap=settings.max_streams_per_address
+        )
+        return self._follow(address_id, read_token, after, limit, lease)
 
-    def _follow(self, address_id: str, read_token: str | None, after: int, limit: int) -> Iterator[list[Event]]:
+    def _hold(self, address_id: str, kind: str, *, seconds: float, cap: int) -> str:
+        """A lease on one of the address's `cap` slots of `kind`, or `TooManyHeldReads`."""
+        lease = uuid.uuid4().hex
+        now = self._clock()
+        retry_after = self._leases.hold(
+            address_id, kind, lease, until=now + seconds + _LEASE_MARGIN_SECONDS, cap=cap, now=now
+        )
+        if retry_after is not None:
+            what = "event streams" if kind == STREAMS else "waiting polls"
+            raise TooManyHeldReads(f"At most {cap} {what} per address at once.", retry_after=retry_after)
+        return lease
+
+    @contextmanager
+    def _holding(self, address_id: str, kind: str, *, seconds: float, cap: int) -> Iterator[None]:
+        lease = self._hold(address_id, kind, seconds=seconds, cap=cap)
+        try:
+            yield
+        finally:
+            self._leases.release(address_id, kind, lease)
+
+    def _follow(
+        self, address_id: str, read_token: str | None, after: int, limit: int, lease: str
+    ) -> Iterator[list[Event]]:
+        try:
+            yield from self._batches(address_id, read_token, after, limit)
+        finally:
+            # Also when the client goes away: closing the body's iterator ends this one.
+            self._leases.release(address_id, STREAMS, lease)
+
+    def _batches(self, address_id: str, read_token: str | None, after: int, limit: int) -> Iterator[list[Event]]:
         settings = self._settings
         deadline = time.monotonic() + settings.max_stream_seconds
         heartbeat = settings.stream_heartbeat_seconds

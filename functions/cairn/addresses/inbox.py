@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from cairn import credentials
 from cairn.addresses import inbox_bodies, verifiers
 from cairn.addresses.access import require_well_formed
-from cairn.addresses.inbox_settings import InboxSettings
+from cairn.addresses.inbox_settings import InboxSettings, signing_secret
 from cairn.addresses.models import HTTP_SURFACE, AppendResult, IdempotencyClaim, NewEvent
 from cairn.addresses.ports import (
     AddressStore,
@@ -28,7 +28,8 @@ from cairn.addresses.ports import (
     Waiter,
 )
 from cairn.clock import Clock
-from cairn.errors import InvalidRequest, PayloadTooLarge, SignatureInvalid, Unauthorized, Unavailable
+from cairn.errors import InvalidRequest, PayloadTooLarge, SignatureInvalid, Unauthorized, Unavailable, WakeupRefused
+from cairn.server_secret import ServerSecret
 from cairn.settings import Settings
 
 DEFAULT_TYPE = "message.received"
@@ -36,6 +37,9 @@ DEFAULT_SOURCE = "http"
 # Appends under settings that keep changing give up after this many.
 _ATTEMPTS = 4
 _KNOWN_CAPACITY = 50_000
+# What every Cairn wake-up carries (`cairn.wakeups.webhook`). An inbox refuses it, so a subscription
+# whose URL leads into a Cairn inbox, however it gets there, cannot make its own wake-ups events.
+WAKEUP_HEADER = "Cairn-Wakeup"
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,11 @@ class Inbox:
     last it saw per address, as a hint.
     """
 
-    def __init__(self, table: AddressStore, waiter: Waiter, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, table: AddressStore, waiter: Waiter, settings: Settings, clock: Clock, server_secret: ServerSecret
+    ) -> None:
         self._table = table
+        self._server_secret = server_secret
         self._waiter = waiter
         self._settings = settings
         self._clock = clock
@@ -72,6 +79,8 @@ class Inbox:
         self._known_lock = threading.Lock()
 
     def deliver(self, address_id: str, secret: str, request: InboxRequest) -> AppendResult:
+        if WAKEUP_HEADER.lower() in request.headers:
+            raise WakeupRefused("A Cairn wake-up cannot be delivered into a Cairn inbox; nothing was stored.")
         limit = self._settings.max_inbox_bytes
         if len(request.body) > limit:
             raise PayloadTooLarge(f"The body exceeds {limit} bytes.", max_bytes=limit)
@@ -90,7 +99,13 @@ class Inbox:
         for _ in range(_ATTEMPTS):
             now = self._clock()
             try:
-                verified_by = verifiers.verified_by(inbox, request.body, request.headers, now=now)
+                verified_by = verifiers.verified_by(
+                    inbox,
+                    request.body,
+                    request.headers,
+                    now=now,
+                    secret_of=lambda verifier: signing_secret(verifier, address_id, self._server_secret),
+                )
             except SignatureInvalid:
                 if confirmed:
                     raise

@@ -7,10 +7,11 @@ from dataclasses import replace
 
 from cairn import credentials
 from cairn.addresses.access import authenticate
-from cairn.addresses.inbox_settings import InboxSettings, keep_headers, verifier
+from cairn.addresses.inbox_settings import InboxSettings, keep_headers, sealed_verifiers, verifier
 from cairn.addresses.ports import AddressStore
 from cairn.clock import Clock
 from cairn.errors import Unavailable
+from cairn.server_secret import ServerSecret
 
 _SAVE_ATTEMPTS = 5
 
@@ -18,9 +19,10 @@ _SAVE_ATTEMPTS = 5
 class InboxConfiguration:
     """The owner's changes to the inbox settings, each a compare-and-set on the address head."""
 
-    def __init__(self, table: AddressStore, clock: Clock) -> None:
+    def __init__(self, table: AddressStore, clock: Clock, server_secret: ServerSecret) -> None:
         self._table = table
         self._clock = clock
+        self._server_secret = server_secret
 
     def read(self, address_id: str, read_token: str | None) -> InboxSettings:
         return authenticate(self._table, address_id, read_token, now=self._clock()).inbox
@@ -54,10 +56,14 @@ class InboxConfiguration:
     def _change(
         self, address_id: str, read_token: str | None, change: Callable[[InboxSettings], InboxSettings]
     ) -> InboxSettings:
-        """Read, change, write under the revision read; a concurrent change makes it read again."""
+        """Read, change, write under the revision read; a concurrent change makes it read again.
+
+        Verifier secrets are written sealed, those stored as given before sealing existed included.
+        """
         for _ in range(_SAVE_ATTEMPTS):
             record = authenticate(self._table, address_id, read_token, now=self._clock())
             changed = replace(change(record.inbox), revision=record.inbox.revision + 1)
+            changed = sealed_verifiers(changed, address_id, self._server_secret)
             digest = credentials.digest(read_token or "")
             if self._table.save_inbox_settings(address_id, digest, changed, now=self._clock()):
                 return changed

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal, get_args
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal, get_args
 
 from cairn.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from cairn.server_secret import ServerSecret
 
 MAX_KEPT_HEADERS = 16
 MAX_SECRET_LENGTH = 1024
@@ -30,12 +33,17 @@ MAX_TOLERANCE_SECONDS = 3600
 
 @dataclass(frozen=True)
 class Verifier:
-    """A provider's signing secret for this inbox; `secret` is never shown again once registered."""
+    """A provider's signing secret for this inbox; `secret` is never shown again once registered.
+
+    `secret` is stored `sealed` by the server secret (`sealed_verifiers`); one registered before
+    secrets were sealed is as it was given until the settings next change (`signing_secret` reads both).
+    """
 
     kind: str
     secret: str = field(repr=False)
     tolerance_s: int | None
     created_at: float
+    sealed: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,8 +96,38 @@ def verifier(kind: str, secret: str, tolerance_s: int | None, *, now: float) -> 
         )
     if kind == STANDARD_WEBHOOKS:
         _standard_webhooks_key(secret)
-    return Verifier(kind=kind, secret=secret, tolerance_s=default if tolerance_s is None else tolerance_s,
-                    created_at=round(now, 3))
+    return Verifier(
+        kind=kind, secret=secret, tolerance_s=default if tolerance_s is None else tolerance_s, created_at=round(now, 3)
+    )
+
+
+def sealed_verifiers(settings: InboxSettings, address_id: str, server_secret: ServerSecret) -> InboxSettings:
+    """`settings` with every verifier's secret sealed, those stored as given before sealing existed included."""
+    return replace(
+        settings,
+        verifiers=tuple(
+            verifier
+            if verifier.sealed
+            else replace(
+                verifier,
+                secret=server_secret.seal(verifier.secret, context=_sealing_context(address_id, verifier.kind)),
+                sealed=True,
+            )
+            for verifier in settings.verifiers
+        ),
+    )
+
+
+def signing_secret(verifier: Verifier, address_id: str, server_secret: ServerSecret) -> str:
+    """The secret a verifier checks signatures with, unsealed when it was stored sealed."""
+    if not verifier.sealed:
+        return verifier.secret
+    return server_secret.unseal(verifier.secret, context=_sealing_context(address_id, verifier.kind))
+
+
+def _sealing_context(address_id: str, kind: str) -> str:
+    # Bound to its place: a sealed secret copied to another address or verifier does not open there.
+    return f"inbox-verifier/{address_id}/{kind}"
 
 
 def _standard_webhooks_key(secret: str) -> None:

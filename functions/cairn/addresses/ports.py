@@ -111,21 +111,35 @@ class RateSpent(Exception):
         self.retry_after = retry_after
 
 
+class CredentialDerivation(enum.StrEnum):
+    """How an address provisioned under an `Idempotency-Key` derived its credentials, kept with its claim."""
+
+    # Before the server secret: HMACs under the client's key alone. Claims from then carry no mark.
+    KEY = "key"
+    # HMACs under a key derived from the server secret and the client's key (`ServerSecret.provisioning_key`).
+    SERVER_SECRET = "server-secret"
+
+
 @dataclass(frozen=True)
 class ProvisionClaim:
     """The claim a provisioning `Idempotency-Key` makes, stored in the same write as the new head."""
 
     key_digest: str
     request_digest: str
+    derivation: CredentialDerivation = CredentialDerivation.SERVER_SECRET
 
 
 class AlreadyProvisioned(Exception):
-    """A provisioning `Idempotency-Key` was claimed before: by which address, for which request."""
+    """A provisioning `Idempotency-Key` was claimed before: by which address, for which request, and how
+    that address derived its credentials."""
 
-    def __init__(self, address_id: str, request_digest: str) -> None:
+    def __init__(
+        self, address_id: str, request_digest: str, derivation: CredentialDerivation = CredentialDerivation.KEY
+    ) -> None:
         super().__init__("this key provisioned an address before")
         self.address_id = address_id
         self.request_digest = request_digest
+        self.derivation = derivation
 
 
 @dataclass(frozen=True)
@@ -233,6 +247,20 @@ class RateLimiter(Protocol):
 class Subscription(Protocol):
     def wait(self, timeout: float) -> None:
         """Return after a possible change or after `timeout` seconds."""
+
+
+class ReadLeases(Protocol):
+    """Reads of a feed that hold a connection open (event streams, waiting long-polls), capped per address."""
+
+    def hold(self, address_id: str, kind: str, lease: str, *, until: float, cap: int, now: float) -> int | None:
+        """Take `lease` of `kind` until `until` while the address holds fewer than `cap` of that kind.
+
+        None once taken; else the seconds until a held one lapses. Raises
+        `Unauthorized` for an address that is gone.
+        """
+
+    def release(self, address_id: str, kind: str, lease: str) -> None:
+        """Free `lease` at once."""
 
 
 class Waiter(Protocol):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from cairn.addresses.models import AddressRecord, FeedCounts
 from cairn.addresses.ports import (
     AddressStore,
     AlreadyProvisioned,
+    CredentialDerivation,
     ProvisionClaim,
     RateCount,
     RateSpent,
@@ -21,12 +23,15 @@ from cairn.addresses.ports import (
 )
 from cairn.addresses.state_model import StateUsage
 from cairn.clock import Clock
-from cairn.errors import IdempotencyKeyReused, InvalidRequest, RateLimited, Unauthorized
+from cairn.errors import IdempotencyKeyNotRandom, IdempotencyKeyReused, InvalidRequest, RateLimited, Unauthorized
+from cairn.server_secret import ServerSecret
 from cairn.settings import Settings
 
-# A provisioning key is the seed of the address's credentials (see `credentials.derived_read_token`):
-# shorter keys could be guessed.
+# A provisioning key is, with the server secret, the seed of the address's credentials (see
+# `credentials.derived_read_token`), and a retry under it is answered with them: shorter keys could be guessed.
 MIN_PROVISION_KEY_LENGTH = 32
+# No random draw of 32 or more characters has fewer different ones than this: such a key was typed.
+MIN_DISTINCT_KEY_CHARACTERS = 6
 
 
 @dataclass(frozen=True)
@@ -56,9 +61,11 @@ class Provisioning:
         settings: Settings,
         clock: Clock,
         *,
+        server_secret: ServerSecret,
         before_delete: Callable[[str], None] = lambda address_id: None,
     ) -> None:
         self._table = table
+        self._server_secret = server_secret
         self._state = state
         self._feed = feed
         self._settings = settings
@@ -103,8 +110,9 @@ class Provisioning:
             read_token = credentials.new_read_token()
             inbox_secret = credentials.new_inbox_secret()
         else:
-            read_token = credentials.derived_read_token(idempotency_key, address_id)
-            inbox_secret = credentials.derived_inbox_secret(idempotency_key, address_id)
+            seed = self._server_secret.provisioning_key(idempotency_key)
+            read_token = credentials.derived_read_token(seed, address_id)
+            inbox_secret = credentials.derived_inbox_secret(seed, address_id)
             asked = [task_id, name, expires_in_seconds, None if keep_headers is None else sorted(inbox.keep_headers)]
             claim = ProvisionClaim(credentials.digest(idempotency_key), credentials.digest(jsontext.canonical(asked)))
         record = AddressRecord(
@@ -140,6 +148,12 @@ class Provisioning:
                 "characters: the address's credentials derive from it, so make it random (128 bits or more).",
                 field="Idempotency-Key",
             )
+        if not looks_random(idempotency_key):
+            raise IdempotencyKeyNotRandom(
+                "This Idempotency-Key is not random (too few different characters, or a pattern repeated): "
+                "the address's credentials derive from it, so draw it at random (128 bits or more, such as a UUID4).",
+                field="Idempotency-Key",
+            )
 
     def _replay(
         self, idempotency_key: str, claim: ProvisionClaim, claimed: AlreadyProvisioned, now: float
@@ -148,11 +162,19 @@ class Provisioning:
         if claimed.request_digest != claim.request_digest:
             raise IdempotencyKeyReused("This Idempotency-Key provisioned an address for a different request.")
         record = self._table.load(claimed.address_id)
-        read_token = credentials.derived_read_token(idempotency_key, claimed.address_id)
+        seed = self._seed(idempotency_key, claimed.derivation)
+        read_token = credentials.derived_read_token(seed, claimed.address_id)
         if record is None or not record.is_live(now) or not credentials.matches(read_token, record.read_token_digest):
             raise IdempotencyKeyReused("The address this Idempotency-Key provisioned is deleted or expired.")
-        inbox_secret = credentials.derived_inbox_secret(idempotency_key, claimed.address_id)
+        inbox_secret = credentials.derived_inbox_secret(seed, claimed.address_id)
         return Provisioned(record=record, read_token=read_token, inbox_secret=inbox_secret, replayed=True)
+
+    def _seed(self, idempotency_key: str, derivation: CredentialDerivation) -> bytes:
+        """What the address's credentials were derived under: its claim says how."""
+        if derivation is CredentialDerivation.KEY:
+            # Provisioned before the server secret: its stored digests are of credentials from the key alone.
+            return idempotency_key.encode()
+        return self._server_secret.provisioning_key(idempotency_key)
 
     def describe(self, address_id: str, read_token: str | None) -> AddressOverview:
         """The address, its feed's depth (kept on its head: no event is read) and its state usage.
@@ -180,3 +202,12 @@ class Provisioning:
             self._before_delete(address_id)
         if not self._table.delete(address_id, credentials.digest(read_token)):
             raise Unauthorized()
+
+
+def looks_random(key: str) -> bool:
+    """False for a key no random draw gives: few different characters, one of them in most places, or a
+    shorter run of characters repeated."""
+    counts = Counter(key)
+    if len(counts) < MIN_DISTINCT_KEY_CHARACTERS or max(counts.values()) * 2 > len(key):
+        return False
+    return not any(key[period:] == key[:-period] for period in range(1, len(key) // 2 + 1))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from cairn.addresses.inbox_settings import GITHUB, SLACK, STANDARD_WEBHOOKS, STRIPE, InboxSettings, Verifier
 from cairn.errors import SignatureInvalid
@@ -19,17 +19,21 @@ from cairn.errors import SignatureInvalid
 Headers = Mapping[str, str]
 
 
-def verified_by(settings: InboxSettings, body: bytes, headers: Headers, *, now: float) -> str | None:
+def verified_by(
+    settings: InboxSettings, body: bytes, headers: Headers, *, now: float, secret_of: Callable[[Verifier], str]
+) -> str | None:
     """The kind of the first verifier the delivery passes; None when the inbox has none.
 
-    `headers` by lower-case name. Raises `signature_invalid` (with each
-    verifier's reason) when verifiers are set and none passes.
+    `headers` by lower-case name; `secret_of` gives a verifier's secret as
+    its provider signs with it (stored secrets are sealed). Raises
+    `signature_invalid` (with each verifier's reason) when verifiers are set
+    and none passes.
     """
     if not settings.verifiers:
         return None
     reasons: dict[str, str] = {}
     for verifier in settings.verifiers:
-        reason = _CHECKS[verifier.kind](verifier, body, headers, now)
+        reason = _CHECKS[verifier.kind](verifier, secret_of(verifier), body, headers, now)
         if reason is None:
             return verifier.kind
         reasons[verifier.kind] = reason
@@ -42,18 +46,18 @@ def _hmac_hex(secret: str, message: bytes) -> str:
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def _github(verifier: Verifier, body: bytes, headers: Headers, now: float) -> str | None:
+def _github(verifier: Verifier, secret: str, body: bytes, headers: Headers, now: float) -> str | None:
     """`X-Hub-Signature-256: sha256=<hex HMAC of the body>` (GitHub signs no time)."""
     header = headers.get("x-hub-signature-256")
     if header is None:
         return "no X-Hub-Signature-256 header"
     scheme, _, signature = header.partition("=")
-    if scheme != "sha256" or not hmac.compare_digest(signature.encode(), _hmac_hex(verifier.secret, body).encode()):
+    if scheme != "sha256" or not hmac.compare_digest(signature.encode(), _hmac_hex(secret, body).encode()):
         return "the signature does not match"
     return None
 
 
-def _stripe(verifier: Verifier, body: bytes, headers: Headers, now: float) -> str | None:
+def _stripe(verifier: Verifier, secret: str, body: bytes, headers: Headers, now: float) -> str | None:
     """`Stripe-Signature: t=<unix time>,v1=<hex HMAC of "t.body">[,v1=…]`."""
     header = headers.get("stripe-signature")
     if header is None:
@@ -66,13 +70,13 @@ def _stripe(verifier: Verifier, body: bytes, headers: Headers, now: float) -> st
     late = _outside(timestamps[0], verifier, now)
     if late:
         return late
-    expected = _hmac_hex(verifier.secret, timestamps[0].encode() + b"." + body).encode()
+    expected = _hmac_hex(secret, timestamps[0].encode() + b"." + body).encode()
     # Every candidate is compared, so the time taken does not depend on which one matches.
     matched = [hmac.compare_digest(signature.encode(), expected) for signature in signatures]
     return None if any(matched) else "the signature does not match"
 
 
-def _slack(verifier: Verifier, body: bytes, headers: Headers, now: float) -> str | None:
+def _slack(verifier: Verifier, secret: str, body: bytes, headers: Headers, now: float) -> str | None:
     """`X-Slack-Signature: v0=<hex HMAC of "v0:<X-Slack-Request-Timestamp>:body">`."""
     signature, timestamp = headers.get("x-slack-signature"), headers.get("x-slack-request-timestamp")
     if signature is None or timestamp is None:
@@ -80,11 +84,11 @@ def _slack(verifier: Verifier, body: bytes, headers: Headers, now: float) -> str
     late = _outside(timestamp, verifier, now)
     if late:
         return late
-    expected = "v0=" + _hmac_hex(verifier.secret, b"v0:" + timestamp.encode() + b":" + body)
+    expected = "v0=" + _hmac_hex(secret, b"v0:" + timestamp.encode() + b":" + body)
     return None if hmac.compare_digest(signature.encode(), expected.encode()) else "the signature does not match"
 
 
-def _standard_webhooks(verifier: Verifier, body: bytes, headers: Headers, now: float) -> str | None:
+def _standard_webhooks(verifier: Verifier, secret: str, body: bytes, headers: Headers, now: float) -> str | None:
     """`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64>`: checked by the reference library.
 
     The library checks the timestamp against the system clock with the
@@ -96,7 +100,7 @@ def _standard_webhooks(verifier: Verifier, body: bytes, headers: Headers, now: f
     if late:
         return late
     try:
-        Webhook(verifier.secret).verify(body, dict(headers), json_parse=False)
+        Webhook(secret).verify(body, dict(headers), json_parse=False)
     except (WebhookVerificationError, ValueError) as error:  # malformed headers and bodies raise ValueError
         return f"the signature does not match ({error})"
     return None

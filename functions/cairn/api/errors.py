@@ -46,6 +46,7 @@ from cairn.errors import (
     Unavailable,
     UnknownRecipient,
     UnsupportedMediaType,
+    WakeupRefused,
     WrongCode,
 )
 from cairn.runtime import errors as runtime
@@ -106,7 +107,8 @@ _CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
         runtime.PreparationAbandonedError,
     ),
     406: (StreamUnavailable,),
-    410: (AttachmentUnavailable, runtime.SessionPurgedError),
+    # A wake-up refused by an inbox: 410 ends the subscription that sent it.
+    410: (AttachmentUnavailable, runtime.SessionPurgedError, WakeupRefused),
     413: (PayloadTooLarge,),
     415: (UnsupportedMediaType,),
     # A contract error cannot succeed by repeating it, however well-formed.

@@ -25,7 +25,7 @@ def render(
         "# Every route\n\nGenerated from the OpenAPI document; bodies and answers name the schemas listed after.\n\n"
         + "\n\n".join(_operations(openapi)),
         "# Schemas\n\n" + "\n".join(_schemas(openapi)),
-        "# Errors\n\nEvery refusal is `{\"error\": {\"code\", \"message\", ...}}` with one of these codes:\n\n"
+        '# Errors\n\nEvery refusal is `{"error": {"code", "message", ...}}` with one of these codes:\n\n'
         + "\n".join(f"- `{code}`: {status}" for code, status in errors),
         "# Limits of this deployment\n\n" + json.dumps(capabilities, indent=2, ensure_ascii=False),
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cairn import jsontext
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import Acknowledged, AddressRecord, AppendResult, Event, FeedPage, TrimResult
 from cairn.addresses.provisioning import AddressOverview, Provisioned
@@ -73,13 +74,15 @@ def delivery(result: AppendResult) -> schemas.DeliveryResponse:
 
 
 def event(item: Event) -> schemas.EventOut:
+    data, as_text = jsontext.stored(item.data_json)
     return schemas.EventOut(
         id=item.id,
         sequence=item.sequence,
         type=item.type,
         source=item.source,
         ingress_surface=item.ingress_surface,
-        data=item.data,
+        data=data,
+        data_encoding=schemas.JSON_TEXT if as_text else None,
         created_at=iso(item.created_at),
         acknowledged_at=None if item.acknowledged_at is None else iso(item.acknowledged_at),
         content_type=item.content_type,
@@ -105,16 +108,22 @@ def trimmed(result: TrimResult) -> schemas.TrimResponse:
 
 def acknowledged(item: Acknowledged) -> schemas.AckResponse:
     return schemas.AckResponse(
-        event=schemas.AckedEventOut(
-            id=item.id, sequence=item.sequence, acknowledged_at=iso(item.acknowledged_at)
-        )
+        event=schemas.AckedEventOut(id=item.id, sequence=item.sequence, acknowledged_at=iso(item.acknowledged_at))
     )
 
 
 def state_value(entry: StateEntry | StateWrite) -> schemas.StateValueOut:
-    """A key as read, or as a write left it."""
+    """A key as read, or as a write left it (a value the caller gave, so never too deep)."""
+    if isinstance(entry, StateWrite):
+        value, as_text = entry.value, False
+    else:
+        value, as_text = jsontext.stored(entry.value_json or "null")
     return schemas.StateValueOut(
-        key=entry.key, value=entry.value, revision=entry.revision, updated_at=iso(entry.updated_at)
+        key=entry.key,
+        value=value,
+        value_encoding=schemas.JSON_TEXT if as_text else None,
+        revision=entry.revision,
+        updated_at=iso(entry.updated_at),
     )
 
 

@@ -188,7 +188,6 @@ def responses(method: Method) -> dict[int, dict[str, Any]]:
     return {200: success, **error_responses(runtime_error_codes())}
 
 
-
 def describe_routes(document: dict[str, Any], prefix: str) -> dict[str, Any]:
     """Put each runtime route's request body and answers into a generated OpenAPI document.
 

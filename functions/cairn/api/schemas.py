@@ -1,12 +1,21 @@
 """Wire shapes of the address API, used for validation and OpenAPI."""
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from cairn.addresses.inbox_settings import MAX_KEPT_HEADERS, MAX_SECRET_LENGTH, VerifierKind
 from cairn.email.ports import MESSAGE_ID_PATTERN
+from cairn.jsontext import MAX_DEPTH
 from cairn.runtime.wire import TIME_IN_ANSWER_PATTERN
+
+# How an answer marks a stored value it carries as its JSON text (see `jsontext.stored`).
+JSON_TEXT: Final = "json_text"
+TextEncoding = Literal["json_text"]
+TEXT_ENCODING = (
+    f"Present only as `json_text`, for a value nested deeper than {MAX_DEPTH} levels (accepted before Cairn "
+    "refused such input): `{name}` is then that value's JSON text, to decode with a parser that allows the depth."
+)
 
 
 class Schema(BaseModel):
@@ -100,6 +109,11 @@ class EventOut(Schema):
         "surface (`email` unless configured, e.g. `resend`) for received mail."
     )
     data: Any
+    data_encoding: TextEncoding | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description=TEXT_ENCODING.format(name="data"),
+    )
     created_at: str
     acknowledged_at: str | None
     content_type: str | None = Field(
@@ -182,6 +196,11 @@ class StateListResponse(Schema):
 class StateValueOut(Schema):
     key: str
     value: Any
+    value_encoding: TextEncoding | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description=TEXT_ENCODING.format(name="value"),
+    )
     revision: int
     updated_at: str
 

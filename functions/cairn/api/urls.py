@@ -27,6 +27,22 @@ def base_url(event: BaseProxyEvent, configured: str | None) -> str:
     return f"{scheme}://{host}{prefix}"
 
 
+def request_origins(event: BaseProxyEvent, region: str) -> list[str]:
+    """Every base URL by which this request's service can be reached, as far as the request tells.
+
+    The one the request came by; API Gateway's own hosts for its API (which
+    a custom domain hides but does not remove); `cairn serve`'s socket.
+    """
+    context = event.get("requestContext") or {}
+    origins = [base_url(event, None)]
+    api_id = context.get("apiId")
+    if api_id:
+        origins += [f"https://{api_id}.execute-api.{region}.{suffix}" for suffix in ("amazonaws.com", "api.aws")]
+    if context.get("serverAddress"):
+        origins.append(f"http://{context['serverAddress']}")
+    return origins
+
+
 def address_url(base: str, address_id: str) -> str:
     return f"{base}{API_PREFIX}/addresses/{address_id}"
 

@@ -7,7 +7,7 @@ tools answer with the same shapes.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Required, TypedDict
+from typing import Any, Literal, NotRequired, Required, TypedDict
 
 
 class EventRef(TypedDict):
@@ -28,6 +28,9 @@ class Event(TypedDict):
     Inbox posts also carry `content_type` (how the body was read), `headers`
     (the ones the address keeps) and `verified_by` (the verifier whose
     signature check the post passed); other events carry them as null.
+    `data_encoding` is `json_text` only on an event stored nested deeper than
+    the server's limit (128 levels) before it refused such input: `data` is
+    then the JSON text of its data.
     """
 
     id: str
@@ -36,6 +39,7 @@ class Event(TypedDict):
     source: str
     ingress_surface: str
     data: Any
+    data_encoding: NotRequired[Literal["json_text"]]
     created_at: str
     acknowledged_at: str | None
     content_type: str | None
@@ -62,8 +66,11 @@ class Ack(TypedDict):
 
 
 class StateValue(TypedDict):
+    """`value_encoding` is `json_text` only on a value stored nested too deeply, as on an event."""
+
     key: str
     value: Any
+    value_encoding: NotRequired[Literal["json_text"]]
     revision: int
     updated_at: str
 

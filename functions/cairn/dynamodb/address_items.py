@@ -36,6 +36,9 @@ _KEEP_HEADERS = "inbox_keep_headers"
 # Compared against when there is no head, so a refusal for an unknown address costs what a wrong token does.
 _NO_HEAD_DIGEST = "0" * 64
 _VERIFIERS = "inbox_verifiers"
+# A verifier's secret: sealed (by the server secret), or as given by one registered before secrets were sealed.
+_SEALED_SECRET = "sealed_secret"
+_SECRET = "secret"
 
 
 def head_item(record: AddressRecord) -> Item:
@@ -75,11 +78,11 @@ def head_opens(item: Item | None, digest: str, *, now: float) -> bool:
 
 
 def inbox_attributes(settings: InboxSettings) -> Item:
-    """The head attributes of an inbox's settings; verifier secrets are stored as given (see SECURITY.md)."""
+    """The head attributes of an inbox's settings; verifier secrets as the settings hold them (sealed)."""
     verifiers = {
         verifier.kind: {
             "M": {
-                "secret": s(verifier.secret),
+                _SEALED_SECRET if verifier.sealed else _SECRET: s(verifier.secret),
                 "created_at": n(verifier.created_at),
                 **({} if verifier.tolerance_s is None else {"tolerance_s": n(verifier.tolerance_s)}),
             }
@@ -100,7 +103,8 @@ def inbox_from_item(item: Item) -> InboxSettings:
     verifiers = tuple(
         Verifier(
             kind=kind,
-            secret=get_s(value["M"], "secret") or "",
+            secret=get_s(value["M"], _SEALED_SECRET) or get_s(value["M"], _SECRET) or "",
+            sealed=_SEALED_SECRET in value["M"],
             tolerance_s=None if "tolerance_s" not in value["M"] else get_int(value["M"], "tolerance_s"),
             created_at=get_n(value["M"], "created_at") or 0.0,
         )

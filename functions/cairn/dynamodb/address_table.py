@@ -37,6 +37,7 @@ from cairn.addresses.models import (
 from cairn.addresses.ports import (
     AlreadyProvisioned,
     AppendRequest,
+    CredentialDerivation,
     InboxSettingsMoved,
     ProvisionClaim,
     RateCount,
@@ -76,6 +77,8 @@ _HINT_CAPACITY = 50_000
 _READ_ATTEMPTS = 8
 
 CONDITION_FAILED = "ConditionalCheckFailed"
+# On a provisioning claim: how its address derived its credentials.
+_DERIVATION = "derivation"
 
 
 @dataclass
@@ -156,6 +159,8 @@ class AddressTable:
             **key(keys.provision_claim_pk(claim.key_digest), keys.META),
             "address_id": s(record.id),
             "request_digest": s(claim.request_digest),
+            # Claims made before there was a mark derived with the key alone (`_already_provisioned`).
+            _DERIVATION: s(claim.derivation),
         }
         if record.expires_at is not None:
             # Kept as long as the address could be asked for again; TTL removes it with the head.
@@ -177,7 +182,8 @@ class AddressTable:
             ).get("Item")
         if not item:
             raise Unavailable()  # claimed and gone in between (TTL): the client's retry provisions afresh
-        return AlreadyProvisioned(get_s(item, "address_id") or "", get_s(item, "request_digest") or "")
+        derivation = CredentialDerivation(get_s(item, _DERIVATION) or CredentialDerivation.KEY)
+        return AlreadyProvisioned(get_s(item, "address_id") or "", get_s(item, "request_digest") or "", derivation)
 
     def load(self, address_id: str) -> AddressRecord | None:
         """The head of a live or expired address; None once deleted or unknown."""
@@ -456,33 +462,39 @@ class AddressTable:
         """
         if not reasons:
             raise Unavailable()
-        head_reason = reasons[0]
+        head_code = reasons[0].get("Code")
         contended = any(reason.get("Code") not in ("None", CONDITION_FAILED, None) for reason in reasons)
         stale = False
-        if head_reason.get("Code") == CONDITION_FAILED:
-            head = head_reason.get("Item")
-            if not head or DELETED in head or not _head_admits(head, request):
-                raise Unauthorized()
-            settings = address_items.inbox_from_item(head)
-            if request.inbox_revision is not None and settings.revision != request.inbox_revision:
-                raise InboxSettingsMoved(settings)
-            current = get_int(head, LAST_SEQUENCE)
-            current_pending = get_int(head, PENDING_OUTCOMES)
-            stale = current != last or current_pending != self._pending.get(request.address_id, 0)
-            self._remember_pending(request.address_id, current_pending)
-            last = current
-        elif head_reason.get("Code") not in ("None", None):
+        if head_code == CONDITION_FAILED:
+            stale, last = self._diagnose_head(request, reasons[0].get("Item"), last)
+        elif head_code not in ("None", None):
             return last
-        if request.idempotency is not None and layout.idempotency is not None:
-            reason = reasons[layout.idempotency]
-            if reason.get("Code") == CONDITION_FAILED and reason.get("Item"):
-                return _duplicate(reason["Item"], request.idempotency)
-        for offset, earlier in enumerate(request.earlier_claims):
-            reason = reasons[layout.earlier_claims + offset]
-            if reason.get("Code") == CONDITION_FAILED and reason.get("Item"):
-                return _duplicate(reason["Item"], earlier)
+        duplicate = _retained_duplicate(request, reasons, layout)
+        if duplicate is not None:
+            return duplicate
         if stale or contended:
             return last
+        self._refuse(request, reasons, layout)
+        return last
+
+    def _diagnose_head(self, request: AppendRequest, head: dict[str, Any] | None, last: int) -> tuple[bool, int]:
+        """Whether the head the failed condition returned moved since `last` was guessed, and its last sequence.
+
+        Raises for a head that refuses the writer, or whose inbox settings changed under the post.
+        """
+        if not head or DELETED in head or not _head_admits(head, request):
+            raise Unauthorized()
+        settings = address_items.inbox_from_item(head)
+        if request.inbox_revision is not None and settings.revision != request.inbox_revision:
+            raise InboxSettingsMoved(settings)
+        current = get_int(head, LAST_SEQUENCE)
+        current_pending = get_int(head, PENDING_OUTCOMES)
+        stale = current != last or current_pending != self._pending.get(request.address_id, 0)
+        self._remember_pending(request.address_id, current_pending)
+        return stale, current
+
+    def _refuse(self, request: AppendRequest, reasons: list[dict], layout: _Layout) -> None:
+        """Raise the refusal a failed limit's condition stands for; return when none failed."""
         if layout.allowance is not None and reasons[layout.allowance].get("Code") == CONDITION_FAILED:
             raise RateLimited(
                 "This address has sent its maximum of mails for today (UTC).",
@@ -492,7 +504,6 @@ class AddressTable:
             raise self._quota.refusal(request.writer)
         if any(reason.get("Code") == CONDITION_FAILED for reason in reasons[layout.state :]):
             raise StateMoved()
-        return last
 
     # -- reads ---------------------------------------------------------------
 
@@ -731,6 +742,19 @@ def _head_admits(head: dict[str, Any], request: AppendRequest) -> bool:
         return live
     stored = get_s(head, CREDENTIAL_ATTRIBUTES[request.credential.kind]) or ""
     return live and hmac.compare_digest(stored, request.credential.digest)
+
+
+def _retained_duplicate(request: AppendRequest, reasons: list[dict], layout: _Layout) -> AppendResult | None:
+    """The earlier delivery a failed idempotency claim returned, if the append repeats one still retained."""
+    if request.idempotency is not None and layout.idempotency is not None:
+        reason = reasons[layout.idempotency]
+        if reason.get("Code") == CONDITION_FAILED and reason.get("Item"):
+            return _duplicate(reason["Item"], request.idempotency)
+    for offset, earlier in enumerate(request.earlier_claims):
+        reason = reasons[layout.earlier_claims + offset]
+        if reason.get("Code") == CONDITION_FAILED and reason.get("Item"):
+            return _duplicate(reason["Item"], earlier)
+    return None
 
 
 def _duplicate(item: dict[str, Any], claim: IdempotencyClaim) -> AppendResult:

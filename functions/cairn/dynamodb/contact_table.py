@@ -1,27 +1,39 @@
 """Contacts of addresses in the single table (`ContactStore`).
 
-A new contact and the address's contact count move together in one
-transaction (`contacts < :max`), so racing additions never pass the limit.
-Attempts at a code are spent with a conditional `ADD` before the code is
-compared, so parallel guesses get no more tries than sequential ones.
+Every write is one transaction whose first action requires the address to
+be live, so a request racing the address's deletion writes nothing under
+it. A code is stored in the transaction that counts it (per address and
+per recipient per UTC day) and notes when it was mailed (per address and
+recipient), so a refused request stores nothing and no count lives on the
+contact, where removing it would reset it. A new contact and the address's
+contact count move together (`contacts < :max`). A try at a code is
+conditioned on the code and its attempts as read and counts the guess in
+the same transaction, so parallel guesses get no more tries than
+sequential ones.
 """
 
 from __future__ import annotations
 
+import math
+import random
+import time
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from cairn.dynamodb import keys, outbound_items, table_ops
-from cairn.dynamodb.items import cancellation_reasons, error_code, get_n, n, s
-from cairn.dynamodb.outbound_items import ATTEMPTS, CODE_DIGEST, CODE_FIELDS, CONTACT_COUNT, STATUS
-from cairn.email.outbound_ports import Contact, ContactVerified, PendingCode
-from cairn.errors import CodeExpired, ContactLimitReached, RateLimited, TooManyAttempts, UnknownRecipient
+from cairn.dynamodb.items import cancellation_reasons, error_code
+from cairn.email.outbound_ports import CodeLimits, Contact, ContactMoved, PendingCode
+from cairn.errors import ContactLimitReached, RateLimited, Unauthorized, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
-_FAILED = "ConditionalCheckFailedException"
+_FAILED = "ConditionalCheckFailed"
+# Reasons a transaction can be cancelled for that asking again may cure.
+_TRANSIENT = frozenset({"None", "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+# Transactions lost to another writer of the same items (an append holds the head for a moment).
+_CONFLICT_ATTEMPTS = 8
 
 
 class ContactTable:
@@ -49,171 +61,124 @@ class ContactTable:
         email: str,
         code: PendingCode,
         *,
+        new: bool,
         now: float,
         address_expires_at: float | None,
-        max_contacts: int,
-        resend_after: float,
+        limits: CodeLimits,
     ) -> None:
-        if self._replace_code(address_id, email, code, resend_after=resend_after):
-            return
-        item = outbound_items.pending_contact_item(
-            address_id, email, code, now=now, address_expires_at=address_expires_at
-        )
-        update = "ADD #count :one"
-        values = {":one": n(1), ":max": n(max_contacts)}
-        if address_expires_at is not None:
-            update += " SET expires_at = :expires"
-            values[":expires"] = n(int(address_expires_at))
-        counter = {
-            "Update": {
-                "TableName": self._table,
-                "Key": outbound_items.counter_key(address_id),
-                "UpdateExpression": update,
-                "ConditionExpression": "attribute_not_exists(#count) OR #count < :max",
-                "ExpressionAttributeNames": {"#count": CONTACT_COUNT},
-                "ExpressionAttributeValues": values,
-            }
+        table = self._table
+        actions = {
+            "address": outbound_items.live_address_check(table, address_id, now=now),
+            "contact": (
+                outbound_items.new_contact_action(
+                    table, address_id, email, code, now=now, address_expires_at=address_expires_at
+                )
+                if new
+                else outbound_items.new_code_action(table, address_id, email, code)
+            ),
+            "resend": outbound_items.resend_action(table, address_id, email, limits=limits, now=now),
+            "address_codes": outbound_items.address_codes_action(table, address_id, limits=limits, now=now),
+            "recipient_codes": outbound_items.recipient_codes_action(table, email, limits=limits, now=now),
         }
-        put = {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
-        try:
-            table_ops.transact_write(self._client, [counter, put])
-        except ClientError as error:
-            if error_code(error) != "TransactionCanceledException":
-                raise
-            reasons = cancellation_reasons(error)
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                raise ContactLimitReached(
-                    f"This address has the maximum of {max_contacts} contacts; remove one first.",
-                    max_contacts=max_contacts,
-                ) from error
-            # Created meanwhile by a racing request: replace its code as a resend would.
-            if not self._replace_code(address_id, email, code, resend_after=resend_after):
-                raise RateLimited("A code was just sent to this contact.", retry_after=1) from error
-
-    def _replace_code(self, address_id: str, email: str, code: PendingCode, *, resend_after: float) -> bool:
-        """Give an existing pending contact a new code; False when there is no contact."""
-        values = outbound_items.code_values(code)
-        names = {f"#{index}": name for index, name in enumerate(CODE_FIELDS)}
-        assignments = ", ".join(f"#{index} = :{index}" for index in range(len(CODE_FIELDS)))
-        try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=outbound_items.contact_key(address_id, email),
-                UpdateExpression=f"SET {assignments}",
-                ConditionExpression="attribute_exists(pk) AND #status = :pending AND code_sent_at <= :resend",
-                ExpressionAttributeNames={**names, "#status": STATUS},
-                ExpressionAttributeValues={
-                    **{f":{index}": values[name] for index, name in enumerate(CODE_FIELDS)},
-                    ":pending": s("pending"),
-                    ":resend": n(round(resend_after, 3)),
-                },
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        if new:
+            actions["contacts"] = outbound_items.contact_count_action(
+                table, address_id, delta=1, limit=limits.max_contacts, address_expires_at=address_expires_at
             )
-        except ClientError as error:
-            if error_code(error) != _FAILED:
-                raise
-            old = _old_item(error)
-            if not old:
-                return False
-            if old.get(STATUS, {}).get("S") == "verified":
-                raise ContactVerified() from error
-            sent_at = get_n(old, "code_sent_at") or 0.0
-            wait = max(1, int(sent_at - resend_after) + 1)
+        failed = self._transact(actions)
+        # In the order a caller can act on: a contact as it is now answers before any limit does.
+        if "address" in failed:
+            raise Unauthorized()
+        if "contact" in failed:
+            raise ContactMoved()
+        if "contacts" in failed:
+            raise ContactLimitReached(
+                f"This address has the maximum of {limits.max_contacts} contacts; remove one first.",
+                max_contacts=limits.max_contacts,
+            )
+        if "resend" in failed:
+            wait = outbound_items.last_sent(failed["resend"]) + limits.resend_seconds - now
             raise RateLimited(
-                "A code was sent to this contact moments ago; wait before asking again.", retry_after=wait
-            ) from error
-        return True
-
-    def spend_attempt(self, address_id: str, email: str, *, now: float, max_attempts: int) -> PendingCode:
-        try:
-            response = self._client.update_item(
-                TableName=self._table,
-                Key=outbound_items.contact_key(address_id, email),
-                UpdateExpression="ADD #attempts :one",
-                ConditionExpression="#status = :pending AND #attempts < :max AND code_expires_at > :now",
-                ExpressionAttributeNames={"#attempts": ATTEMPTS, "#status": STATUS},
-                ExpressionAttributeValues={
-                    ":one": n(1),
-                    ":pending": s("pending"),
-                    ":max": n(max_attempts),
-                    ":now": n(round(now, 3)),
-                },
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                "A code was sent to this email moments ago; wait before asking again.",
+                retry_after=max(1, math.ceil(wait)),
             )
-        except ClientError as error:
-            if error_code(error) != _FAILED:
-                raise
-            old = _old_item(error)
-            if not old:
-                raise UnknownRecipient("No contact with this email; ask for a code first.") from error
-            code = outbound_items.code_from_item(old)
-            if code is None:
-                raise ContactVerified() from error
-            if code.attempts >= max_attempts:
-                raise TooManyAttempts(
-                    f"All {max_attempts} attempts at this code are used; ask for a new code.",
-                    max_attempts=max_attempts,
-                ) from error
-            raise CodeExpired("The code has expired; ask for a new one.") from error
-        code = outbound_items.code_from_item(response["Attributes"])
-        assert code is not None  # the condition held: the contact is pending
-        return code
-
-    def mark_verified(self, address_id: str, email: str, code_digest: str, *, now: float) -> Contact | None:
-        removed = ", ".join(f"#{index}" for index in range(len(CODE_FIELDS)))
-        try:
-            response = self._client.update_item(
-                TableName=self._table,
-                Key=outbound_items.contact_key(address_id, email),
-                UpdateExpression=f"SET #status = :verified, verified_at = :now REMOVE {removed}",
-                ConditionExpression="#digest = :digest",
-                ExpressionAttributeNames={
-                    **{f"#{index}": name for index, name in enumerate(CODE_FIELDS)},
-                    "#status": STATUS,
-                    "#digest": CODE_DIGEST,
-                },
-                ExpressionAttributeValues={
-                    ":verified": s("verified"),
-                    ":now": n(round(now, 3)),
-                    ":digest": s(code_digest),
-                },
-                ReturnValues="ALL_NEW",
+        if "address_codes" in failed:
+            raise RateLimited(
+                "This address has mailed its maximum of codes for today (UTC).",
+                retry_after=outbound_items.seconds_to_next_day(now),
             )
-        except ClientError as error:
-            if error_code(error) == _FAILED:
-                return None
-            raise
-        return outbound_items.contact_from_item(response["Attributes"])
+        if "recipient_codes" in failed:
+            raise RateLimited(
+                "This email has been sent its maximum of codes for today (UTC), from any address.",
+                retry_after=outbound_items.seconds_to_next_day(now),
+            )
 
-    def remove(self, address_id: str, email: str) -> bool:
-        delete = {
-            "Delete": {
-                "TableName": self._table,
-                "Key": outbound_items.contact_key(address_id, email),
-                "ConditionExpression": "attribute_exists(pk)",
+    def try_code(
+        self, address_id: str, email: str, seen: PendingCode, *, matched: bool, now: float, limits: CodeLimits
+    ) -> None:
+        table = self._table
+        failed = self._transact(
+            {
+                "address": outbound_items.live_address_check(table, address_id, now=now),
+                "contact": outbound_items.try_code_action(
+                    table, address_id, email, seen, matched=matched, limits=limits, now=now
+                ),
+                "address_guesses": outbound_items.address_guesses_action(table, address_id, limits=limits, now=now),
+                "recipient_guesses": outbound_items.recipient_guesses_action(table, email, limits=limits, now=now),
             }
-        }
-        counter = {
-            "Update": {
-                "TableName": self._table,
-                "Key": outbound_items.counter_key(address_id),
-                "UpdateExpression": "ADD #count :minus",
-                "ExpressionAttributeNames": {"#count": CONTACT_COUNT},
-                "ExpressionAttributeValues": {":minus": n(-1)},
+        )
+        if "address" in failed:
+            raise Unauthorized()
+        if "contact" in failed:
+            raise ContactMoved()
+        if "address_guesses" in failed:
+            raise RateLimited(
+                "This address has spent its tries at codes for today (UTC).",
+                retry_after=outbound_items.seconds_to_next_day(now),
+            )
+        if "recipient_guesses" in failed:
+            raise RateLimited(
+                "The tries at this email's codes are spent for today (UTC), from any address.",
+                retry_after=outbound_items.seconds_to_next_day(now),
+            )
+
+    def remove(self, address_id: str, email: str, *, now: float) -> bool:
+        failed = self._transact(
+            {
+                "address": outbound_items.live_address_check(self._table, address_id, now=now),
+                "contact": outbound_items.remove_contact_action(self._table, address_id, email),
+                "contacts": outbound_items.contact_count_action(
+                    self._table, address_id, delta=-1, limit=None, address_expires_at=None
+                ),
             }
-        }
-        try:
-            table_ops.transact_write(self._client, [delete, counter])
-        except ClientError as error:
-            reasons = cancellation_reasons(error)
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                return False
-            raise
-        return True
+        )
+        if "address" in failed:
+            raise Unauthorized()
+        return "contact" not in failed
 
+    def _transact(self, actions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+        """Run the named actions as one transaction; the names whose condition failed, with the item returned.
 
-def _old_item(error: ClientError) -> dict[str, Any] | None:
-    """The item a failed condition found (`ReturnValuesOnConditionCheckFailure=ALL_OLD`)."""
-    item = error.response.get("Item")
-    return item if isinstance(item, dict) else None
+        Empty when it committed. A transaction lost to another writer (no
+        condition failed) is tried again after a growing random pause.
+        """
+        names = list(actions)
+        for attempt in range(_CONFLICT_ATTEMPTS):
+            try:
+                table_ops.transact_write(self._client, list(actions.values()))
+            except ClientError as error:
+                if error_code(error) != "TransactionCanceledException":
+                    raise
+                reasons = cancellation_reasons(error)
+                failed = {
+                    name: reason.get("Item")
+                    for name, reason in zip(names, reasons, strict=False)
+                    if reason.get("Code") == _FAILED
+                }
+                if failed:
+                    return failed
+                if any(reason.get("Code") not in _TRANSIENT for reason in reasons):
+                    raise
+                time.sleep(random.uniform(0, 0.001 * min(2**attempt, 50)))
+                continue
+            return {}
+        raise Unavailable("The address is too busy right now; retry shortly.")

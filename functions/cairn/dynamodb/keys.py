@@ -12,7 +12,7 @@ Sequences are zero-padded so that string order equals numeric order.
                      | SEED seed head | SA#<a> attempt | SD#<a> declaration | SR#<a>#<seq> seed record
                      | SK#<a>#<sha256(key)> seed key guard   (<a> = sha256(attempt id))
   M#<agent>#<run>    META | E#<seq> memory event
-  RL#<scope>#<who>   W#<window> rate counter
+  RL#<scope>#<who>   W#<window> rate counter | LAST latest use (a spacing rule)
 
 A payload too large for one item is split into pieces at
 `C#<sk of the item>#<n>` beside it (`payload_chunk_sk`). Items written
@@ -165,6 +165,10 @@ def rate_pk(scope: str, subject: str) -> str:
 def rate_sk(window: int) -> str:
     """One fixed window: its number counts windows (a minute, a day) since the epoch."""
     return f"W#{window}"
+
+
+# Under `rate_pk`: when the subject last acted, for rules of spacing rather than of counts.
+RATE_LAST = "LAST"
 
 
 # -- pieces of large payloads ----------------------------------------------------

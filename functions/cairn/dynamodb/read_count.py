@@ -49,8 +49,7 @@ def update(read_token_digest: str, *, limit: int, now: float, same_window: bool)
     names = {"#cred": READ_TOKEN, "#deleted": DELETED, "#window": WINDOW, "#hits": HITS}
     values = {":digest": s(read_token_digest), ":now": n(int(now)), ":w": n(window_of(now)), ":one": n(1)}
     admits = (
-        "#cred = :digest AND attribute_not_exists(#deleted)"
-        " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
+        "#cred = :digest AND attribute_not_exists(#deleted) AND (attribute_not_exists(expires_at) OR expires_at > :now)"
     )
     if same_window:
         expression = "ADD #hits :one"

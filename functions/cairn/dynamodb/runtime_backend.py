@@ -337,8 +337,9 @@ class DynamoRuntimeBackend:
         pk = keys.session_pk(session_id)
         seeded = [
             keys.seed_member_of(item["sk"]["S"])
-            for item in self.query(pk, keys.SEED_MEMBER_PREFIX, keys.upper_bound(keys.SEED_MEMBER_PREFIX),
-                                   ProjectionExpression="sk")
+            for item in self.query(
+                pk, keys.SEED_MEMBER_PREFIX, keys.upper_bound(keys.SEED_MEMBER_PREFIX), ProjectionExpression="sk"
+            )
         ]
         for run_id in dict.fromkeys([*run_ids, *seeded]):
             self._delete_all(keys.run_pk(run_id))
@@ -622,4 +623,3 @@ def _versioned_check(
     if seen is None:
         return backend.check(pk, sk, "attribute_not_exists(pk)", old=old)
     return backend.check(pk, sk, "version = :seen", {":seen": n(seen)}, old=old)
-

@@ -282,8 +282,15 @@ def seed_record_items(run_id: str, attempt_id: str, record: SeedRecord) -> tuple
         "seq": n(seq),
         "key": s(record.key),
         "previous_id": s(record.previous_id),
-        "variant": s("messages" if record.messages else "prepared" if record.prepared else
-                     "part" if part is not None else "prefix"),
+        "variant": s(
+            "messages"
+            if record.messages
+            else "prepared"
+            if record.prepared
+            else "part"
+            if part is not None
+            else "prefix"
+        ),
         "final": n(bool(part and part.final)),
         "prefix": s(json.dumps(wire.encode(record.prefix))),
         **payload,

@@ -165,8 +165,6 @@ class EmailIngest:
         self._raw_messages.delete(message_id)
         logger.info("stored email deleted", extra={"message_id": message_id, "reason": "no_address"})
 
-
-
     def count_message(self, address_id: str) -> None:
         """One message against the address's mail rate; `RateLimited` when it is spent for this minute."""
         limit = self._settings.email_rate_per_minute

@@ -78,8 +78,39 @@ class PendingCode:
     attempts: int
 
 
+@dataclass(frozen=True)
+class CodeLimits:
+    """What bounds codes and the guesses at them.
+
+    Counted apart from contacts, so removing and adding a contact again
+    resets none of them: codes mailed per address and per recipient (from
+    all addresses) per UTC day, the spacing between two codes from one
+    address to one recipient, and guesses per address and per recipient
+    per UTC day (`attempts` for each code that day allows). With them, the
+    contacts an address may have.
+    """
+
+    codes_per_address: int
+    codes_per_recipient: int
+    attempts: int
+    resend_seconds: int
+    max_contacts: int
+
+    @property
+    def guesses_per_address(self) -> int:
+        return self.codes_per_address * self.attempts
+
+    @property
+    def guesses_per_recipient(self) -> int:
+        return self.codes_per_recipient * self.attempts
+
+
 class ContactStore(Protocol):
-    """Contacts of an address and their codes; items live and die with the address."""
+    """Contacts of an address and their codes, which live and die with the address; what bounds codes outlives both.
+
+    Every write is one transaction that also requires the address to be
+    live, so nothing is written under an address once its deletion began.
+    """
 
     def list(self, address_id: str) -> list[Contact]:
         """Every contact, oldest first."""
@@ -93,30 +124,36 @@ class ContactStore(Protocol):
         email: str,
         code: PendingCode,
         *,
+        new: bool,
         now: float,
         address_expires_at: float | None,
-        max_contacts: int,
-        resend_after: float,
+        limits: CodeLimits,
     ) -> None:
-        """Create a pending contact, or replace its code when the last one is older than `resend_after`.
+        """Store `code` for a new contact (`new`, counted against `max_contacts`) or a pending one, counting it.
 
-        Raises `ContactLimitReached` when a new contact would pass
-        `max_contacts`, `RateLimited` when the last code is too recent and
-        `ContactVerified` when the contact needs no code.
+        Nothing is stored unless every bound holds. Raises `ContactMoved`
+        when the contact is not as `new` says (added, removed or verified
+        meanwhile), `ContactLimitReached`, `RateLimited` (a bound of
+        `limits`) and `Unauthorized` when the address is gone.
         """
 
-    def spend_attempt(self, address_id: str, email: str, *, now: float, max_attempts: int) -> PendingCode:
-        """Count one attempt at the current code and return it.
+    def try_code(
+        self, address_id: str, email: str, seen: PendingCode, *, matched: bool, now: float, limits: CodeLimits
+    ) -> None:
+        """Spend one attempt at `seen`, counting the guess; when `matched`, verify the contact with it.
 
-        Raises `TooManyAttempts`, `CodeExpired`, `ContactVerified`, or
-        `UnknownRecipient` when there is no such contact.
+        Nothing is written unless every bound holds. Raises `ContactMoved`
+        when the contact's code or its attempts are no longer `seen`,
+        `RateLimited` when the day's guesses are spent and `Unauthorized`
+        when the address is gone.
         """
 
-    def mark_verified(self, address_id: str, email: str, code_digest: str, *, now: float) -> Contact | None:
-        """Verify the contact if its code is still `code_digest`; None when it was replaced meanwhile."""
+    def remove(self, address_id: str, email: str, *, now: float) -> bool:
+        """Remove a contact; False when there was none. Raises `Unauthorized` when the address is gone.
 
-    def remove(self, address_id: str, email: str) -> bool:
-        """Remove a contact; False when there was none."""
+        What bounds codes and guesses stays: a contact added again is mailed
+        no sooner, and counted against the same day, as if it had stayed.
+        """
 
 
 @dataclass(frozen=True)
@@ -145,5 +182,5 @@ class HandoffLedger(Protocol):
         """Record that the carrier had the send, and the outcome it gave at once (`failed` for a refusal)."""
 
 
-class ContactVerified(Exception):
-    """The contact is verified already: there is no code to send or check."""
+class ContactMoved(Exception):
+    """The contact is no longer as it was read (added, removed, verified, or its code tried): read it again."""

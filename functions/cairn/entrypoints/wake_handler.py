@@ -19,6 +19,7 @@ with container_init():
     from cairn.dynamodb.stream_records import event_notices
     from cairn.services import Services
     from cairn.settings import get_settings
+    from cairn.wakeups.sender import RUN_SECONDS
 
     logger = Logger(service="cairn")
 
@@ -26,8 +27,9 @@ with container_init():
     services = Services.build(get_settings())
 
 
-# Stop sweeping this long before Lambda's deadline, so a batch in flight can finish.
-_SWEEP_MARGIN_MS = 30_000
+# Stop sweeping this long before Lambda's deadline, so a batch in flight can finish: a sender starts
+# attempts for `RUN_SECONDS`, and its last one may take the whole delivery deadline.
+_SWEEP_MARGIN_MS = int((RUN_SECONDS + services.settings.webhook_timeout_seconds + 10) * 1000)
 
 
 @logger.inject_lambda_context

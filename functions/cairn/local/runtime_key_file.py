@@ -1,9 +1,10 @@
-"""The runtime key `cairn serve` makes for itself when it is given none.
+"""The runtime key `cairn serve` makes for itself when it is given none, and its server secret.
 
 Without a key the runtime and memory routes would be open to every local
 process. A generated key lives in the data directory, readable by its owner
 only, and is reused on every later start, so workers configured once keep
-working across restarts.
+working across restarts. The server secret (`cairn.server_secret`) is kept
+the same way, beside the data it opens.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import secrets
 from pathlib import Path
 
 FILE_NAME = "runtime-key"
+SERVER_SECRET_FILE_NAME = "server-secret"
 
 
 def load_or_create(path: Path) -> str:

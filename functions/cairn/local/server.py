@@ -100,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
                 f"Runtime key (bearer token for /api/v1/runtime and /api/v1/memory) kept in {key_path}",
                 flush=True,
             )
+        if settings.server_secret is None and settings.server_secret_arn is None:
+            secret_path = args.data_dir / runtime_key_file.SERVER_SECRET_FILE_NAME
+            settings = settings.model_copy(update={"server_secret": runtime_key_file.load_or_create(secret_path)})
         client = make_client(settings)
         ensure_table(client, settings.table_name)
         services = Services.build(settings, client=client, waiter=NotifyingWaiter(), mailer=mailer)

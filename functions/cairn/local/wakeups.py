@@ -4,18 +4,22 @@ In AWS an event source mapping reads the stream and a schedule runs the
 sweep; here two threads do the same with DynamoDB Local's own stream (the
 Streams API: DescribeStream, GetShardIterator, GetRecords, following shard
 splits), and hand everything to the very same `Dispatcher` and `Sweep`.
+The reader does not wait for the deliveries it starts: they run on a pool of
+their own, so a slow target never holds up the next records, whichever
+addresses they are for.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn.dynamodb.stream_records import event_notices
-from cairn.wakeups.dispatcher import Dispatcher, Sweep
+from cairn.wakeups.dispatcher import SENDER_THREADS, Dispatcher, Sweep
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -107,7 +111,7 @@ class StreamFollower:
 
 
 class WakeupLoop:
-    """The stream reader and the retry sweep as two daemon threads, while the context is open."""
+    """The stream reader and the retry sweep as two daemon threads, and the senders' pool, while the context is open."""
 
     def __init__(
         self,
@@ -120,7 +124,8 @@ class WakeupLoop:
         stream_arn = client.describe_table(TableName=table_name)["Table"].get("LatestStreamArn")
         if not stream_arn:
             raise RuntimeError(f"table {table_name} has no stream")
-        self._follower = StreamFollower(streams, stream_arn, dispatcher)
+        self._senders = ThreadPoolExecutor(max_workers=SENDER_THREADS, thread_name_prefix="wake-send")
+        self._follower = StreamFollower(streams, stream_arn, dispatcher.detached(self._senders))
         self._sweep = sweep
         self._stop = threading.Event()
         self._threads = [
@@ -137,6 +142,9 @@ class WakeupLoop:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=5)
+        # Deliveries under way end by their deadline; those not started wait for the next start (their
+        # events are noted, and the stream is read again from its oldest record).
+        self._senders.shutdown(wait=False, cancel_futures=True)
 
     def _sweep_forever(self) -> None:
         while not self._stop.wait(SWEEP_SECONDS):

@@ -53,9 +53,7 @@ class Reply:
     message: dict[str, Any] | None
 
 
-def answer(
-    raw: bytes, protocol_version: str | None, operations: tools.Operations, toolset: tools.Toolset
-) -> Reply:
+def answer(raw: bytes, protocol_version: str | None, operations: tools.Operations, toolset: tools.Toolset) -> Reply:
     """Answer one POSTed message with `toolset`; `protocol_version` is the request's MCP-Protocol-Version header."""
     try:
         payload = jsontext.parse(raw or b"null")

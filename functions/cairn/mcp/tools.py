@@ -69,9 +69,7 @@ class AddressArguments(Arguments):
 class PollNow(AddressArguments):
     """AgentAddress's poll_events inputs: it answers at once."""
 
-    after: int = Field(
-        default=0, ge=0, description="Sequence of the last event already handled (0: from the start)."
-    )
+    after: int = Field(default=0, ge=0, description="Sequence of the last event already handled (0: from the start).")
     limit: int | None = Field(default=None, ge=1, le=1000, description="Most events to return (default 100).")
 
 
@@ -239,8 +237,7 @@ POLL_EVENTS = ToolSpec(
     "poll_events",
     "Read events",
     "Returns the address's events after sequence `after`, oldest first, as `{events, next_cursor, "
-    "has_more}`; with `wait` it holds the call up to that many seconds until a first event arrives. "
-    + _READING_RULES,
+    "has_more}`; with `wait` it holds the call up to that many seconds until a first event arrives. " + _READING_RULES,
     PollEvents,
     _hints(read_only=True),
 )
@@ -306,11 +303,12 @@ LIST_CONTACTS = ToolSpec(
 ADD_CONTACT = ToolSpec(
     "add_contact",
     "Ask a person for a mail code",
-    "Mails a six-digit code to `email` from this address, saying which task asks and that ignoring it is "
-    "safe; the contact is `pending` until verify_contact. Ask the person for the code; it is never shown to "
-    "you otherwise. Asking again replaces the code (not sooner than a minute later: `rate_limited`). Fails "
-    "with `contact_limit_reached` (10 contacts by default), `outbound_not_configured`, and `rate_limited` "
-    "beyond the codes an address may mail per day.",
+    "Mails a six-digit code to `email` from this address, saying that an automated task asks and that "
+    "ignoring it is safe; the contact is `pending` until verify_contact. Ask the person for the code; it is "
+    "never shown to you otherwise. Asking again replaces the code (not sooner than a minute later, also after "
+    "removing the contact: `rate_limited`). Fails with `contact_limit_reached` (10 contacts by default), "
+    "`outbound_not_configured`, and `rate_limited` beyond the codes an address may mail, or one person may "
+    "receive, per UTC day.",
     ContactArguments,
     _hints(open_world=True),
 )
@@ -319,7 +317,8 @@ VERIFY_CONTACT = ToolSpec(
     "Confirm a mail contact",
     "Verifies `email` with the code the person received. A code expires after 15 minutes and allows 5 "
     "attempts; fails with `wrong_code` (with `attempts_left`), `code_expired` or `too_many_attempts` (ask "
-    "for a new one with add_contact). Verifying a verified contact again succeeds.",
+    "for a new one with add_contact), and `rate_limited` once the day's tries are spent. Verifying a "
+    "verified contact again succeeds.",
     VerifyContact,
     _hints(idempotent=True),
 )

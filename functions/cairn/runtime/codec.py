@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn import jsontext
+
 INVALID_UTF8 = "record payload contains invalid UTF-8"
 NULL_PAYLOAD = "record payload must not be null"
 
@@ -84,9 +86,21 @@ def decode_text(payload: bytes) -> str:
         raise PayloadError(INVALID_UTF8) from error
 
 
+def shallow_text(payload: bytes) -> str:
+    """The payload's text, refused when it nests deeper than `jsontext.MAX_DEPTH`.
+
+    Python's decoder recurses once per level; refused before decoding, a deep
+    payload is a contract error whatever the depth of the caller's stack.
+    """
+    text = decode_text(payload)
+    if jsontext.nests_too_deeply(text):
+        raise PayloadError(f"record payload nests deeper than {jsontext.MAX_DEPTH} levels")
+    return text
+
+
 def decode_one_value(payload: bytes) -> Any:
     """Exactly one JSON value, as Go's decoder with `More()` checks it."""
-    text = decode_text(payload)
+    text = shallow_text(payload)
     decoder = json.JSONDecoder()
     try:
         value, end = decoder.raw_decode(text, _skip_space(text, 0))
@@ -231,7 +245,7 @@ def decode_child_run_linked(payload: bytes) -> ChildRunLinked:
 def decode_cancellation_reason(payload: bytes) -> str:
     """The intent record is decoded leniently: only `reason` matters."""
     try:
-        value = go_text(json.loads(decode_text(payload)))
+        value = go_text(json.loads(shallow_text(payload)))
     except json.JSONDecodeError as error:
         raise PayloadError(f"invalid cancellation intent: {error.msg}") from error
     reason = value.get("reason") if isinstance(value, dict) else None

@@ -241,25 +241,54 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
     stored = uow.run(run.run_id)
     if stored is not None:
         return _restart(uow, plan, stored, session)
-    parent = _check_parent(uow, plan) if plan.parent_linked is not None else None
-    if plan.sessionful and session is None:
-        raise wrap(SessionNotFoundError())
-    if parent is not None:
-        _check_parent_admits_child(plan, parent)
+    parent = _admit_new_run(uow, plan, session)
     stop = session is not None and session.status != ACTIVE
     # An ended session's start given a canceled completion (goa-ai up to 0ac5b037) closes the run at once.
     closed_at_start = stop and plan.cancellation is not None and plan.cancellation.type == RUN_COMPLETED
     check_key_free(uow, plan.started)
     if predecessor is not None:
-        if predecessor.meta.successor_run_id and predecessor.meta.successor_run_id != run.run_id:
-            raise wrap(RunConflictError())
-        predecessor.update(successor_run_id=run.run_id)
-        uow.save_run(predecessor)
+        _claim_succession(uow, predecessor, run.run_id)
     parent_record = AppendResult()
     if parent is not None and plan.parent_linked is not None:
         parent_session = session if parent.meta.session_id else None
         parent_record = append(uow, parent, parent_session, plan.parent_linked)
-    state = RunState(
+    state = _new_run_state(plan, now, stop=stop, closed_at_start=closed_at_start)
+    if session is not None and not closed_at_start:
+        session.running_runs += 1
+    started = append(uow, state, session, plan.started)
+    cancellation = AppendResult()
+    if stop and plan.cancellation is not None:
+        # The closed-request proof finds the stop record under this key, whichever shape it has.
+        state.cancellation_key = plan.cancellation.event_key
+        if closed_at_start:
+            state.terminal_key = plan.cancellation.event_key
+        cancellation = append(uow, state, session, plan.cancellation)
+    uow.save_run(state)
+    return StartOutcome(state.meta.start_outcome, state.meta.status, parent_record, started, cancellation)
+
+
+def _admit_new_run(uow: UnitOfWork, plan: StartPlan, session: SessionState | None) -> RunState | None:
+    """The checks of a start that makes a new run (not a retry): its parent, then its session."""
+    parent = _check_parent(uow, plan) if plan.parent_linked is not None else None
+    if plan.sessionful and session is None:
+        raise wrap(SessionNotFoundError())
+    if parent is not None:
+        _check_parent_admits_child(plan, parent)
+    return parent
+
+
+def _claim_succession(uow: UnitOfWork, predecessor: RunState, run_id: str) -> None:
+    """A suspended run has one successor: the first start to continue it, or its exact retry."""
+    if predecessor.meta.successor_run_id and predecessor.meta.successor_run_id != run_id:
+        raise wrap(RunConflictError())
+    predecessor.update(successor_run_id=run_id)
+    uow.save_run(predecessor)
+
+
+def _new_run_state(plan: StartPlan, now: datetime, *, stop: bool, closed_at_start: bool) -> RunState:
+    """The state of a run a start admits: running, or stopped at once in an ended session."""
+    run = plan.run
+    return RunState(
         meta=RunMeta(
             agent_id=run.agent_id,
             run_id=run.run_id,
@@ -279,18 +308,6 @@ def _start(uow: UnitOfWork, plan: StartPlan, now: datetime) -> StartOutcome:
         start_key=plan.started.event_key,
         parent_link_key=plan.parent_linked.event_key if plan.parent_linked is not None else "",
     )
-    if session is not None and not closed_at_start:
-        session.running_runs += 1
-    started = append(uow, state, session, plan.started)
-    cancellation = AppendResult()
-    if stop and plan.cancellation is not None:
-        # The closed-request proof finds the stop record under this key, whichever shape it has.
-        state.cancellation_key = plan.cancellation.event_key
-        if closed_at_start:
-            state.terminal_key = plan.cancellation.event_key
-        cancellation = append(uow, state, session, plan.cancellation)
-    uow.save_run(state)
-    return StartOutcome(state.meta.start_outcome, state.meta.status, parent_record, started, cancellation)
 
 
 def _check_predecessor(uow: UnitOfWork, plan: StartPlan) -> RunState:
@@ -486,9 +503,7 @@ def _same_except_time(candidate: RunRecord, original: RunRecord) -> bool:
 # -- cancellation, suspension, terminal ---------------------------------------
 
 
-def _command_target(
-    uow: UnitOfWork, run_id: str, record: RunRecord, noun: str
-) -> tuple[RunState, SessionState | None]:
+def _command_target(uow: UnitOfWork, run_id: str, record: RunRecord, noun: str) -> tuple[RunState, SessionState | None]:
     """The run a cancellation, suspension or terminal command names, after the checks they share."""
     validation.validate_run_record(record)
     run = existing_run(uow, run_id)

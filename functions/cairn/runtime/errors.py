@@ -46,9 +46,7 @@ SessionNotFoundError = _sentinel("SessionNotFoundError", "session_not_found", "s
 SessionEndedError = _sentinel("SessionEndedError", "session_ended", "session ended")
 SessionPurgedError = _sentinel("SessionPurgedError", "session_purged", "session purged")
 SessionActiveError = _sentinel("SessionActiveError", "session_active", "session is active")
-SessionHasActiveRunsError = _sentinel(
-    "SessionHasActiveRunsError", "session_has_active_runs", "session has active runs"
-)
+SessionHasActiveRunsError = _sentinel("SessionHasActiveRunsError", "session_has_active_runs", "session has active runs")
 RunNotFoundError = _sentinel("RunNotFoundError", "run_not_found", "run not found")
 RunConflictError = _sentinel("RunConflictError", "run_conflict", "run metadata conflict")
 RunTerminalConflictError = _sentinel(
@@ -64,9 +62,7 @@ RunSuspensionNotFoundError = _sentinel(
 RunSuspensionConflictError = _sentinel(
     "RunSuspensionConflictError", "run_suspension_conflict", "run suspension conflict"
 )
-ParentRunIDRequiredError = _sentinel(
-    "ParentRunIDRequiredError", "parent_run_id_required", "parent run id is required"
-)
+ParentRunIDRequiredError = _sentinel("ParentRunIDRequiredError", "parent_run_id_required", "parent run id is required")
 ChildRunIDRequiredError = _sentinel("ChildRunIDRequiredError", "child_run_id_required", "child run id is required")
 ChildAgentIDRequiredError = _sentinel(
     "ChildAgentIDRequiredError", "child_agent_id_required", "child agent id is required"

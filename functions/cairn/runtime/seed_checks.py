@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from cairn import jsontext
 from cairn.runtime.model import (
     MAX_SEED_COMMAND_BYTES,
     MAX_SEED_PAGE_BYTES,
@@ -36,8 +37,13 @@ _GO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", 
 _GO_SPECIAL = re.compile('["\\\\\x00-\x1f<>&\u2028\u2029\ud800-\udfff]')
 # Outside strings, whitespace is dropped; a string token is kept whole.
 _RAW_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[ \t\r\n]+', re.DOTALL)
-_RAW_HTML = {b"<": b"\\u003c", b">": b"\\u003e", b"&": b"\\u0026", "\u2028".encode(): b"\\u2028",
-             "\u2029".encode(): b"\\u2029"}
+_RAW_HTML = {
+    b"<": b"\\u003c",
+    b">": b"\\u003e",
+    b"&": b"\\u0026",
+    "\u2028".encode(): b"\\u2028",
+    "\u2029".encode(): b"\\u2029",
+}
 
 
 def _go_escape(match: re.Match[str]) -> str:
@@ -78,38 +84,41 @@ def _go_bool(value: bool) -> bytes:
 def _go_prefix(prefix: HistoryPrefix | None) -> bytes:
     if prefix is None:
         return b"null"
-    return _go_object([
-        ("RunID", go_string(prefix.run_id)),
-        ("EndID", go_string(prefix.end_id)),
-        ("ExcludeSystem", _go_bool(prefix.exclude_system)),
-        ("ExcludeReasoning", _go_bool(prefix.exclude_reasoning)),
-    ])
+    return _go_object(
+        [
+            ("RunID", go_string(prefix.run_id)),
+            ("EndID", go_string(prefix.end_id)),
+            ("ExcludeSystem", _go_bool(prefix.exclude_system)),
+            ("ExcludeReasoning", _go_bool(prefix.exclude_reasoning)),
+        ]
+    )
 
 
 def _go_prompt(prompt: RenderedPrompt) -> bytes:
     labels = prompt.scope.labels
-    encoded_labels = (
-        _go_object([(name, go_string(labels[name])) for name in sorted(labels)]) if labels else b"null"
-    )
+    encoded_labels = _go_object([(name, go_string(labels[name])) for name in sorted(labels)]) if labels else b"null"
     scope = _go_object([("SessionID", go_string(prompt.scope.session_id)), ("Labels", encoded_labels)])
-    return _go_object([("PromptID", go_string(prompt.prompt_id)), ("Version", go_string(prompt.version)),
-                       ("Scope", scope)])
+    return _go_object(
+        [("PromptID", go_string(prompt.prompt_id)), ("Version", go_string(prompt.version)), ("Scope", scope)]
+    )
 
 
 def go_declaration(declaration: SeedDeclaration) -> bytes:
     prompts = declaration.rendered_prompts
-    return _go_object([
-        ("AgentID", go_string(declaration.agent_id)),
-        ("RunID", go_string(declaration.run_id)),
-        ("SessionID", go_string(declaration.session_id)),
-        ("CommandID", go_string(declaration.command_id)),
-        ("AttemptID", go_string(declaration.attempt_id)),
-        ("Kind", go_string(str(declaration.kind))),
-        ("SourceRunID", go_string(declaration.source_run_id)),
-        ("SourceEndID", go_string(declaration.source_end_id)),
-        ("ExcludeReasoning", _go_bool(declaration.exclude_reasoning)),
-        ("RenderedPrompts", b"[" + b",".join(map(_go_prompt, prompts)) + b"]" if prompts else b"null"),
-    ])
+    return _go_object(
+        [
+            ("AgentID", go_string(declaration.agent_id)),
+            ("RunID", go_string(declaration.run_id)),
+            ("SessionID", go_string(declaration.session_id)),
+            ("CommandID", go_string(declaration.command_id)),
+            ("AttemptID", go_string(declaration.attempt_id)),
+            ("Kind", go_string(str(declaration.kind))),
+            ("SourceRunID", go_string(declaration.source_run_id)),
+            ("SourceEndID", go_string(declaration.source_end_id)),
+            ("ExcludeReasoning", _go_bool(declaration.exclude_reasoning)),
+            ("RenderedPrompts", b"[" + b",".join(map(_go_prompt, prompts)) + b"]" if prompts else b"null"),
+        ]
+    )
 
 
 def go_record(record: SeedRecord) -> bytes:
@@ -127,8 +136,13 @@ def go_record(record: SeedRecord) -> bytes:
 
 
 def go_append(command: SeedAppend) -> bytes:
-    return _go_object([("RunID", go_string(command.run_id)), ("AttemptID", go_string(command.attempt_id)),
-                       ("Record", go_record(command.record))])
+    return _go_object(
+        [
+            ("RunID", go_string(command.run_id)),
+            ("AttemptID", go_string(command.attempt_id)),
+            ("Record", go_record(command.record)),
+        ]
+    )
 
 
 def go_page(page: SeedPage) -> bytes:
@@ -191,9 +205,17 @@ def validate_append(command: SeedAppend) -> None:
 
 
 def _valid_json(data: bytes) -> bool:
+    """Whether `data` is valid JSON nesting no deeper than `jsontext.MAX_DEPTH`.
+
+    Python's decoder recurses once per level, so deeper text is refused before
+    it is decoded, with the contract's invalid-JSON error, whatever the stack.
+    """
+
     def refuse(name: str) -> Any:
         raise ValueError(name)
 
+    if jsontext.nests_too_deeply(data.decode("utf-8", "replace")):
+        return False
     try:
         json.loads(data, parse_constant=refuse)
     except ValueError:

@@ -83,8 +83,9 @@ def begin_run_seed(uow: UnitOfWork, declaration: SeedDeclaration) -> RunSeed:
     source = _source(uow, declaration)
     if head is None:
         uow.save_seed_head(SeedHead(operation=operation))
-    attempt = SeedAttempt(operation=operation, attempt_id=declaration.attempt_id, declaration=declaration,
-                          source=source)
+    attempt = SeedAttempt(
+        operation=operation, attempt_id=declaration.attempt_id, declaration=declaration, source=source
+    )
     uow.save_seed_attempt(attempt)
     return attempt.seed()
 

@@ -245,9 +245,7 @@ class EngineRuntimeStore:
         attempt = self._mutate(lambda uow: seed_rules.published(uow, run_id, end_id))
         return self._seed_page(attempt, 0, int(attempt.seed_end_id), after_id, limit)
 
-    def list_run_preparation_records(
-        self, run_id: str, end_id: str, after_id: str = "", limit: int = 512
-    ) -> SeedPage:
+    def list_run_preparation_records(self, run_id: str, end_id: str, after_id: str = "", limit: int = 512) -> SeedPage:
         _positive(limit)
         attempt = self._mutate(lambda uow: seed_rules.published_body(uow, run_id, end_id))
         return self._seed_page(attempt, int(attempt.seed_end_id), attempt.count, after_id, limit)

@@ -3,8 +3,9 @@
 The same code runs in Lambda (the stream's event source mapping calls
 `Dispatcher.dispatch` with a batch; a schedule calls `Sweep.run`) and in
 `cairn serve` (a thread reads DynamoDB Local's stream, another sweeps every
-second). Senders run in parallel threads, one per subscription, so a slow
-target does not delay the others.
+second). Every subscription owed a delivery gets a sender thread of its own,
+so a slow target delays no other: each attempt ends by its deadline and a
+sender's run by `RUN_SECONDS` (`sender.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from cairn.clock import Clock
 from cairn.wakeups.models import EventNotice, SubscriptionStatus
@@ -21,36 +22,80 @@ from cairn.wakeups.sender import Sender
 
 logger = logging.getLogger(__name__)
 
-SENDER_THREADS = 16
+# Senders at once: each waits on one target at a time, so this many slow targets together
+# are what it takes to make a delivery wait for a thread.
+SENDER_THREADS = 64
 SWEEP_BATCH = 100
 
 
 class Dispatcher:
-    def __init__(self, subscriptions: SubscriptionStore, sender: Sender, *, threads: int = SENDER_THREADS) -> None:
+    """Stream notices to senders.
+
+    Without `senders` a dispatch waits for the deliveries it started (Lambda:
+    the batch ends when they have); `detached` gives one that leaves them
+    running on a long-lived pool, so `cairn serve`'s stream reader reads on.
+    """
+
+    def __init__(
+        self,
+        subscriptions: SubscriptionStore,
+        sender: Sender,
+        clock: Clock,
+        *,
+        threads: int = SENDER_THREADS,
+        senders: Executor | None = None,
+    ) -> None:
         self._subscriptions = subscriptions
         self._sender = sender
+        self._clock = clock
         self._threads = threads
+        self._senders = senders
+
+    def detached(self, senders: Executor) -> Dispatcher:
+        """This dispatcher, handing deliveries to `senders` without waiting for them."""
+        return Dispatcher(self._subscriptions, self._sender, self._clock, threads=self._threads, senders=senders)
 
     def dispatch(self, notices: Sequence[EventNotice]) -> list[EventNotice]:
         """Hand each address's subscriptions that want one of its new events to a sender.
 
         Returns the notices of addresses that could not be handled (storage
         trouble), for the caller to retry: Lambda reports them as batch item
-        failures, `cairn serve` reads them again.
+        failures, `cairn serve` reads them again. A delivery's own failure is
+        no such trouble: it is an attempt recorded, retried by the sweep.
         """
         by_address: dict[str, list[EventNotice]] = defaultdict(list)
         for notice in notices:
             by_address[notice.address_id].append(notice)
-        failed: list[EventNotice] = []
-        with ThreadPoolExecutor(max_workers=self._threads) as pool:
-            runs = {address: pool.submit(self._address, address, items) for address, items in by_address.items()}
-            for address_id, run in runs.items():
+        owed, failed = self._note(by_address)
+        if self._senders is not None:
+            for address_id, subscription_id in owed:
+                self._senders.submit(self._deliver_detached, address_id, subscription_id)
+        elif owed:
+            with ThreadPoolExecutor(max_workers=min(len(owed), self._threads)) as pool:
+                runs = [(address, pool.submit(self._sender.deliver, address, sub_id)) for address, sub_id in owed]
+            for address_id, run in runs:
                 if run.exception() is not None:
-                    logger.warning("wake-up dispatch failed for an address", exc_info=run.exception())
-                    failed.extend(by_address[address_id])
-        return failed
+                    logger.warning("wake-up delivery failed for an address", exc_info=run.exception())
+                    failed.add(address_id)
+        return [notice for notice in notices if notice.address_id in failed]
 
-    def _address(self, address_id: str, notices: list[EventNotice]) -> None:
+    def _note(self, by_address: dict[str, list[EventNotice]]) -> tuple[list[tuple[str, str]], set[str]]:
+        """Subscriptions owed a delivery, their new events noted, and the addresses that could not be read."""
+        owed: list[tuple[str, str]] = []
+        failed: set[str] = set()
+        if not by_address:
+            return owed, failed
+        with ThreadPoolExecutor(max_workers=min(len(by_address), self._threads)) as pool:
+            runs = {address: pool.submit(self._wanting, address, items) for address, items in by_address.items()}
+        for address_id, run in runs.items():
+            if run.exception() is not None:
+                logger.warning("wake-up dispatch failed for an address", exc_info=run.exception())
+                failed.add(address_id)
+            else:
+                owed.extend((address_id, subscription_id) for subscription_id in run.result())
+        return owed, failed
+
+    def _wanting(self, address_id: str, notices: list[EventNotice]) -> list[str]:
         last = max(notice.sequence for notice in notices)
         types = {notice.type for notice in notices}
         wanted = [
@@ -60,9 +105,18 @@ class Dispatcher:
         ]
         for subscription_id in wanted:
             self._subscriptions.note_event(address_id, subscription_id, last)
-        with ThreadPoolExecutor(max_workers=max(1, min(len(wanted), self._threads))) as pool:
-            for run in [pool.submit(self._sender.deliver, address_id, sub_id) for sub_id in wanted]:
-                run.result()
+        return wanted
+
+    def _deliver_detached(self, address_id: str, subscription_id: str) -> None:
+        try:
+            self._sender.deliver(address_id, subscription_id)
+        except Exception:
+            # Nobody waits for this run: have the sweep try again rather than leave noted events undelivered.
+            logger.warning("wake-up delivery failed; the sweep tries again", exc_info=True)
+            try:
+                self._subscriptions.schedule(address_id, subscription_id, self._clock())
+            except Exception:
+                logger.warning("scheduling a wake-up retry failed", exc_info=True)
 
 
 class Sweep:
@@ -80,7 +134,7 @@ class Sweep:
             due = self._subscriptions.due(self._clock(), SWEEP_BATCH)
             if not due:
                 return handed
-            with ThreadPoolExecutor(max_workers=SENDER_THREADS) as pool:
+            with ThreadPoolExecutor(max_workers=min(len(due), SENDER_THREADS)) as pool:
                 runs = {pool.submit(self._sender.deliver, item.address_id, item.subscription_id): item for item in due}
                 for run, item in runs.items():
                     if run.exception() is None:

@@ -1,24 +1,39 @@
-"""Where a webhook may connect: never to private, loopback, link-local or metadata addresses.
+"""Where a webhook may connect: never to private, loopback, link-local or metadata addresses, nor Cairn.
 
 The rules are checked when a subscription is created and again at every
 connection, on the addresses DNS gives at that moment, and the connection
 goes to the address that was checked (so a name cannot be re-pointed
-between the check and the connect).
+between the check and the connect). A URL that names the service itself
+(its API's domains, `cairn serve`'s own address) is refused too: a
+subscription delivering into an inbox of the same service feeds itself.
 """
 
 from __future__ import annotations
 
-import http.client
+import functools
 import ipaddress
 import socket
-import ssl
+from collections.abc import Iterable
 from urllib.parse import SplitResult, urlsplit
+
+import anyio.to_thread
+import httpcore
 
 from cairn.errors import TargetRefused
 
 # Names `cairn serve` lets a webhook reach over plain HTTP, so it can be tried on one machine.
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})
 MAX_URL_LENGTH = 2048
+DEFAULT_PORTS = {"https": 443, "http": 80}
+
+# IPv6 forms that reach an IPv4 host through the address in their last 32 bits. The IPv4-mapped
+# form (::ffff:0:0/96) and 6to4 and Teredo are read by `ipaddress` itself.
+_IPV4_IN_LAST_32_BITS = (
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible, deprecated (RFC 4291)
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64's well-known prefix (RFC 6052)
+)
+# Local-use NAT64 (RFC 8215) translates into the operator's own IPv4 network, wherever the IPv4 part sits.
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
 
 
 class EgressRefused(Exception):
@@ -29,21 +44,19 @@ class Unresolvable(EgressRefused):
     """DNS gives the target's name no address (now)."""
 
 
-def check_url(url: str, *, allow_local: bool) -> SplitResult:
-    """The parsed URL if its form is allowed; `TargetRefused` otherwise."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        raise _refused("The webhook URL is not a valid URL.") from None
+def check_url(url: str, *, allow_local: bool, own_origins: Iterable[str] = ()) -> SplitResult:
+    """The parsed URL if its form is allowed; `TargetRefused` otherwise.
+
+    `own_origins` are base URLs of this service (`https://api.example.com`,
+    `http://127.0.0.1:8000`): a URL on one of their hosts is refused.
+    """
+    parts = _parse(url)
     host = (parts.hostname or "").lower()
     local = allow_local and host in LOCAL_HOSTS
-    if len(url) > MAX_URL_LENGTH or not host or parts.username or parts.password:
-        raise _refused(f"The webhook URL must be an absolute URL of at most {MAX_URL_LENGTH} characters, no user.")
     if parts.scheme != "https" and not (local and parts.scheme == "http"):
         raise _refused("The webhook URL must use https.")
-    if port == 0:
-        raise _refused("The webhook URL's port must not be 0.")
+    if any(_origin(parts) == _origin(urlsplit(origin)) for origin in own_origins):
+        raise _refused("The webhook URL points at Cairn itself: a wake-up cannot be delivered into a Cairn inbox.")
     try:
         literal = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
@@ -53,16 +66,36 @@ def check_url(url: str, *, allow_local: bool) -> SplitResult:
     return parts
 
 
-def check_destination(url: str, *, allow_local: bool) -> None:
+def _parse(url: str) -> SplitResult:
+    """The URL's parts if it is one absolute URL, as stored, with a host and no user; `TargetRefused` otherwise."""
+    # Python's parser drops tabs and line breaks and strips spaces, so the URL it checks would not be
+    # the one stored; and no request line can carry them, or control and non-ASCII characters, as given.
+    if not (url.isascii() and url.isprintable()) or " " in url:
+        raise _refused(
+            "The webhook URL must be ASCII without spaces or control characters "
+            "(percent-encode them; write an international name in its xn-- form)."
+        )
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise _refused("The webhook URL is not a valid URL.") from None
+    if len(url) > MAX_URL_LENGTH or not parts.hostname or parts.username or parts.password:
+        raise _refused(f"The webhook URL must be an absolute URL of at most {MAX_URL_LENGTH} characters, no user.")
+    if port == 0:
+        raise _refused("The webhook URL's port must not be 0.")
+    return parts
+
+
+def check_destination(url: str, *, allow_local: bool, own_origins: Iterable[str] = ()) -> None:
     """`check_url`, then the addresses DNS gives the name now; `TargetRefused` if any is forbidden.
 
     A name that does not resolve yet passes: it may be published later, and
     every delivery checks again before it connects.
     """
-    parts = check_url(url, allow_local=allow_local)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    parts = check_url(url, allow_local=allow_local, own_origins=own_origins)
     try:
-        resolve(parts.hostname or "", port, allow_local=allow_local)
+        resolve(parts.hostname or "", port_of(parts), allow_local=allow_local)
     except Unresolvable:
         return
     except EgressRefused:
@@ -70,11 +103,32 @@ def check_destination(url: str, *, allow_local: bool) -> None:
         raise _refused(message) from None
 
 
+def port_of(parts: SplitResult) -> int:
+    return parts.port or DEFAULT_PORTS.get(parts.scheme, 443)
+
+
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """A globally routable unicast address (not private, loopback, link-local, metadata, reserved)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return is_public(address.ipv4_mapped)
+    """A globally routable unicast address (not private, loopback, link-local, metadata, reserved).
+
+    An IPv6 address that carries an IPv4 one (mapped, compatible, NAT64,
+    6to4, Teredo) is public only if that IPv4 address is too: a translator
+    or relay on the way would deliver it there.
+    """
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return is_public(address.ipv4_mapped)
+        if address in _LOCAL_NAT64 or not all(is_public(inner) for inner in _embedded_ipv4(address)):
+            return False
     return address.is_global and not address.is_multicast
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    found = [address.sixtofour] if address.sixtofour is not None else []
+    if address.teredo is not None:
+        found.extend(address.teredo)  # the relay server and the (de-obfuscated) client
+    if any(address in network for network in _IPV4_IN_LAST_32_BITS):
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF))
+    return found
 
 
 def resolve(host: str, port: int, *, allow_local: bool) -> str:
@@ -93,33 +147,43 @@ def resolve(host: str, port: int, *, allow_local: bool) -> str:
     return str(addresses[0])
 
 
-def open_connection(parts: SplitResult, *, timeout: float, allow_local: bool) -> http.client.HTTPConnection:
-    """An HTTP(S) connection to the checked address of `parts`, with TLS verified against the name."""
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = resolve(host, port, allow_local=allow_local)
-    if parts.scheme == "https":
-        return _PinnedHTTPS(host, port, address, timeout)
-    return _PinnedHTTP(host, port, address, timeout)
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's connections, each to the address `resolve` checked for the URL's name.
+
+    TLS still verifies the certificate against the name (httpcore passes it
+    as the server name). The lookup runs on a worker thread that a deadline
+    abandons, so a slow DNS answer cannot hold a delivery past it.
+    """
+
+    def __init__(self, *, allow_local: bool) -> None:
+        self._allow_local = allow_local
+        self._network = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        lookup = functools.partial(resolve, host, port, allow_local=self._allow_local)
+        address = await anyio.to_thread.run_sync(lookup, abandon_on_cancel=True)
+        return await self._network.connect_tcp(address, port, timeout, local_address, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._network.sleep(seconds)
 
 
-class _PinnedHTTP(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._address = address
-
-    def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
-
-
-class _PinnedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
-        self._address = address
-
-    def connect(self) -> None:
-        raw = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = ssl.create_default_context().wrap_socket(raw, server_hostname=self.host)
+def _origin(parts: SplitResult) -> tuple[str, int | None]:
+    """What makes two URLs reach the same service: the host (any port, as API Gateway answers on its
+    own), or for this machine's loopback, where each port is a different server, the port too."""
+    host = (parts.hostname or "").lower().rstrip(".")
+    try:
+        loopback = host in LOCAL_HOSTS or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return ("loopback", port_of(parts)) if loopback else (host, None)
 
 
 def _refused(message: str) -> TargetRefused:

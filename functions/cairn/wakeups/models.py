@@ -36,6 +36,10 @@ class Target:
         return self.kind is TargetKind.STEP_FUNCTIONS
 
 
+# A webhook is signed by its current secret and, for a day after a rotation, the one it replaced.
+MAX_SIGNING_SECRETS = 2
+
+
 @dataclass(frozen=True)
 class SigningSecret:
     """A webhook secret (`whsec_...`); a rotated-out one signs until `expires_at`."""
@@ -87,7 +91,8 @@ class Subscription:
         return not self.types or event_type in self.types
 
     def signing_secrets(self, now: float) -> list[str]:
-        return [item.secret for item in self.secrets if item.valid(now)]
+        """The current secret and, during a rotation's overlap, the previous one: never more, whatever is stored."""
+        return [item.secret for item in self.secrets if item.valid(now)][:MAX_SIGNING_SECRETS]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cairn import jsontext
 from cairn.addresses.models import Event
 from cairn.clock import iso
 from cairn.wakeups.models import Delivery
@@ -22,7 +23,10 @@ def event_delivery(address_id: str, subscription_id: str, event: Event) -> Deliv
         "ingress_surface": event.ingress_surface,
         "created_at": iso(event.created_at),
     }
-    return _delivery(address_id, subscription_id, event.id, event.type, event.sequence, described, event.data)
+    data, as_text = jsontext.stored(event.data_json)
+    if as_text:  # nested deeper than any answer carries: its JSON text, marked as the feed marks it
+        described["data_encoding"] = "json_text"
+    return _delivery(address_id, subscription_id, event.id, event.type, event.sequence, described, data)
 
 
 def probe_delivery(address_id: str, subscription_id: str, message_id: str, now: float) -> Delivery:

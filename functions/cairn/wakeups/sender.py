@@ -24,13 +24,16 @@ from cairn.settings import Settings
 from cairn.wakeups.models import Attempt, Outcome, Subscription, SubscriptionStatus
 from cairn.wakeups.payload import event_delivery
 from cairn.wakeups.ports import Progress, SubscriptionStore
-from cairn.wakeups.transports import Transport
+from cairn.wakeups.transports import Transport, send_once
 
 ATTEMPTS_KEPT = 10
-# A lease outlives the slowest answer many times over; a crashed sender's lease lapses after it.
+# A lease outlives a whole run and its last attempt; a crashed sender's lease lapses after it.
 LEASE_SECONDS = 120.0
-# Events one lease delivers before it hands over (the sweep continues at once).
+# Events one lease delivers, and how long it starts new attempts, before it hands over (the sweep
+# continues at once): a run, each attempt within its deadline (60 s at most), ends well inside the
+# lease and inside the Lambda invocation that runs it, however slowly a target answers.
 MAX_EVENTS_PER_LEASE = 200
+RUN_SECONDS = 30.0
 PAGE_SIZE = 50
 FAILED_TYPE = "subscription.failed"
 WAKEUP_SURFACE = "wakeups"
@@ -72,7 +75,7 @@ class Sender:
         saved = subscription.cursor
         cursor = subscription.cursor
         sent = 0
-        while sent < MAX_EVENTS_PER_LEASE:
+        while True:
             page = self._addresses.list_events(
                 address_id, after=cursor, limit=PAGE_SIZE, now=self._clock(), max_bytes=self._settings.max_page_bytes
             )
@@ -82,6 +85,8 @@ class Sender:
                 continue
             for event in page.events:
                 if subscription.wants(event.type):
+                    if sent == MAX_EVENTS_PER_LEASE or self._clock() - now >= RUN_SECONDS:
+                        return self._hand_over(subscription, owner, cursor)
                     sent += 1
                     next_state = self._attempt(subscription, owner, event)
                     if next_state is None:
@@ -94,9 +99,11 @@ class Sender:
                 if self._advance(subscription, owner, progress) is None:
                     return Run.DELIVERED
                 saved = subscription.cursor
-        # Long backlog: hand over so other work interleaves; the sweep picks this up at once.
+
+    def _hand_over(self, subscription: Subscription, owner: str, cursor: int) -> Run:
+        """A long backlog or a slow target: let go so other work interleaves; the sweep continues at once."""
         self._advance(subscription, owner, self._progress(subscription, cursor))
-        self._subscriptions.schedule(address_id, subscription_id, self._clock())
+        self._subscriptions.schedule(subscription.address_id, subscription.id, self._clock())
         return Run.DELIVERED
 
     def _not_acquired(self, address_id: str, subscription_id: str, now: float) -> Run:
@@ -112,9 +119,8 @@ class Sender:
     def _attempt(self, subscription: Subscription, owner: str, event: Event) -> Subscription | None:
         """One attempt; the subscription as it continues, or None when this lease stops here."""
         now = self._clock()
-        outcome = self._transport.send(
-            subscription, event_delivery(subscription.address_id, subscription.id, event), now
-        )
+        delivery = event_delivery(subscription.address_id, subscription.id, event)
+        outcome = send_once(self._transport, subscription, delivery, now)
         if outcome.delivered and subscription.target.one_shot:
             attempt = _attempt(now, "ended", event.sequence, outcome)
             ended = self._progress(subscription, event.sequence, attempt, status=SubscriptionStatus.ENDED)

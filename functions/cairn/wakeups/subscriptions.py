@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import AddressRecord
@@ -13,14 +13,15 @@ from cairn.addresses.ports import AddressStore
 from cairn.clock import Clock
 from cairn.errors import SubscriptionNotFound, TargetRefused, Unavailable
 from cairn.settings import Settings
-from cairn.wakeups.models import Attempt, Created, SigningSecret, Subscription, Target, TargetKind
+from cairn.wakeups.models import MAX_SIGNING_SECRETS, Attempt, Created, SigningSecret, Subscription, Target, TargetKind
 from cairn.wakeups.payload import probe_delivery
 from cairn.wakeups.ports import CursorMoved, SubscriptionStore
 from cairn.wakeups.sender import ATTEMPTS_KEPT
-from cairn.wakeups.targets import check_target
-from cairn.wakeups.transports import Transport
+from cairn.wakeups.targets import check_target, deployment_origins
+from cairn.wakeups.transports import Transport, send_once
 
-# A rotated-out secret keeps signing this long, so receivers can switch without losing a delivery.
+# A rotated-out secret keeps signing this long, so receivers can switch without losing a delivery
+# (unless the subscription is rotated again meanwhile: only the newest two secrets are kept).
 ROTATION_OVERLAP_SECONDS = 86_400
 _SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{24}")
 # Tries at committing a subscription while events keep arriving at its address.
@@ -55,16 +56,23 @@ class Subscriptions:
         *,
         types: Sequence[str] = (),
         description: str | None = None,
+        origins: Iterable[str] = (),
     ) -> Created:
         """A new subscription that receives the events committed after it; a webhook's secret, once.
 
+        `origins` are the base URLs the request reached this service at; a
+        webhook on one of their hosts (or the configured public base URL's)
+        is refused, as it would deliver into Cairn itself.
         Its cursor is the address's last event when the subscription commits:
         an event taken in between makes the store refuse, and the cursor is
         read again (a busy address may take a few tries; then `Unavailable`).
         """
         record = self._open(address_id, read_token)
         check_target(
-            target, allowed_arns=self._settings.wake_target_arns, allow_local=self._settings.webhook_allow_local
+            target,
+            allowed_arns=self._settings.wake_target_arns,
+            allow_local=self._settings.webhook_allow_local,
+            own_origins=[*origins, *deployment_origins(self._settings)],
         )
         secret = new_secret() if target.kind is TargetKind.WEBHOOK else None
         for _ in range(_CREATE_ATTEMPTS):
@@ -105,7 +113,11 @@ class Subscriptions:
             raise _not_found(subscription_id)
 
     def rotate(self, address_id: str, read_token: str | None, subscription_id: str) -> Created:
-        """A new webhook secret; the ones in use keep signing for `ROTATION_OVERLAP_SECONDS`."""
+        """A new webhook secret; the one it replaces keeps signing for `ROTATION_OVERLAP_SECONDS`.
+
+        Only that one is kept beside it: an older secret (still in its own
+        overlap, or left by rotations before this limit) goes now.
+        """
         self._open(address_id, read_token)
         current = self._find(address_id, subscription_id)
         if current.target.kind is not TargetKind.WEBHOOK:
@@ -117,7 +129,7 @@ class Subscriptions:
             SigningSecret(item.secret, overlap_end if item.expires_at is None else item.expires_at)
             for item in current.secrets
             if item.valid(now)
-        ]
+        ][: MAX_SIGNING_SECRETS - 1]
         rotated = self._store.rotate(address_id, subscription_id, [SigningSecret(secret), *kept])
         if rotated is None:
             raise _not_found(subscription_id)
@@ -131,7 +143,7 @@ class Subscriptions:
             raise TargetRefused("A one-shot target would be used up by a test.")
         now = self._clock()
         delivery = probe_delivery(address_id, subscription_id, f"test_{secrets.token_hex(12)}", now)
-        outcome = self._transport.send(subscription, delivery, now)
+        outcome = send_once(self._transport, subscription, delivery, now)
         attempt = Attempt(
             at=now,
             outcome="delivered" if outcome.delivered else "failed",

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from cairn.errors import TargetRefused
+from cairn.settings import Settings
 from cairn.wakeups import egress
 from cairn.wakeups.models import Target, TargetKind
 
@@ -37,8 +38,10 @@ PARAMETERS: Mapping[TargetKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def check_target(target: Target, *, allowed_arns: Iterable[str], allow_local: bool) -> None:
-    """Refuse (`TargetRefused`) a target this deployment may not deliver to."""
+def check_target(
+    target: Target, *, allowed_arns: Iterable[str], allow_local: bool, own_origins: Iterable[str] = ()
+) -> None:
+    """Refuse (`TargetRefused`) a target this deployment may not deliver to (`own_origins`: its own URLs)."""
     required, optional = PARAMETERS[target.kind]
     missing = [name for name in required if not target.params.get(name)]
     unknown = sorted(set(target.params) - set(required) - set(optional))
@@ -47,7 +50,7 @@ def check_target(target: Target, *, allowed_arns: Iterable[str], allow_local: bo
             f"A {target.kind} target takes {', '.join(required + optional)}.", missing=missing, unknown=unknown
         )
     if target.kind is TargetKind.WEBHOOK:
-        egress.check_destination(target.params["url"], allow_local=allow_local)
+        egress.check_destination(target.params["url"], allow_local=allow_local, own_origins=own_origins)
         return
     patterns = list(allowed_arns)
     if target.kind is TargetKind.STEP_FUNCTIONS:
@@ -59,6 +62,11 @@ def check_target(target: Target, *, allowed_arns: Iterable[str], allow_local: bo
     detail_type = target.params.get("detail_type")
     if detail_type is not None and not 0 < len(detail_type) <= MAX_DETAIL_TYPE_LENGTH:
         raise TargetRefused(f"detail_type must be 1 to {MAX_DETAIL_TYPE_LENGTH} characters.", field="detail_type")
+
+
+def deployment_origins(settings: Settings) -> list[str]:
+    """The deployment's fixed URL, where it has one (a custom domain): never a webhook's target."""
+    return [settings.public_base_url] if settings.public_base_url else []
 
 
 def target_arn(target: Target) -> str:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol
 
 from cairn.wakeups.aws_targets import AwsTargets
 from cairn.wakeups.models import Delivery, Outcome, Subscription, TargetKind
 from cairn.wakeups.webhook import WebhookTransport
+
+logger = logging.getLogger(__name__)
+
+# An attempt keeps this much of an unexpected error's text (it is shown with the subscription).
+_MAX_ERROR_TEXT = 300
 
 
 class Transport(Protocol):
@@ -25,3 +31,18 @@ class Transports:
         if subscription.target.kind is TargetKind.WEBHOOK:
             return self._webhook.send(subscription, delivery, now)
         return self._aws.send(subscription, delivery)
+
+
+def send_once(transport: Transport, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
+    """`transport.send`, with anything it raises made a failed attempt like any other.
+
+    Left to rise, an unforeseen error (a defect, or a stored target no request
+    can carry) would leave the subscription active with no attempt recorded
+    and its event handed out again and again; as a failure it is recorded,
+    backed off and counted until the retry window ends the subscription.
+    """
+    try:
+        return transport.send(subscription, delivery, now)
+    except Exception as error:
+        logger.exception("a wake-up transport raised instead of answering with an outcome")
+        return Outcome(delivered=False, error=f"{type(error).__name__}: {error}"[:_MAX_ERROR_TEXT])

@@ -1,18 +1,24 @@
-"""Webhook deliveries: an HTTP POST signed as Standard Webhooks, to a checked address."""
+"""Webhook deliveries: an HTTP POST signed as Standard Webhooks, to a checked address, within one deadline."""
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from urllib.parse import SplitResult
 
+import anyio
+import httpcore
 from standardwebhooks.webhooks import Webhook
 
+from cairn.addresses.inbox import WAKEUP_HEADER
 from cairn.errors import TargetRefused
 from cairn.wakeups import egress
 from cairn.wakeups.models import Delivery, Outcome, Subscription
 
-# Enough of an answer to know it was one; the rest is not read.
-_MAX_ANSWER_BYTES = 4096
 USER_AGENT = "Cairn-Webhooks/1"
+# What no answer from a target can be anything but: a connection, TLS, a refused address, a broken answer.
+_FAILURES = (OSError, egress.EgressRefused, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol)
 
 
 def signature(secrets: list[str], message_id: str, timestamp: int, body: str) -> str:
@@ -26,16 +32,36 @@ def signature(secrets: list[str], message_id: str, timestamp: int, body: str) ->
 
 
 class WebhookTransport:
-    def __init__(self, *, timeout: float, allow_local: bool) -> None:
+    """POSTs deliveries; `timeout` is each delivery's deadline, from name lookup to the answer's status.
+
+    The deadline is enforced around the whole exchange by cancelling it, not
+    per socket read, so a receiver that trickles its answer a byte at a time
+    is cut at the deadline like one that never answers.
+    `own_origins` are this deployment's fixed URLs, refused at delivery too.
+    """
+
+    def __init__(self, *, timeout: float, allow_local: bool, own_origins: Iterable[str] = ()) -> None:
         self._timeout = timeout
         self._allow_local = allow_local
+        self._own_origins = tuple(own_origins)
+        self._tls = ssl.create_default_context()
 
     def send(self, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
         """POST the delivery; 2xx is delivered, 410 ends the subscription, anything else is retried."""
+        url = subscription.target.params["url"]
+        try:
+            parts = egress.check_url(url, allow_local=self._allow_local, own_origins=self._own_origins)
+        except TargetRefused as error:
+            return Outcome(delivered=False, error=str(error))
         timestamp = int(now)
+        body = delivery.body.encode()
         headers = {
+            "Host": parts.netloc,
             "Content-Type": "application/json",
+            "Content-Length": str(len(body)),
             "User-Agent": USER_AGENT,
+            # Tells a Cairn inbox this is a wake-up, which it refuses: no subscription can feed an inbox.
+            WAKEUP_HEADER: subscription.id,
             "webhook-id": delivery.message_id,
             "webhook-timestamp": str(timestamp),
             "webhook-signature": signature(
@@ -43,18 +69,24 @@ class WebhookTransport:
             ),
         }
         try:
-            parts = egress.check_url(subscription.target.params["url"], allow_local=self._allow_local)
-            connection = egress.open_connection(parts, timeout=self._timeout, allow_local=self._allow_local)
-        except (TargetRefused, egress.EgressRefused) as error:
-            return Outcome(delivered=False, error=str(error))
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        try:
-            connection.request("POST", path, body=delivery.body.encode(), headers=headers)
-            answer = connection.getresponse()
-            answer.read(_MAX_ANSWER_BYTES)
-        except OSError as error:
+            status = anyio.run(self._post, parts, headers, body)
+        except TimeoutError:
+            return Outcome(delivered=False, error=f"no answer within the delivery deadline of {self._timeout:g} s")
+        except _FAILURES as error:
             return Outcome(delivered=False, error=f"{type(error).__name__}: {error}")
-        finally:
-            connection.close()
-        status = answer.status
         return Outcome(delivered=200 <= status < 300, gone=status == 410, status_code=status)
+
+    async def _post(self, parts: SplitResult, headers: dict[str, str], body: bytes) -> int:
+        """The answer's status; its body is not read (the connection closes)."""
+        url = httpcore.URL(
+            scheme=parts.scheme,
+            host=parts.hostname or "",
+            port=parts.port,
+            target=(parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+        )
+        with anyio.fail_after(self._timeout):
+            async with httpcore.AsyncConnectionPool(
+                ssl_context=self._tls, network_backend=egress.PinnedBackend(allow_local=self._allow_local)
+            ) as pool:
+                async with pool.stream("POST", url, headers=list(headers.items()), content=body) as answer:
+                    return answer.status

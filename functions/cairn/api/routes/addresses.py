@@ -24,7 +24,8 @@ def register(app, services: Services) -> None:
         description="Creates an address with a state store, an event feed, an inbox URL and an email address. "
         "The read token in the answer is shown once only. With an `Idempotency-Key` (32 or more random "
         "characters), a retry of the same request answers the same address and credentials again, marked "
-        "`Idempotent-Replayed: true`; the key cannot be used for another request.",
+        "`Idempotent-Replayed: true`; the key cannot be used for another request. A key that is not random "
+        "(few different characters, a pattern repeated) is refused with `idempotency_key_not_random`.",
         tags=["addresses"],
         status_code=201,
     )

@@ -127,6 +127,7 @@ def capabilities(settings: Settings, *, outbound_configured: bool = False) -> di
             "max_contacts": settings.outbound_max_contacts,
             "max_text_bytes": settings.outbound_max_text_bytes,
             "verifications_per_day": settings.outbound_verifications_per_day,
+            "verifications_per_recipient_per_day": settings.outbound_verifications_per_recipient_per_day,
             "feed_slots_per_send": 2,
             "outcome_events": ["email.delivered", "email.bounced", "email.complained", "email.failed"],
         },

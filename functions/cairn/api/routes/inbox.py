@@ -23,7 +23,7 @@ def register(app, services: Services) -> None:
         "type: the event's type and source come from its `type` and `source` strings, its data from `data` or "
         "the whole body. Otherwise the `Content-Type` decides: `application/x-www-form-urlencoded` gives an "
         "object of the fields (a repeated name as a list), `text/*` the text, any other type "
-        "`{\"base64\", \"content_type\"}`. The query's `type` and `source` label events whose body carries "
+        '`{"base64", "content_type"}`. The query\'s `type` and `source` label events whose body carries '
         "none (default `message.received` / `http`). The event records the `content_type` it was read as. "
         "With an `Idempotency-Key`, a retry with the same bytes and type returns the original event "
         "(200, duplicate true); a different body under the same key is refused (422).",

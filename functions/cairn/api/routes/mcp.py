@@ -11,7 +11,7 @@ takes the address's read token as an argument.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -58,10 +58,12 @@ PATHS = frozenset(endpoint.path for endpoint in ENDPOINTS)
 class ServiceOperations:
     """The tools' operations on the use cases, for one request (its base URL and client IP)."""
 
-    def __init__(self, services: Services, *, base_url: str, client_ip: str) -> None:
+    def __init__(self, services: Services, *, base_url: str, client_ip: str, origins: Sequence[str] = ()) -> None:
         self._services = services
         self._base_url = base_url
         self._client_ip = client_ip
+        # Where the request reached this service: no webhook may lead back to it.
+        self._origins = origins
 
     def create_return_address(self, arguments: tools.CreateReturnAddress) -> Mapping[str, Any]:
         created = self._services.provisioning.provision(
@@ -115,6 +117,7 @@ class ServiceOperations:
             Target(TargetKind(target.kind), target.model_dump(exclude={"kind"}, exclude_none=True)),
             types=arguments.types or (),
             description=arguments.description,
+            origins=self._origins,
         )
         return _json(subscription_presenters.created(created))
 
@@ -125,7 +128,6 @@ class ServiceOperations:
     def delete_subscription(self, arguments: tools.SubscriptionArguments) -> Mapping[str, Any]:
         self._services.subscriptions.delete(arguments.address_id, arguments.read_token, arguments.subscription_id)
         return _json(SubscriptionDeletedResponse(subscription_id=arguments.subscription_id, deleted=True))
-
 
     def list_contacts(self, arguments: tools.AddressArguments) -> Mapping[str, Any]:
         contacts = self._services.contacts
@@ -178,7 +180,10 @@ def _register(app, services: Services, endpoint: Endpoint) -> None:
 
         event = app.current_event
         operations = ServiceOperations(
-            services, base_url=urls.base_url(event, settings.public_base_url), client_ip=client_ip(event)
+            services,
+            base_url=urls.base_url(event, settings.public_base_url),
+            client_ip=client_ip(event),
+            origins=urls.request_origins(event, settings.region),
         )
         toolset = endpoint.toolset(tools)
         reply = stateless.answer(raw_body(event), event.headers.get("mcp-protocol-version"), operations, toolset)

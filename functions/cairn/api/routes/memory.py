@@ -157,9 +157,9 @@ def register(app, services: Services) -> None:
 
 
 def events_from_body(raw: bytes) -> list[MemoryEvent]:
-    # Exact numbers need the transcript's reader, which would turn a lone surrogate into U+FFFD:
-    # refused first, as on every route.
-    jsontext.require_whole_characters(raw)
+    # Exact numbers need the transcript's reader, which would turn a lone surrogate into U+FFFD
+    # and takes any depth its stack allows: both refused first, as on every route.
+    jsontext.require_parseable(raw)
     try:
         body = exactjson.loads(raw)
     except exactjson.JsonError as error:

@@ -40,9 +40,10 @@ def register(app, services: Services) -> None:
         CONTACTS_PATH,
         summary="Ask a contact for a code, or confirm it with the code",
         description="`{email}` mails a six-digit code from the address's own email (202, pending); asking again "
-        "replaces the code. `{email, code}` verifies the contact (200). The code is never returned, expires, and "
-        "allows a few attempts: `wrong_code`, `code_expired`, `too_many_attempts`. At most a few contacts per "
-        "address (`contact_limit_reached`); codes per address per day are limited (429 `rate_limited`).",
+        "replaces the code, at most once a minute. `{email, code}` verifies the contact (200). The code is never "
+        "returned, expires, and allows a few tries: `wrong_code`, `code_expired`, `too_many_attempts`. At most a "
+        "few contacts per address (`contact_limit_reached`). Codes and tries per address and per recipient per UTC "
+        "day are limited, also across removing the contact (429 `rate_limited`; a refused request stores nothing).",
         tags=["email"],
         security=BEARER,
         status_code=202,

@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from cairn.api import subscription_presenters as presenters
+from cairn.api import urls
 from cairn.api.requests import bearer_token
 from cairn.api.routes.addresses import BEARER
 from cairn.api.subscription_schemas import (
@@ -33,6 +34,7 @@ def register(app, services: Services) -> None:
         summary="Subscribe a target to the address's new events",
         description="Events committed from now on are pushed to the target, in sequence order, at least once; "
         "a webhook is signed as Standard Webhooks with the `secret` in this answer, shown once. "
+        "A webhook URL must not lead to private addresses or to this service itself (400 `target_refused`). "
         "At most 10 subscriptions per address (configuration).",
         tags=["subscriptions"],
         security=BEARER,
@@ -44,7 +46,12 @@ def register(app, services: Services) -> None:
         params = body.target.model_dump(exclude={"kind"}, exclude_none=True)
         target = Target(TargetKind(body.target.kind), params)
         result = services.subscriptions.create(
-            address_id, token(), target, types=body.types or (), description=body.description
+            address_id,
+            token(),
+            target,
+            types=body.types or (),
+            description=body.description,
+            origins=urls.request_origins(app.current_event, services.settings.region),
         )
         return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=presenters.created(result))
 
@@ -75,8 +82,8 @@ def register(app, services: Services) -> None:
     @app.post(
         f"{BASE}/<subscription_id>/test",
         summary="Send a `subscription.test` delivery now",
-        description="The answer is the attempt (delivered or failed, status code or error); "
-        "the subscription's position in the feed does not move.",
+        description="The answer is the attempt (delivered or failed, status code or error), within the "
+        "delivery deadline; the subscription's position in the feed does not move.",
         tags=["subscriptions"],
         security=BEARER,
     )
@@ -89,7 +96,7 @@ def register(app, services: Services) -> None:
         f"{BASE}/<subscription_id>/rotate",
         summary="Give a webhook subscription a new secret",
         description="The new secret is shown once; the previous one keeps signing for 24 hours, "
-        "so deliveries carry both signatures until then.",
+        "so deliveries carry both signatures until then. Any older secret is dropped now: at most two sign.",
         tags=["subscriptions"],
         security=BEARER,
     )
