@@ -5,7 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup serve test bench synth clean java chromium
+.PHONY: setup serve check unit docs test bench synth clean java chromium
+
+# What the linters read, and how many pytest workers share the machine: the suite waits on
+# servers and DynamoDB Local far more than it computes, so twice the cores keeps both busy.
+LINTED := functions infra bench app.py examples tests
+WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
 setup: $(VENV)/.installed node_modules/.installed java
 
@@ -31,11 +36,26 @@ chromium:
 serve: setup
 	$(BIN)/cairn serve $(ARGS)
 
-# Lint and types first: a finding fails the run before the slower suites start.
-test: setup chromium
-	$(BIN)/ruff check functions infra bench app.py examples tests
+# The fast loop: lint, format, types and a complexity gate (no function above radon's C), no test.
+check: $(VENV)/.installed
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
-	$(BIN)/pytest -q $(ARGS)
+	$(BIN)/xenon --max-absolute C functions infra bench examples app.py
+
+# Unit tests only: no DynamoDB Local, no server, no browser.
+unit: $(VENV)/.installed
+	$(BIN)/pytest -q -n $(WORKERS) tests/unit $(ARGS)
+
+# The documentation site (mkdocs.yml), built strictly: a broken link or anchor, or a page left out
+# of the navigation, fails it. `.venv/bin/mkdocs serve` previews it while you write.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# Everything, in parallel; `check` and the docs first, so a finding fails the run before the slower
+# suites start. A module's tests stay on one worker (`tests/conftest.py`), so its fixtures are made once.
+test: setup chromium check docs
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup $(ARGS)
 
 bench: setup
 	$(BIN)/python -m bench $(ARGS)
@@ -48,4 +68,4 @@ synth: $(VENV)/.installed
 	PYTHONPATH=functions:. $(BIN)/python examples/cdk-app/agents.py
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .cairn
+	rm -rf $(VENV) node_modules cdk.out .cairn site

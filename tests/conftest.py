@@ -24,6 +24,25 @@ from tests.support.fakes import FakeClock  # noqa: E402
 from tests.support.lambda_client import LambdaClient, make_services  # noqa: E402
 from tests.support.serve import ServeProcess  # noqa: E402
 
+# The slowest tiers first, so that under pytest-xdist the long modules start early and the many
+# short unit modules fill the workers' last minutes.
+_TIER_ORDER = ("e2e", "contract", "integration", "infra", "unit")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group each module's tests for pytest-xdist's `--dist loadgroup`: a module runs on one worker,
+    so its module fixtures (one `cairn serve`, say) are made once; the infra modules share one
+    worker, as they share the stacks their session fixtures synthesize."""
+
+    def tier(item: pytest.Item) -> str:
+        parts = item.path.relative_to(config.rootpath).parts
+        return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+
+    items.sort(key=lambda item: _TIER_ORDER.index(tier(item)) if tier(item) in _TIER_ORDER else len(_TIER_ORDER))
+    for item in items:
+        group = "infra" if tier(item) == "infra" else str(item.path.relative_to(config.rootpath))
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture
 def clock() -> FakeClock:
@@ -107,5 +126,7 @@ def module_served(dynamodb_local: DynamoDBLocal, tmp_path_factory: pytest.TempPa
     Local for the rest of the run.
     """
     table = new_table(dynamodb_local, stream=False)
-    with ServeProcess(tmp_path_factory.mktemp("served"), dynamodb_endpoint=dynamodb_local.endpoint, table=table) as server:
+    with ServeProcess(
+        tmp_path_factory.mktemp("served"), dynamodb_endpoint=dynamodb_local.endpoint, table=table
+    ) as server:
         yield server

@@ -1,13 +1,15 @@
-"""The README and skill.md are scripts that work: their shell blocks, run as written, on `cairn serve`.
+"""The docs are scripts that work: the README's tour, the site's tour and skill.md, run as written on `cairn serve`.
 
-The README's tour, state, inbox-callback, email, outbound-mail and wake-up
-blocks and its `cairn` commands run in order in one shell; only the values
-the text says to change are changed (`BASE`, `SMTP_PORT`, `OUTBOX`,
-`WAKE_URL`, and `CAIRN_URL` for the `cairn` commands). The server ends event
-streams after 2 s, as the README says the test configures it.
-skill.md's blocks run with the placeholders it names (`<id>`, `<event_id>`,
-`$READ_TOKEN`) filled in. Every `curl` answer is checked for its status and
-shape, in order.
+The README's ten-line tour runs on its own. The site's tour (`docs/tour.md`,
+then the shell and Python blocks of the pages it continues on: state and
+inbox callbacks, email in and out, wake-ups, product memory, the SDK and the
+`cairn` commands; `tests/support/docs.py` lists them) runs in order in one
+shell; only the values the text says to change are changed (`BASE`,
+`SMTP_PORT`, `OUTBOX`, `WAKE_URL`, the runtime key's path, the SDK's URL, and
+`CAIRN_URL` for the `cairn` commands). The server ends event streams after
+2 s, as the tour says the test configures it. skill.md's blocks run with the
+placeholders it names (`<id>`, `<event_id>`, `$READ_TOKEN`) filled in. Every
+`curl` answer is checked for its status and shape, in order.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from typing import Any
 import httpx
 import pytest
 
+from cairn.client import Address
 from cairn.local.dynamodb_local import DynamoDBLocal
+from tests.support.docs import Block, readme_tour, tour_blocks
 from tests.support.serve import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,22 +89,34 @@ def receiver() -> Iterator[WakeReceiver]:
     hook.close()
 
 
-def sh_blocks(text: str) -> list[str]:
-    return re.findall(r"```sh\n(.*?)```", text, flags=re.S)
+def as_shell(block: Block) -> str:
+    """A block as a line of the script: shell as it is, Python through the interpreter the shell finds."""
+    return f"python3 - <<'PY'\n{block.text}PY\n" if block.language == "python" else block.text
 
 
-def readme_script(served: ServeProcess, wake_url: str) -> str:
-    """The tour's blocks (API through wake-ups), then the `cairn` commands, as one script."""
-    text = (ROOT / "README.md").read_text()
-    api = text[text.index("## A tour of the API") : text.index("### The inbox page")]
-    tools = text[text.index("## Agent tools: SDK, CLI, MCP") : text.index("## Configuration and limits")]
-    blocks = sh_blocks(api) + [block for block in sh_blocks(tools) if block.startswith("cairn provision")]
-    assert len(blocks) == 7, "tour, state, inbox callbacks, email, email out, wake-ups, cairn commands"
-    script = "\n".join(blocks)
-    for documented, here in [("BASE=http://127.0.0.1:8787\n", f"BASE={served.base_url}\n"),
-                             ("SMTP_PORT=2525 ", f"SMTP_PORT={served.smtp_port} "),
-                             ("OUTBOX=.cairn/data/outbox ", f"OUTBOX={served.data_dir / 'outbox'} "),
-                             ("WAKE_URL=https://agent.example.com/wake ", f"WAKE_URL={wake_url} ")]:
+def docs_script(served: ServeProcess, wake_url: str) -> str:
+    """The site's tour and the pages it continues on, as one script."""
+    blocks = tour_blocks()
+    assert [block.page.removeprefix("docs/") for block in blocks] == [
+        "tour.md",
+        "addresses.md",  # state
+        "addresses.md",  # inbox callbacks
+        "email.md",  # mail in
+        "email.md",  # mail out
+        "wakeups.md",
+        "runtime.md",  # product memory
+        "agent-tools.md",  # the SDK
+        "agent-tools.md",  # the `cairn` commands
+    ], [str(block) for block in blocks]
+    script = "\n".join(as_shell(block) for block in blocks)
+    for documented, here in [
+        ("BASE=http://127.0.0.1:8787\n", f"BASE={served.base_url}\n"),
+        ("SMTP_PORT=2525 ", f"SMTP_PORT={served.smtp_port} "),
+        ("OUTBOX=.cairn/data/outbox ", f"OUTBOX={served.data_dir / 'outbox'} "),
+        ("WAKE_URL=https://agent.example.com/wake ", f"WAKE_URL={wake_url} "),
+        ("RUNTIME_KEY=$(cat .cairn/data/runtime-key) ", f"RUNTIME_KEY=$(cat {served.data_dir / 'runtime-key'}) "),
+        ('Address.provision("http://127.0.0.1:8787", ', f'Address.provision("{served.base_url}", '),
+    ]:
         assert script.count(documented) == 1, documented
         script = script.replace(documented, here)
     return script
@@ -121,7 +137,11 @@ def run(script: str, workdir: Path, served: ServeProcess, **env: str) -> tuple[s
     }
     done = subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + CURL_RECORDER + script],
-        cwd=workdir, env=environment, capture_output=True, text=True, timeout=300,
+        cwd=workdir,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     answers = []
@@ -143,7 +163,7 @@ def error(code: str) -> Callable[[Any], bool]:
     return lambda body: body["error"]["code"] == code
 
 
-README_ANSWERS: list[tuple[str, int, Callable[[Any], bool]]] = [
+DOCS_ANSWERS: list[tuple[str, int, Callable[[Any], bool]]] = [
     ("provision", 201, keys("address", "credentials", "endpoints")),
     ("inbox post", 202, lambda body: body["duplicate"] is False and body["event"]["sequence"] == 1),
     ("long-poll", 200, lambda body: body["events"][0]["data"] == {"status": "green"} and body["next_cursor"] == 1),
@@ -168,7 +188,11 @@ README_ANSWERS: list[tuple[str, int, Callable[[Any], bool]]] = [
     ("replay", 200, lambda body: body["duplicate"] is True),
     ("ask for a code", 202, lambda body: body["contact"]["status"] == "pending" and body["code_sent"] is True),
     ("verify the code", 200, lambda body: body["status"] == "verified"),
-    ("contacts", 200, lambda body: [c["status"] for c in body["contacts"]] == ["verified"] and body["outbound_configured"]),
+    (
+        "contacts",
+        200,
+        lambda body: [c["status"] for c in body["contacts"]] == ["verified"] and body["outbound_configured"],
+    ),
     ("send", 202, lambda body: body["status"] == "accepted" and body["duplicate"] is False),
     ("remove contact", 200, lambda body: body == {"email": "ada@example.org", "removed": True}),
     ("subscribe", 201, lambda body: body["secret"].startswith("whsec_") and body["subscription"]["status"] == "active"),
@@ -177,18 +201,41 @@ README_ANSWERS: list[tuple[str, int, Callable[[Any], bool]]] = [
     ("rotate", 200, lambda body: body["secret"].startswith("whsec_")),
     ("unsubscribe", 200, lambda body: body["deleted"] is True),
     ("delete", 200, lambda body: body["deleted"] is True),
+    ("memory append", 201, lambda body: body["sequences"] == [1]),
+    ("memory read", 200, lambda body: [event["data"] for event in body["events"]] == [{"message": "Summarize sales"}]),
+]
+
+README_ANSWERS: list[tuple[str, int, Callable[[Any], bool]]] = [
+    ("provision", 201, keys("address", "credentials", "endpoints")),
+    ("inbox post", 202, lambda body: body["duplicate"] is False and body["event"]["sequence"] == 1),
+    ("long-poll", 200, lambda body: [event["type"] for event in body["events"]] == ["build.completed"]),
+    ("state create", 201, lambda body: body["revision"] == 1),
 ]
 
 
-def test_the_readme_runs_as_written(served: ServeProcess, receiver: WakeReceiver, tmp_path: Path):
-    stdout, answers = run(readme_script(served, receiver.url), tmp_path, served)
-    assert len(answers) == len(README_ANSWERS), [status for status, _ in answers]
-    for (name, status, shape), (got_status, body) in zip(README_ANSWERS, answers, strict=True):
+def check(expected: list[tuple[str, int, Callable[[Any], bool]]], answers: list[tuple[int, Any]]) -> None:
+    assert len(answers) == len(expected), [status for status, _ in answers]
+    for (name, status, shape), (got_status, body) in zip(expected, answers, strict=True):
         assert got_status == status, (name, body)
         assert shape(body), (name, body)
+
+
+def test_the_readme_and_the_docs_tours_run_as_written(served: ServeProcess, receiver: WakeReceiver, tmp_path: Path):
+    tour = readme_tour()  # on the same server, in a folder of its own
+    assert len(tour.text.splitlines()) <= 12, "the README's tour is about ten lines"
+    assert tour.text.count("BASE=http://127.0.0.1:8787\n") == 1, "the README's tour starts from BASE"
+    (tmp_path / "readme").mkdir()
+    _, answers = run(
+        tour.text.replace("BASE=http://127.0.0.1:8787\n", f"BASE={served.base_url}\n"), tmp_path / "readme", served
+    )
+    check(README_ANSWERS, answers)
+
+    stdout, answers = run(docs_script(served, receiver.url), tmp_path, served)
+    check(DOCS_ANSWERS, answers)
     assert (tmp_path / "invoice.pdf").read_bytes() == b"%PDF-1.4 invoice 31"
     signed_event = answers[2][1]["events"][0]  # the tour's own event; the signed one is checked below
     assert signed_event["content_type"] == "application/json"
+    assert Address.restore(tmp_path / "nightly.json").state.get("progress")["value"] == {"step": 2}, "the SDK block"
     followed = [json.loads(line) for line in stdout.splitlines()[-2:]]  # the script ends with `follow`
     assert [event["type"] for event in followed] == ["state.updated", "build.done"], "cairn events follow"
     assert [delivery["type"] for delivery in receiver.received] == ["subscription.test"], "the tour's test delivery"
@@ -197,23 +244,26 @@ def test_the_readme_runs_as_written(served: ServeProcess, receiver: WakeReceiver
     assert [b"Subject: Report" in mail.read_bytes() for mail in sent].count(True) == 1
 
 
-def test_the_readme_marks_the_signed_callback(served: ServeProcess, receiver: WakeReceiver, tmp_path: Path):
+def test_the_docs_mark_the_signed_callback(served: ServeProcess, receiver: WakeReceiver, tmp_path: Path):
     """The tour and the callback block alone: the signed post's event is verified and keeps its header."""
-    script = readme_script(served, receiver.url)
-    script = script[: script.index("SMTP_PORT=")] + 'curl -s "$EVENTS_URL?after=0" -H "Authorization: Bearer $READ_TOKEN"\n'
+    script = docs_script(served, receiver.url)
+    script = (
+        script[: script.index("SMTP_PORT=")] + 'curl -s "$EVENTS_URL?after=0" -H "Authorization: Bearer $READ_TOKEN"\n'
+    )
     _, answers = run(script, tmp_path, served)
     events = answers[-1][1]["events"]
     signed = events[-1]
     assert (signed["type"], signed["verified_by"], signed["headers"]) == (
-        "github.pull_request", "github", {"x-github-event": "pull_request"}
+        "github.pull_request",
+        "github",
+        {"x-github-event": "pull_request"},
     )
 
 
 def indented_blocks(text: str) -> list[str]:
     """Markdown's indented code blocks, as shell text."""
     return [
-        "\n".join(line[4:] for line in block.splitlines())
-        for block in re.findall(r"(?:^    .*\n)+", text, flags=re.M)
+        "\n".join(line[4:] for line in block.splitlines()) for block in re.findall(r"(?:^    .*\n)+", text, flags=re.M)
     ]
 
 
@@ -224,7 +274,9 @@ def test_skill_md_runs_as_written(served: ServeProcess, receiver: WakeReceiver, 
     assert status == 201
     address_id, token = created["address"]["id"], created["credentials"]["read_token"]
     # The other party calls back; then a mail with an attachment arrives.
-    assert httpx.post(created["endpoints"]["inbox_url"], json={"type": "render.completed", "data": {}}).status_code == 202
+    assert (
+        httpx.post(created["endpoints"]["inbox_url"], json={"type": "render.completed", "data": {}}).status_code == 202
+    )
     mail = EmailMessage()
     mail["From"], mail["To"], mail["Subject"] = "billing@example.com", created["address"]["email"], "Invoice"
     mail.set_content("attached")

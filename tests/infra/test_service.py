@@ -87,9 +87,7 @@ def test_two_services_in_one_stack_synthesize_cdk_nag_clean(consumer: Synthesis)
         ("AWS::SES::ConfigurationSet", "Name"),
     ],
 )
-def test_physical_names_never_collide_between_the_services(
-    consumer: Synthesis, resource_type: str, name: str
-) -> None:
+def test_physical_names_never_collide_between_the_services(consumer: Synthesis, resource_type: str, name: str) -> None:
     names = [resource["Properties"][name] for resource in consumer.resources(resource_type).values()]
     assert len(names) == len(set(names)) > 1
     # Each name says which service it belongs to.
@@ -112,14 +110,16 @@ def test_grant_runtime_invoke_allows_exactly_the_runtime_and_memory_routes(consu
 
 
 @pytest.mark.parametrize("handler", [API_HANDLER, DISPATCH_HANDLER, SWEEP_HANDLER])
-def test_grant_wake_target_gives_each_sender_the_one_action_on_the_one_queue(
-    consumer: Synthesis, handler: str
-) -> None:
+def test_grant_wake_target_gives_each_sender_the_one_action_on_the_one_queue(consumer: Synthesis, handler: str) -> None:
     (queue,) = consumer.resources("AWS::SQS::Queue").keys() & {
         logical_id for logical_id in consumer.resources("AWS::SQS::Queue") if logical_id.startswith("Callbacks")
     }
     queue_arn = {"Fn::GetAtt": [queue, "Arn"]}
-    granted = [s for s in statements(consumer, role_of(consumer, function_id(consumer, "Agents", handler))) if s["Resource"] == queue_arn]
+    granted = [
+        s
+        for s in statements(consumer, role_of(consumer, function_id(consumer, "Agents", handler)))
+        if s["Resource"] == queue_arn
+    ]
     assert granted == [{"Action": "sqs:SendMessage", "Effect": "Allow", "Resource": queue_arn}]
     # The other service was granted nothing.
     other = statements(consumer, role_of(consumer, function_id(consumer, "Tools", handler)))
@@ -127,7 +127,9 @@ def test_grant_wake_target_gives_each_sender_the_one_action_on_the_one_queue(
 
 
 def test_grant_wake_target_puts_the_target_on_the_allow_list(consumer: Synthesis) -> None:
-    (queue,) = [logical_id for logical_id in consumer.resources("AWS::SQS::Queue") if logical_id.startswith("Callbacks")]
+    (queue,) = [
+        logical_id for logical_id in consumer.resources("AWS::SQS::Queue") if logical_id.startswith("Callbacks")
+    ]
     agents = consumer.raw["Resources"][function_id(consumer, "Agents", API_HANDLER)]["Properties"]
     allow_list = agents["Environment"]["Variables"]["CAIRN_WAKE_TARGET_ARNS"]
     # A JSON list built at deploy time: `["` + the queue's ARN + `"]`.
@@ -178,34 +180,41 @@ def test_every_prop_has_a_meaning() -> None:
     assert set(MEANINGS) == {field.name for field in fields(StageConfig)}
 
 
-def test_the_readme_props_table_is_the_generated_one() -> None:
-    readme = (PROJECT_DIR / "README.md").read_text()
-    start = readme.index("<!-- props table:")
-    table = readme[readme.index("\n", start) + 1 : readme.index("<!-- end of props table -->")]
+def test_the_docs_props_table_is_the_generated_one() -> None:
+    page = (PROJECT_DIR / "docs" / "cdk.md").read_text()
+    start = page.index("<!-- props table:")
+    table = page[page.index("\n", start) + 1 : page.index("<!-- end of props table -->")]
     assert table == props_table(), "regenerate it: python -m infra.props"
 
 
-def test_the_readme_example_synthesizes(tmp_path: Path) -> None:
-    readme = (PROJECT_DIR / "README.md").read_text()
-    section = readme[readme.index("### Use Cairn in your own CDK app") :]
-    example = section[section.index("```python\n") + len("```python\n") : section.index("```\n", section.index("```python"))]
+def test_the_docs_example_synthesizes(tmp_path: Path) -> None:
+    page = (PROJECT_DIR / "docs" / "cdk.md").read_text()
+    example = page[page.index("```python\n") + len("```python\n") : page.index("```\n", page.index("```python"))]
     namespace: dict[str, Any] = {}
-    exec(compile(example, "README.md", "exec"), namespace)
+    exec(compile(example, "docs/cdk.md", "exec"), namespace)
     app = cdk.App(context=SKIP_BUNDLING, outdir=str(tmp_path))
     stack = namespace["AgentStack"](app, "Agents")
     app.synth()
     template = json.loads((tmp_path / stack.template_file).read_text())
     assert "CairnUrl" in template["Outputs"]
     alarms = [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
-    assert any(a["Properties"].get("MetricName") == "IteratorAge" and a["Properties"]["Threshold"] == 30_000 for a in alarms)
+    assert any(
+        a["Properties"].get("MetricName") == "IteratorAge" and a["Properties"]["Threshold"] == 30_000 for a in alarms
+    )
 
 
 def test_each_kind_of_wake_target_gets_its_one_action(tmp_path: Path) -> None:
     app = cdk.App(context=SKIP_BUNDLING, outdir=str(tmp_path))
     stack = cdk.Stack(app, "Team")
-    service = CairnService(stack, "Cairn", props=CairnProps(stage="agents", wake_target_arns=("arn:aws:sqs:us-east-1:123456789012:agent-*",)))
+    service = CairnService(
+        stack,
+        "Cairn",
+        props=CairnProps(stage="agents", wake_target_arns=("arn:aws:sqs:us-east-1:123456789012:agent-*",)),
+    )
     bus = events.EventBus.from_event_bus_arn(stack, "Bus", "arn:aws:events:us-east-1:123456789012:event-bus/agents")
-    machine = sfn.StateMachine.from_state_machine_arn(stack, "Flow", "arn:aws:states:us-east-1:123456789012:stateMachine:flow")
+    machine = sfn.StateMachine.from_state_machine_arn(
+        stack, "Flow", "arn:aws:states:us-east-1:123456789012:stateMachine:flow"
+    )
     function = lambda_.Function.from_function_arn(stack, "Run", "arn:aws:lambda:us-east-1:123456789012:function:run")
     for target in (bus, machine, function):
         service.grant_wake_target(target)
