@@ -14,7 +14,7 @@ from bench.calls import CallCounter
 from bench.report import Table
 from bench.timing import run_load
 from cairn.dynamodb.client import make_client
-from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.model import RunStart
 from cairn.settings import Settings
 from tests.contract.builders import T0, note, root_start, run_start

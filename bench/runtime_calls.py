@@ -16,7 +16,7 @@ from typing import Any
 from bench.calls import CallCounter, status_text
 from bench.report import Table
 from cairn.dynamodb.client import make_client
-from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.model import EMPTY_SEED_END_ID, SeedPublication
 from cairn.settings import Settings
 from tests.contract.builders import (

@@ -26,7 +26,7 @@ from bench.report import Table
 from bench.timing import percentile_ms
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.runtime_backend import DynamoRuntimeBackend
-from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.model import RunRecord, RunStart
 from cairn.runtime.state import UnitOfWork
 from cairn.settings import Settings

@@ -15,7 +15,7 @@ from bench.calls import CallCounter
 from bench.report import Table
 from bench.timing import percentile_ms
 from cairn.dynamodb.client import make_client
-from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.model import EMPTY_SEED_END_ID, RunStart, SeedKind
 from cairn.settings import Settings
 from tests.contract.builders import T0, complete, declaration, root_start, run_start, seed_append, terminal

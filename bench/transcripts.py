@@ -16,7 +16,7 @@ from bench.calls import CallCounter
 from bench.report import Table
 from bench.timing import percentile_ms
 from cairn.dynamodb.client import make_client
-from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.model import MAX_TRANSCRIPT_PAGE_RECORDS, TRANSCRIPT_APPENDED, TRANSCRIPT_SEEDED
 from cairn.settings import Settings
 from cairn.transcript.codec import encode_messages

@@ -106,7 +106,9 @@ class StageConfig:
     becomes the public base URL of every link the service hands out.
     """
 
-    stage: str
+    # API Gateway's own default stage name, for a CairnService given no props; Cairn's own stack
+    # takes it from context, where it is required (cdk.json sets it).
+    stage: str = "prod"
     ephemeral: bool = False
     email_domain: str | None = None
     activate_receipt_rule_set: bool = False

@@ -13,7 +13,7 @@ from infra.config import StageConfig
 
 # What each prop means; a test fails when a field has no entry (or an entry no field).
 MEANINGS = {
-    "stage": "API Gateway stage name; also names Cairn's own stack (`cairn-<stage>`)",
+    "stage": "API Gateway stage name; also names Cairn's own stack (`cairn-<stage>`), whose context requires it",
     "ephemeral": "throw-away deployment: table, bucket and log groups are deleted with the stack, not retained",
     "email_domain": "turns on email: addresses receive `<address id>@<domain>` and send from it",
     "activate_receipt_rule_set": "make the service's SES rule set the account's active one (one per region)",

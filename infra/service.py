@@ -47,12 +47,14 @@ class CairnService(Construct):
     an email domain, inbound and outbound mail.
 
     `props` are validated when they are made (`CairnProps(stage=...)` raises
-    `ValueError` with the same messages `cdk synth -c ...` gives). The service
-    adds no stack outputs and no cdk-nag checks: the consuming app decides both.
+    `ValueError` with the same messages `cdk synth -c ...` gives); without
+    them, every prop takes its default. The service adds no stack outputs and
+    no cdk-nag checks: the consuming app decides both.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, props: StageConfig) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, props: StageConfig | None = None) -> None:
         super().__init__(scope, construct_id)
+        props = props or StageConfig()
         config = (
             props
             if props.name_prefix is not None

@@ -220,3 +220,20 @@ class WakeupRefused(CairnError):
     """A Cairn wake-up posted to a Cairn inbox: refused for good, which ends the subscription that sent it."""
 
     code = "wakeup_refused"
+
+
+class CheckpointStale(CairnError):
+    """A LangGraph checkpoint put from a checkpoint that is no longer its thread's head.
+
+    Another writer continued the thread first: `head` is the checkpoint it
+    holds now (None: the thread has none), `parent_id` the one this writer
+    continued from. Nothing was stored; the writer's run should stop.
+    """
+
+    code = "checkpoint_stale"
+
+
+class CheckpointPartMissing(CairnError):
+    """A checkpoint or write names an uploaded part that is not there (never uploaded, or its thread deleted)."""
+
+    code = "checkpoint_part_missing"

@@ -3,7 +3,7 @@
 Built once per Lambda container (at import) or per `cairn serve` process;
 the HTTP routes receive it and never build storage themselves. The use cases
 of an inbox post and a poll are built at once; the others (provisioning,
-inbox settings, email in and out, wake-ups, runtime and memory), with the
+inbox settings, email in and out, wake-ups, runtime, memory and checkpoints), with the
 modules they need, when first asked for, so a container that only takes
 inbox posts and polls never loads them.
 """
@@ -31,6 +31,7 @@ from cairn.settings import Settings
 if TYPE_CHECKING:
     from cairn.addresses.inbox_config import InboxConfiguration
     from cairn.addresses.provisioning import Provisioning
+    from cairn.checkpoints.threads import Checkpoints
     from cairn.dynamodb.contact_table import ContactTable
     from cairn.dynamodb.subscription_table import SubscriptionTable
     from cairn.email.attachments import EmailAttachments
@@ -152,7 +153,7 @@ class Services:
     def runtime(self) -> RuntimeStore:
         if self.given_runtime is not None:
             return self.given_runtime
-        from cairn.runtime.dynamo import DynamoRuntimeStore
+        from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 
         return DynamoRuntimeStore(self.client, self.settings.table_name)
 
@@ -162,6 +163,13 @@ class Services:
         from cairn.transcript.memory import MemoryStore
 
         return MemoryStore(MemoryTable(self.client, self.settings.table_name), self.clock)
+
+    @cached_property
+    def checkpoints(self) -> Checkpoints:
+        from cairn.checkpoints.threads import Checkpoints
+        from cairn.dynamodb.checkpoint_table import CheckpointTable
+
+        return Checkpoints(self.table, CheckpointTable(self.client, self.settings.table_name), self.clock)
 
     @cached_property
     def _subscription_table(self) -> SubscriptionTable:

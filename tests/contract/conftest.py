@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from cairn.dynamodb.client import make_client
-from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.http import HttpRuntimeStore
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.settings import Settings

@@ -15,8 +15,8 @@ from typing import Any
 
 from cairn.dynamodb import keys, runtime_items
 from cairn.dynamodb.items import key, s
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime import wire
-from cairn.runtime.dynamo import DynamoRuntimeStore
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import RunRecord, RunSuspension, SeedDeclaration, SeedKind
 

@@ -10,9 +10,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as shown
 
 from tests.e2e.test_serve import auth, provision
-from tests.support.browser import Browser
+from tests.support.browser import chromium, downloaded, until_script, wait
 from tests.support.serve import ServeProcess
 
 # Each test works on addresses of its own, so they share one server.
@@ -24,14 +28,19 @@ EVENT_TYPES = "return [...document.querySelectorAll('#feed .event .type')].map(n
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
+def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
     downloads = tmp_path / "downloads"
     downloads.mkdir()
-    session = Browser(downloads)
+    driver = chromium(downloads)
     try:
-        yield session
+        yield driver
     finally:
-        session.close()
+        driver.quit()
+
+
+def visible_text(browser: webdriver.Chrome, element_id: str) -> str:
+    """The text of the element once a person can see it (displayed, not merely in the document)."""
+    return wait(browser).until(shown.visibility_of_element_located((By.ID, element_id))).text
 
 
 def send_report(served: ServeProcess, to: str) -> None:
@@ -46,18 +55,17 @@ def send_report(served: ServeProcess, to: str) -> None:
 
 
 def test_a_person_follows_acknowledges_and_downloads_and_strangers_html_stays_text(
-    served: ServeProcess, browser: Browser, tmp_path: Path
+    served: ServeProcess, browser: webdriver.Chrome, tmp_path: Path
 ):
     with served.client() as client:
         created = provision(client)
         address_id, token = created["address"]["id"], created["credentials"]["read_token"]
-        browser.open(f"{served.base_url}/inbox#{address_id}:{token}")
-        empty = browser.wait_for("const p = document.getElementById('feed-empty'); return !p.hidden && p.textContent")
-        assert "inbox URL" in empty
+        browser.get(f"{served.base_url}/inbox#{address_id}:{token}")
+        assert "inbox URL" in visible_text(browser, "feed-empty")
         # The token left the address bar and stays in this tab only.
-        assert browser.script("return location.href") == f"{served.base_url}/inbox"
-        assert browser.script("return localStorage.length") == 0
-        assert token in browser.script("return sessionStorage.getItem('cairn.inbox')")
+        assert browser.current_url == f"{served.base_url}/inbox"
+        assert browser.execute_script("return localStorage.length") == 0
+        assert token in browser.execute_script("return sessionStorage.getItem('cairn.inbox')")
 
         # Everything arrives while the page long-polls: no reload.
         client.put(created["endpoints"]["state_url"] + "/plan", json={"value": {"step": 2}}, headers=auth(created))
@@ -65,48 +73,50 @@ def test_a_person_follows_acknowledges_and_downloads_and_strangers_html_stays_te
         httpx.post(inbox, json={"type": "render.done", "data": {"frames": 24}})
         send_report(served, created["address"]["email"])
         httpx.post(inbox, json={"type": "email.received", "source": "email", "data": {"html": FORGED_HTML}})
-        types = browser.wait_for(f"const t = (() => {{ {EVENT_TYPES} }})(); return t.length === 4 && t")
+        types = until_script(browser, f"const t = (() => {{ {EVENT_TYPES} }})(); return t.length === 4 && t")
         assert types == ["email.received", "email.received", "render.done", "state.updated"]  # newest first
-        surfaces = browser.script("return [...document.querySelectorAll('#feed .surface')].map(n => n.textContent)")
+        surfaces = browser.execute_script(
+            "return [...document.querySelectorAll('#feed .surface')].map(n => n.textContent)"
+        )
         assert surfaces == ["http", "email", "http", "state"]
 
-        state = browser.wait_for(
-            "return document.getElementById('state').textContent.includes('step') && "
-            "document.getElementById('state').innerText"
-        )
+        wait(browser).until(shown.text_to_be_present_in_element((By.ID, "state"), "step"))
+        state = visible_text(browser, "state")
         assert "plan" in state and "revision 1" in state and '"step": 2' in state
 
         # The forged event's data shows as text: no element made from it, no script run.
-        forged = browser.script("return document.querySelector('#feed .event .data').textContent")
+        forged = browser.find_element(By.CSS_SELECTOR, "#feed .event .data").text
         assert FORGED_HTML in forged
-        assert browser.script("return document.querySelectorAll('#feed img').length") == 0
-        assert browser.alert_text() is None
+        assert browser.find_elements(By.CSS_SELECTOR, "#feed img") == []
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.accept()
 
-        browser.click("#feed .event:nth-child(3) button.ack")
-        browser.wait_for(
-            "return document.querySelector('#feed .event:nth-child(3) .acked').textContent.startsWith('acknowledged')"
+        browser.find_element(By.CSS_SELECTOR, "#feed .event:nth-child(3) button.ack").click()
+        wait(browser).until(
+            lambda page: page.find_element(By.CSS_SELECTOR, "#feed .event:nth-child(3) .acked").text.startswith(
+                "acknowledged"
+            )
         )
         events = client.get(created["endpoints"]["events_url"], headers=auth(created)).json()["events"]
         assert [event["type"] for event in events if event["acknowledged_at"]] == ["render.done"]
 
-        browser.click("#feed .event:nth-child(2) button.download")
-        assert browser.downloaded("report.pdf") == REPORT
+        browser.find_element(By.CSS_SELECTOR, "#feed .event:nth-child(2) button.download").click()
+        assert downloaded(browser, tmp_path / "downloads" / "report.pdf") == REPORT
         # Readable on a phone (no sideways scrolling) and on a desktop; the screenshots are test artifacts only.
-        assert browser.script("return document.documentElement.scrollWidth <= window.innerWidth")
-        browser.screenshot(tmp_path / "inbox-phone.png")
-        browser.command("window/rect", {"width": 1280, "height": 900})
-        assert browser.script("return document.documentElement.scrollWidth <= window.innerWidth")
-        browser.screenshot(tmp_path / "inbox-desktop.png")
+        assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+        assert browser.save_screenshot(str(tmp_path / "inbox-phone.png"))
+        browser.set_window_size(1280, 900)
+        assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+        assert browser.save_screenshot(str(tmp_path / "inbox-desktop.png"))
 
 
-def test_a_refused_token_is_said_in_words_and_the_form_is_offered(served: ServeProcess, browser: Browser):
+def test_a_refused_token_is_said_in_words_and_the_form_is_offered(served: ServeProcess, browser: webdriver.Chrome):
     with served.client() as client:
         created = provision(client)
-    browser.open(f"{served.base_url}/inbox#{created['address']['id']}:crt_wrong")
-    message = browser.wait_for("const e = document.getElementById('error'); return !e.hidden && e.textContent")
-    assert "refused" in message
-    assert browser.script("return document.getElementById('open').hidden") is False
-    assert browser.script("return sessionStorage.length") == 0
+    browser.get(f"{served.base_url}/inbox#{created['address']['id']}:crt_wrong")
+    assert "refused" in visible_text(browser, "error")
+    assert browser.find_element(By.ID, "open").is_displayed()
+    assert browser.execute_script("return sessionStorage.length") == 0
 
 
 def test_the_page_allows_nothing_from_other_origins(served: ServeProcess):

@@ -156,6 +156,21 @@ def test_metric_helpers_name_the_alarms_metrics() -> None:
         service.metric_email_failed_ingest()  # no email domain: no such alarm
 
 
+def test_a_service_without_props_synthesizes_with_the_defaults(tmp_path: Path) -> None:
+    app = cdk.App(context=SKIP_BUNDLING, outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Team")
+    CairnService(stack, "Cairn")
+    add_checks(app)
+    synthesis = synthesize_stack(app, stack, tmp_path)
+    assert synthesis.violations == []
+    _, stage = synthesis.only("AWS::ApiGateway::Stage")
+    assert stage["Properties"]["StageName"] == CairnProps().stage == "prod"
+    _, api = synthesis.only("AWS::ApiGateway::RestApi")
+    assert api["Properties"]["Name"].startswith("Team-Cairn-")  # named from its path, as with props
+    # No email domain by default: no mail resources.
+    assert synthesis.resources("AWS::SES::ReceiptRuleSet") == {}
+
+
 def test_props_are_the_stage_configuration_with_its_messages() -> None:
     assert CairnProps is StageConfig
     with pytest.raises(ValueError, match="must start with a letter"):

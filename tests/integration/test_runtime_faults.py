@@ -27,7 +27,7 @@ import pytest
 
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.keys import run_pk, session_pk
-from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.errors import (
     ContractError,
     EventConflictError,

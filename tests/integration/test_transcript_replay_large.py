@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cairn.dynamodb.client import make_client
-from cairn.runtime.dynamo import DynamoRuntimeStore
+from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import MAX_TRANSCRIPT_PAGE_BYTES, TRANSCRIPT_APPENDED
 from cairn.settings import Settings

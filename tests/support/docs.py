@@ -38,6 +38,10 @@ NOT_IN_TOUR = {
         "test_transcript_validation.py and test_history_policy.py run each function"
     ),
     ("docs/agent-tools.md", "python -m cairn.client.examples."): "tests/e2e/test_examples.py runs each example",
+    ("docs/langgraph.md", "pip install"): "installs from a package index; `make test` installs the extra with `dev`",
+    ("docs/langgraph.md", "from langgraph.types import Command"): (
+        "a sketch over a graph of the reader's; tests/e2e/test_langgraph.py runs such a graph in two processes"
+    ),
     ("docs/cdk.md", "from aws_cdk import"): "tests/infra/test_service.py synthesizes it",
     ("docs/deploy.md", "make synth"): "deploys to an AWS account (tests/infra synthesizes the stack)",
     ("docs/deploy.md", "npx aws-cdk destroy"): "tears down a deployment in an AWS account",

@@ -373,7 +373,7 @@ def covers(chart: Diagram, source: str, target: str) -> bool:
 
 
 def related(chart: Diagram, a: str, b: str) -> bool:
-    """One node is part of the other (`runtime.dynamo` of `runtime`): their imports are the package's own."""
+    """One node is part of the other (`mcp.tools` of `mcp`): their imports are the package's own."""
     return any(x == y or x.startswith(y + ".") or y.startswith(x + ".") for x in chart.nodes[a] for y in chart.nodes[b])
 
 
@@ -406,3 +406,55 @@ def test_every_edge_drawn_is_an_import() -> None:
 
 def test_the_shared_modules_exist() -> None:
     assert {module for module in shared_modules() if module not in index().modules} == set()
+
+
+# No loops between packages: dependencies point one way, so each package can be read, tested and
+# changed knowing only the packages below it.
+
+
+def package_of(module: str) -> str:
+    """`cairn.runtime.engine` is part of `cairn.runtime`; a top-level module (`cairn.services`) stands alone."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_loops(found: set[tuple[str, str]]) -> list[list[str]]:
+    """The groups of packages that import one another, directly or through others, each sorted."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for importer, imported in found:
+        if package_of(importer) != package_of(imported):
+            graph[package_of(importer)].add(package_of(imported))
+
+    def reachable(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for package in graph.get(todo.pop(), set()) - seen:
+                seen.add(package)
+                todo.append(package)
+        return seen
+
+    reach = {package: reachable(package) for package in list(graph)}
+    loops = {
+        tuple(sorted(other for other in reach[package] if package in reach.get(other, set())))
+        for package in reach
+        if package in reach[package]
+    }
+    return sorted(list(loop) for loop in loops)
+
+
+def test_the_loop_check_finds_a_loop_through_a_third_package() -> None:
+    found = {("cairn.a.x", "cairn.b.y"), ("cairn.b.z", "cairn.c"), ("cairn.c", "cairn.a.w"), ("cairn.a.w", "cairn.d")}
+    assert package_loops(found) == [["cairn.a", "cairn.b", "cairn.c"]]
+    assert package_loops(found - {("cairn.c", "cairn.a.w")}) == []
+
+
+def test_no_package_imports_one_that_imports_it() -> None:
+    found = imports()
+    loops = package_loops(found)
+    closing = sorted(
+        f"{importer} imports {imported}"
+        for loop in loops
+        for importer, imported in found
+        if package_of(importer) != package_of(imported) and {package_of(importer), package_of(imported)} <= set(loop)
+    )
+    assert loops == [], "packages that import one another:\n" + "\n".join(closing)

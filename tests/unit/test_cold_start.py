@@ -19,7 +19,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Loaded by the runtime, memory, transcript, MCP, email, wake-up and discovery paths only.
+# Loaded by the runtime, memory, transcript, MCP, email, wake-up, checkpoint and discovery paths only.
 HEAVY = (
     "aws_lambda_powertools.event_handler.openapi.models",
     "pydantic_settings",
@@ -29,13 +29,17 @@ HEAVY = (
     "cairn.api.routes.outbound",
     "cairn.api.routes.subscriptions",
     "cairn.api.routes.viewer",
+    "cairn.api.routes.checkpoints",
     "cairn.api.subscription_schemas",
+    "cairn.api.checkpoint_schemas",
+    "cairn.checkpoints.threads",
+    "cairn.dynamodb.checkpoint_table",
     "cairn.wakeups.models",
     "cairn.api.runtime_schemas",
     "cairn.runtime.model",
     "cairn.runtime.methods",
     "cairn.runtime.engine",
-    "cairn.runtime.dynamo",
+    "cairn.dynamodb.runtime_store",
     "cairn.transcript.memory",
     "cairn.mcp.tools",
     "cairn.email.attachments",

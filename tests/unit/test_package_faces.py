@@ -49,10 +49,11 @@ def loaded_after(code: str) -> set[str]:
 def test_importing_a_face_loads_none_of_its_stores_or_transcript_modules() -> None:
     loaded = loaded_after("import cairn.runtime, cairn.transcript")
     assert not {name for name in loaded if name.startswith("cairn.transcript.")}
-    assert not {"cairn.runtime.store", "cairn.runtime.dynamo", "cairn.runtime.http", "httpx"} & loaded
+    assert not {"cairn.runtime.store", "cairn.runtime.http", "httpx"} & loaded
+    assert not {name for name in loaded if name.startswith("cairn.dynamodb")}
 
 
 def test_the_dynamodb_store_comes_without_the_http_client() -> None:
-    loaded = loaded_after("from cairn.runtime import DynamoRuntimeStore")
-    assert "cairn.runtime.dynamo" in loaded
+    loaded = loaded_after("from cairn.dynamodb.runtime_store import DynamoRuntimeStore")
+    assert "cairn.runtime.store" in loaded
     assert not {"cairn.runtime.http", "httpx"} & loaded

@@ -8,7 +8,7 @@ headers they answer with are decided here, and only here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -20,6 +20,8 @@ from cairn import jsontext
 from cairn.errors import (
     AttachmentUnavailable,
     CairnError,
+    CheckpointPartMissing,
+    CheckpointStale,
     CodeExpired,
     ContactLimitReached,
     CrossOriginRefused,
@@ -54,6 +56,9 @@ from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreU
 from cairn.runtime.wire import WireError
 from cairn.transcript.errors import InvalidHistoryError
 
+if TYPE_CHECKING:
+    from cairn.api.resolver import ConcurrentRestResolver
+
 logger = Logger(service="cairn")
 
 # The status each error class answers with; a class not listed answers as its
@@ -85,6 +90,8 @@ _CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
     ),
     409: (
         RevisionConflict,
+        CheckpointStale,
+        CheckpointPartMissing,
         QuotaExceeded,
         OutboundNotConfigured,
         ContactLimitReached,
@@ -157,7 +164,7 @@ def documented_codes() -> list[tuple[str, str]]:
 
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None, **details: Any
-) -> Response:
+) -> Response[str]:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
@@ -166,7 +173,7 @@ def error_response(
     )
 
 
-def cairn_error_response(error: CairnError) -> Response:
+def cairn_error_response(error: CairnError) -> Response[str]:
     """A use case's refusal, with its status and, for a refusal that passes in time, `Retry-After`."""
     if isinstance(error, StateLimitExceeded):
         status = _STATE_LIMIT_STATUS[error.limit]
@@ -176,13 +183,13 @@ def cairn_error_response(error: CairnError) -> Response:
     return error_response(status, error.code, error.message, headers, **error.details)
 
 
-def register_error_handlers(app) -> None:
+def register_error_handlers(app: ConcurrentRestResolver) -> None:
     @app.exception_handler(CairnError)
-    def cairn_error(error: CairnError) -> Response:
+    def cairn_error(error: CairnError) -> Response[str]:
         return cairn_error_response(error)
 
     @app.exception_handler(RuntimeStoreError)
-    def runtime_error(error: RuntimeStoreError) -> Response:
+    def runtime_error(error: RuntimeStoreError) -> Response[str]:
         """Sentinels keep their code; a ContractError names its cause so clients rebuild both."""
         cause = error.cause if isinstance(error, ContractError) else error
         named = cause if isinstance(cause, RuntimeStoreError) else error
@@ -191,12 +198,12 @@ def register_error_handlers(app) -> None:
         return error_response(status, code, str(error), headers, contract=isinstance(error, ContractError))
 
     @app.exception_handler(WireError)
-    def wire_error(error: WireError) -> Response:
+    def wire_error(error: WireError) -> Response[str]:
         # A malformed command is a contract error: repeating it cannot succeed.
         return error_response(422, "invalid_request", str(error), contract=True)
 
     @app.exception_handler(RequestValidationError)
-    def validation_error(error: RequestValidationError) -> Response:
+    def validation_error(error: RequestValidationError) -> Response[str]:
         problems = error.errors()
         if any(problem.get("type") == "json_invalid" for problem in problems):
             return error_response(400, "invalid_json", "The body is not valid JSON.")
@@ -208,18 +215,18 @@ def register_error_handlers(app) -> None:
         return error_response(422, "invalid_request", f"Invalid request: {summary}", fields=fields)
 
     @app.exception_handler(UnicodeDecodeError)
-    def undecodable_body(_: UnicodeDecodeError) -> Response:
+    def undecodable_body(_: UnicodeDecodeError) -> Response[str]:
         # Request validation decodes the body as UTF-8 before parsing it as JSON; bytes that are not
         # UTF-8 cannot be JSON, so they get the same answer as any other unparsable body.
         return error_response(400, "invalid_json", "The body is not valid UTF-8.")
 
-    @app.not_found
-    def not_found(_: NotFoundError) -> Response:
+    @app.exception_handler(NotFoundError)
+    def not_found(_: NotFoundError) -> Response[str]:
         return error_response(404, "not_found", "No such route.")
 
     # A list, not a tuple: Powertools registers each class of a list, but a tuple as one key.
     @app.exception_handler([ClientError, BotoCoreError])
-    def storage_error(error: Exception) -> Response:
+    def storage_error(error: Exception) -> Response[str]:
         code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
         if isinstance(error, BotoCoreError) or code in _TRANSIENT_CODES:
             logger.warning("storage unavailable", extra={"error_code": code or type(error).__name__})
@@ -228,6 +235,6 @@ def register_error_handlers(app) -> None:
         return error_response(500, "internal_error", "Internal error.")
 
     @app.exception_handler(Exception)
-    def unexpected(error: Exception) -> Response:
+    def unexpected(error: Exception) -> Response[str]:
         logger.exception("unhandled error")
         return error_response(500, "internal_error", "Internal error.")

@@ -15,10 +15,10 @@ import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, ResponseBuilder, Route
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
@@ -28,12 +28,14 @@ from cairn import jsontext
 from cairn.api import requests
 from cairn.errors import CrossOriginRefused
 
+ExceptionHandler = TypeVar("ExceptionHandler", bound=Callable[..., Any])
+
 
 @dataclass
 class _RequestState:
     event: APIGatewayProxyEvent | None = None
     lambda_context: Any = None
-    context: dict = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
     processed_stack_frames: list[str] = field(default_factory=list)
 
 
@@ -49,7 +51,7 @@ class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
     read their bodies themselves and refuse any type but JSON: `json_body`.)
     """
 
-    def _get_body(self, app) -> Any:
+    def _get_body(self, app: ApiGatewayResolver) -> dict[str, Any]:
         return self._parse_json_data(app)
 
 
@@ -72,10 +74,11 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         kwargs.setdefault("json_body_deserializer", jsontext.parse)
         super().__init__(**kwargs)
         if kwargs.get("enable_validation"):
-            self._request_validation_middleware = JsonBodyValidation()
+            # Powertools leaves this constructor unannotated.
+            self._request_validation_middleware = JsonBodyValidation()  # type: ignore[no-untyped-call]
         self.use([self._same_origin_guard])
 
-    def _same_origin_guard(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response:
+    def _same_origin_guard(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
         """A same-origin route refuses any request a page of another origin sent, even one needing no preflight."""
         event = app.current_event
         if event.path.startswith(self._same_origin_prefixes) and requests.foreign_origin(event):
@@ -87,6 +90,13 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         if rule.startswith(self._same_origin_prefixes):
             cors = False
         return super().route(rule, method, cors, *args, **kwargs)
+
+    def exception_handler(
+        self, exc_class: type[Exception] | list[type[Exception]]
+    ) -> Callable[[ExceptionHandler], ExceptionHandler]:
+        """Powertools' decorator, typed: it registers the handler and returns it unchanged."""
+        register: Callable[[ExceptionHandler], ExceptionHandler] = super().exception_handler(exc_class)
+        return register
 
     def defer(self, paths: re.Pattern[str], register: Callable[[], None]) -> None:
         """Run `register` (which adds routes for `paths`) when a request first asks for such a path.
@@ -116,7 +126,7 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self._register_deferred(None)
         return super().get_openapi_schema(**kwargs)
 
-    def _handle_not_found(self, method: str, path: str) -> ResponseBuilder:
+    def _handle_not_found(self, method: str, path: str) -> ResponseBuilder[Any]:
         """A preflight for a same-origin path is refused, so a page elsewhere never sends its request.
 
         Powertools answers every preflight with the app's CORS headers; a browser
@@ -132,7 +142,7 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
             cors=False,
             compress=False,
         )
-        self.append_context(_route=route, _path=path)
+        self.context.update(_route=route, _path=path)
         return self._call_route(route=route, route_arguments={})
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -168,11 +178,11 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self._state.lambda_context = value
 
     @property
-    def context(self) -> dict:
+    def context(self) -> dict[str, Any]:
         return self._state.context
 
     @context.setter
-    def context(self, value: dict) -> None:
+    def context(self, value: dict[str, Any]) -> None:
         self._state.context = value
 
     @property

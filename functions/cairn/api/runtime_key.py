@@ -9,14 +9,18 @@ every such request must carry it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cairn import credentials
 from cairn.api.requests import bearer_token
 from cairn.errors import Unauthorized
 from cairn.settings import Settings
 
+if TYPE_CHECKING:
+    from cairn.api.resolver import ConcurrentRestResolver
 
-def guard(app, settings: Settings) -> Callable[[], None]:
+
+def guard(app: ConcurrentRestResolver, settings: Settings) -> Callable[[], None]:
     """A check for the current request: `Unauthorized` unless it carries the key (when one is set)."""
     key_digest = credentials.digest(settings.runtime_key) if settings.runtime_key else None
 

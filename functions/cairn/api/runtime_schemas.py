@@ -16,6 +16,7 @@ import copy
 from functools import cache
 from typing import Any
 
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import core_schema
@@ -65,7 +66,8 @@ def wire_schema(kind: type, mode: JsonSchemaMode) -> dict[str, Any]:
     """
     generated = TypeAdapter(kind).json_schema(mode=mode, schema_generator=WireJsonSchema)
     definitions = generated.pop("$defs", {})
-    return _inline(generated, definitions)
+    inlined: dict[str, Any] = _inline(generated, definitions)
+    return inlined
 
 
 def _inline(node: Any, definitions: dict[str, Any]) -> Any:
@@ -94,7 +96,7 @@ def runtime_error_codes() -> dict[int, list[str]]:
     return dict(sorted(codes.items()))
 
 
-def error_responses(codes_by_status: dict[int, list[str]]) -> dict[int, dict[str, Any]]:
+def error_responses(codes_by_status: dict[int, list[str]]) -> dict[int, OpenAPIResponse]:
     """Error answers in the common envelope, each naming the codes it can carry."""
     return {
         status: {
@@ -177,9 +179,9 @@ LINKS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def responses(method: Method) -> dict[int, dict[str, Any]]:
+def responses(method: Method) -> dict[int, OpenAPIResponse]:
     """The success answer (with links to the methods that follow it) and the error answers."""
-    success: dict[str, Any] = {
+    success: OpenAPIResponse = {
         "description": f"The JSON form of `{method.result.__name__}`.",
         "content": {"application/json": {"schema": wire_schema(method.result, "serialization")}},
     }

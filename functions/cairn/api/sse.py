@@ -38,7 +38,7 @@ RECONNECT_MILLISECONDS = 1_000
 # The `event:` name of a type that cannot stand on one line; `data` still carries the type.
 DEFAULT_EVENT_NAME = "message"
 
-Middleware = Callable[[Any, NextMiddleware], Response]
+Middleware = Callable[[Any, NextMiddleware], Response[Any]]
 
 
 def wants_event_stream(accept: str) -> bool:
@@ -93,7 +93,7 @@ def event_stream(feed: Feed, *, max_cursor: int) -> Middleware:
     the route's own JSON answer, which it leaves to requests for JSON.
     """
 
-    def middleware(app: Any, next_middleware: NextMiddleware) -> Response:
+    def middleware(app: Any, next_middleware: NextMiddleware) -> Response[Any]:
         request = app.current_event
         if not wants_event_stream(request.headers.get("accept", "")):
             return next_middleware(app)

@@ -120,6 +120,11 @@ class Address:
         )
 
     @property
+    def http(self) -> HttpClient:
+        """The HTTP client this address talks through, for helpers that call its other routes (`CairnSaver`)."""
+        return self._http
+
+    @property
     def inbox_url(self) -> str | None:
         """The write-only capability URL; hand it to whoever should call back. None after `connect`."""
         return self._document["endpoints"].get("inbox_url")

@@ -1,4 +1,4 @@
-"""The agent-side `cairn` commands: provision, state, events, inbox, mail and mcp.
+"""The agent-side `cairn` commands: provision, state, events, inbox, mail and subscriptions.
 
 Answers are JSON on stdout; failures are `{"error": {"code", "message", ...}}`
 on stderr with an exit code that says what to do next (`EXIT_*`). The read
@@ -194,9 +194,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     remove.add_argument("subscription_id")
     remove.set_defaults(handler=run_subscriptions_delete)
 
-    mcp = commands.add_parser("mcp", parents=[url], help="serve the MCP tools on stdio for the server at --url")
-    mcp.set_defaults(handler=run_mcp)
-
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen command: its answer on stdout, a failure on stderr, an exit code."""
@@ -332,13 +329,6 @@ def run_subscriptions_list(args: argparse.Namespace, context: Context) -> Any:
 def run_subscriptions_delete(args: argparse.Namespace, context: Context) -> Any:
     context.address(args.task).subscriptions.delete(args.subscription_id)
     return {"subscription_id": args.subscription_id, "deleted": True}
-
-
-def run_mcp(args: argparse.Namespace, context: Context) -> None:
-    # The mcp package is only needed here.
-    from cairn.mcp import stdio
-
-    stdio.serve(args.url, context.http)
 
 
 def _json_argument(text: str) -> Any:

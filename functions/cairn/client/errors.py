@@ -17,6 +17,8 @@ import httpx
 from cairn.errors import (
     AttachmentUnavailable,
     CairnError,
+    CheckpointPartMissing,
+    CheckpointStale,
     CodeExpired,
     ContactLimitReached,
     HeaderInjection,
@@ -76,6 +78,8 @@ _PLAIN: dict[str, type[CairnError]] = {
         TargetRefused,
         SubscriptionLimitExceeded,
         SubscriptionNotFound,
+        CheckpointStale,
+        CheckpointPartMissing,
     )
 }
 

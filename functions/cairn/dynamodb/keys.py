@@ -5,6 +5,9 @@ Sequences are zero-padded so that string order equals numeric order.
   A#<address>        META | STATE (usage) | S#<key> | I#<sha256(idempotency key)> | E#<seq> event
                      | OUT outbound counters | OC#<email> contact
                      | W#<subscription> wake-up subscription | WCOUNT subscription count
+                     | T#<t>#<n>#<checkpoint> LangGraph checkpoint | T#<t>#<n>#<checkpoint>#W#<task>#<idx> its write
+                     | TH#<t>#<n> thread head | TP#<t>#<sha256(part)> uploaded part
+                       (<t> = sha256(thread id), <n> = sha256(checkpoint namespace), <task> = sha256(task id))
   WAKE#DUE           <due ms>#<address>#<subscription> scheduled delivery retry
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
                      | Q#<run> initial history of the session
@@ -194,6 +197,68 @@ def legacy_memory_chunk_prefix(sequence: int) -> str:
 
 
 LEGACY_CHECKPOINT_CHUNK_PREFIX = "CK#"
+
+
+# -- LangGraph checkpoints (in the address partition) ----------------------------
+
+CHECKPOINT_PREFIX = "T#"
+_WRITES_MARK = "#W#"
+
+
+def _thread(thread_id: str) -> str:
+    return credentials.digest(thread_id)
+
+
+def thread_checkpoints_prefix(thread_id: str | None) -> str:
+    """Every checkpoint and write of a thread (None: of every thread of the address)."""
+    return CHECKPOINT_PREFIX if thread_id is None else f"{CHECKPOINT_PREFIX}{_thread(thread_id)}#"
+
+
+def namespace_checkpoints_prefix(thread_id: str, checkpoint_ns: str) -> str:
+    """The checkpoints of one namespace of a thread, in checkpoint id order, each followed by its writes.
+
+    Checkpoint ids hold no `#`, which sorts below every character they may
+    hold, so a checkpoint's writes come right after it and before any other.
+    """
+    return f"{thread_checkpoints_prefix(thread_id)}{credentials.digest(checkpoint_ns)}#"
+
+
+def checkpoint_sk(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    return f"{namespace_checkpoints_prefix(thread_id, checkpoint_ns)}{checkpoint_id}"
+
+
+def checkpoint_writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    return f"{checkpoint_sk(thread_id, checkpoint_ns, checkpoint_id)}{_WRITES_MARK}"
+
+
+def checkpoint_write_sk(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, index: int) -> str:
+    """One write of a task; LangGraph's special writes have negative indexes."""
+    return (
+        f"{checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)}{credentials.digest(task_id)}#{index:+05d}"
+    )
+
+
+def thread_head_sk(thread_id: str, checkpoint_ns: str) -> str:
+    """Which checkpoint a thread's namespace is at: the condition of every put."""
+    return f"TH#{_thread(thread_id)}#{credentials.digest(checkpoint_ns)}"
+
+
+def thread_heads_prefix(thread_id: str) -> str:
+    return f"TH#{_thread(thread_id)}#"
+
+
+def thread_part_sk(thread_id: str, part_digest: str) -> str:
+    """An uploaded part of a large checkpoint or write, under the SHA-256 of its bytes."""
+    return f"{thread_parts_prefix(thread_id)}{part_digest}"
+
+
+def thread_parts_prefix(thread_id: str) -> str:
+    return f"TP#{_thread(thread_id)}#"
+
+
+def thread_part_pieces_prefix(thread_id: str) -> str:
+    """The pieces of every part of a thread (`payload_chunk_sk` of each part's item)."""
+    return f"C#{thread_parts_prefix(thread_id)}"
 
 
 # -- wake-up subscriptions ---------------------------------------------------------

@@ -80,6 +80,7 @@ class EmailAttachments:
 
 
 def _listed(data: dict[str, Any], attachment_id: str) -> dict[str, Any]:
+    listed: dict[str, Any]
     for listed in data.get("attachments") or []:
         if listed.get("id") == attachment_id:
             return listed

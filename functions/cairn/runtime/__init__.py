@@ -2,9 +2,10 @@
 records, lifecycle transitions) with one rule engine.
 
 - `RuntimeStore`: the protocol every store satisfies.
-- `DynamoRuntimeStore`: the durable store on DynamoDB; `InMemoryRuntimeStore`:
-  the reference store, for tests; both are an `EngineRuntimeStore` (the
-  rules over a backend).
+- `EngineRuntimeStore`: the rules over any backend; `InMemoryRuntimeStore`
+  is one, the reference store, for tests. The durable one on DynamoDB is the
+  adapter's (`cairn.dynamodb.runtime_store.DynamoRuntimeStore`): this package
+  knows no DynamoDB.
 - `HttpRuntimeStore`: a client of the service's runtime routes.
 - The commands and results the methods take and return, and the errors they
   raise (`ContractError`, `RuntimeStoreUnavailable`; every goa-ai sentinel
@@ -21,7 +22,6 @@ from typing import TYPE_CHECKING
 from cairn import lazy
 
 if TYPE_CHECKING:
-    from cairn.runtime.dynamo import DynamoRuntimeStore
     from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreUnavailable, is_error
     from cairn.runtime.http import HttpRuntimeStore
     from cairn.runtime.inmem import InMemoryRuntimeStore
@@ -57,7 +57,6 @@ __all__ = [
     "ChildRunStart",
     "ChildRunStartResult",
     "ContractError",
-    "DynamoRuntimeStore",
     "EngineRuntimeStore",
     "HttpRuntimeStore",
     "InMemoryRuntimeStore",
@@ -120,7 +119,6 @@ if not TYPE_CHECKING:  # type checkers read the imports above
             ),
             "store": ("RuntimeStore", "EngineRuntimeStore"),
             "inmem": ("InMemoryRuntimeStore",),
-            "dynamo": ("DynamoRuntimeStore",),
             "http": ("HttpRuntimeStore",),
         },
     )

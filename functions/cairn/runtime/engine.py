@@ -9,8 +9,10 @@ decides which error a caller sees.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TypeVar
 
 from cairn.runtime import codec, seed_rules, validation
 from cairn.runtime.errors import (
@@ -72,6 +74,8 @@ from cairn.runtime.state import (
     UnitOfWork,
 )
 from cairn.runtime.validation import fail
+
+Payload = TypeVar("Payload")
 
 MISSING_LIFECYCLE_RECORD = "stored run is missing a required lifecycle record"
 MISMATCHED_LIFECYCLE_RECORD = "stored lifecycle record does not match its selected key"
@@ -513,7 +517,9 @@ def _command_target(uow: UnitOfWork, run_id: str, record: RunRecord, noun: str) 
     return run, session
 
 
-def _typed_payload(run: RunState, record: RunRecord, record_type: str, decoder, prefix: str):
+def _typed_payload(
+    run: RunState, record: RunRecord, record_type: str, decoder: Callable[[bytes], Payload], prefix: str
+) -> Payload:
     """A lifecycle record's strictly decoded payload, after its type and owner checks."""
     if record.type != record_type:
         raise fail(f'{prefix}record has type "{record.type}", want "{record_type}"')

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     # checker build a class whose protocol methods it does not see defined.
     _Made: Any = object
 
-    class _Methods(RuntimeStore, _Made): ...
+    class _Methods(RuntimeStore, _Made): ...  # type: ignore[misc]  # the `Any` base, on purpose (above)
 
 else:
     _Methods = object

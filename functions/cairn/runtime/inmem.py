@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import TypeVar
 
 from cairn.decimal_text import is_decimal
@@ -20,7 +21,7 @@ from cairn.runtime.state import (
     SessionState,
     UnitOfWork,
 )
-from cairn.runtime.store import EngineRuntimeStore
+from cairn.runtime.store import EngineRuntimeStore, utc_now
 
 T = TypeVar("T")
 
@@ -157,5 +158,5 @@ class _InMemoryUnitOfWork(BufferedUnitOfWork):
 class InMemoryRuntimeStore(EngineRuntimeStore):
     """The reference runtime store; state lives and dies with the process."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(InMemoryBackend(), **kwargs)
+    def __init__(self, *, clock: Callable[[], datetime] = utc_now) -> None:
+        super().__init__(InMemoryBackend(), clock=clock)

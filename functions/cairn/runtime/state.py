@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from cairn.runtime.model import (
     EMPTY_SEED_END_ID,
@@ -68,7 +68,7 @@ class RunState:
     next_seq: int = 0
     version: int = 0
 
-    def update(self, **changes) -> None:
+    def update(self, **changes: Any) -> None:
         self.meta = replace(self.meta, **changes)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from cairn.transcript import exactjson
 from cairn.transcript.errors import MessageFormatError
@@ -63,7 +63,7 @@ def _write_text(value: Any, where: str) -> str:
     return exactjson.quote(value)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value in _INT64
 
 
@@ -201,7 +201,7 @@ def _struct(kind: type, fields: Fields, *, optional: bool) -> _Codec:
 
 
 def _list_of(item: _Codec) -> _Codec:
-    def read(value: Any, where: str) -> list | None:
+    def read(value: Any, where: str) -> list[Any] | None:
         if value is None:
             return None
         if not isinstance(value, list):
@@ -291,7 +291,7 @@ def _read_part(value: Any) -> Part:
     if part_type is None:
         raise MessageFormatError(f'unknown part kind "{kind}"')
     try:
-        part = _read_fields(part_type, _PART_FIELDS[part_type], value, "", also=("kind",))
+        part: Part = _read_fields(part_type, _PART_FIELDS[part_type], value, "", also=("kind",))
     except MessageFormatError as error:
         raise MessageFormatError(f"decode {part_type.__name__}: {error}") from error
     check_part(part)

@@ -42,7 +42,7 @@ class Number(Decimal):
     def __copy__(self) -> Number:
         return self
 
-    def __deepcopy__(self, memo: dict) -> Number:
+    def __deepcopy__(self, memo: dict[int, Any]) -> Number:
         return self
 
 

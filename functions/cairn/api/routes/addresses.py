@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from cairn.api import presenters, urls
 from cairn.api.requests import bearer_token, client_ip
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.schemas import AddressDetailResponse, DeleteResponse, ProvisionRequest, ProvisionResponse
 from cairn.services import Services
 
@@ -14,7 +15,7 @@ from cairn.services import Services
 BEARER: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     provisioning = services.provisioning
     settings = services.settings
 

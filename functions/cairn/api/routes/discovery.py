@@ -3,6 +3,7 @@
 import json
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
@@ -10,6 +11,7 @@ import cairn
 from cairn.addresses.state import KEY_PATTERN, PER_KEY_OVERHEAD
 from cairn.api import full_guide, urls
 from cairn.api.errors import documented_codes
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.mcp import PATHS as MCP_PATHS
 from cairn.services import Services
 from cairn.settings import DAY_SECONDS, Settings
@@ -29,10 +31,6 @@ ERROR_SCHEMA = {
 ERROR_RESPONSE = {
     "description": "Error: a stable snake_case `code`, a message and details.",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-}
-
-SECURITY_SCHEMES = {
-    "bearerAuth": {"type": "http", "scheme": "bearer", "description": "The address's read token."},
 }
 
 
@@ -83,7 +81,7 @@ def render(name: str, base: str, settings: Settings, *, outbound_configured: boo
     return text
 
 
-def capabilities(settings: Settings, *, outbound_configured: bool = False) -> dict:
+def capabilities(settings: Settings, *, outbound_configured: bool = False) -> dict[str, Any]:
     return {
         "service": "cairn",
         "version": cairn.__version__,
@@ -134,7 +132,7 @@ def capabilities(settings: Settings, *, outbound_configured: bool = False) -> di
     }
 
 
-def with_error_responses(document: dict) -> dict:
+def with_error_responses(document: dict[str, Any]) -> dict[str, Any]:
     """Describe the error envelope every REST route answers with, in place of Powertools' `detail` shape.
 
     The MCP endpoints keep their own: they answer JSON-RPC errors.
@@ -150,31 +148,31 @@ def with_error_responses(document: dict) -> dict:
     return document
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     settings = services.settings
     outbound = services.outbound_configured
 
     def base() -> str:
         return urls.base_url(app.current_event, settings.public_base_url)
 
-    def text(body: str, content_type: str):
+    def text(body: str, content_type: str) -> Response[str]:
         return Response(status_code=200, content_type=content_type, body=body)
 
     @app.get("/skill.md", include_in_schema=False)
-    def skill():
+    def skill() -> Response[str]:
         return text(render("skill.md", base(), settings, outbound_configured=outbound), "text/markdown; charset=utf-8")
 
     @app.get("/llms.txt", include_in_schema=False)
-    def llms():
+    def llms() -> Response[str]:
         return text(render("llms.txt", base(), settings), content_types.TEXT_PLAIN)
 
     @app.get("/.well-known/agentaddress.json", include_in_schema=False)
-    def well_known() -> dict:
+    def well_known() -> dict[str, Any]:
         return capabilities(settings, outbound_configured=outbound)
 
-    def openapi_document() -> dict:
+    def openapi_document() -> dict[str, Any]:
         # Built only when asked for: the OpenAPI models and the runtime schemas load here, never for an inbox post.
-        from aws_lambda_powertools.event_handler.openapi.models import Server
+        from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 
         from cairn.api import runtime_schemas
         from cairn.api.routes.runtime import PREFIX as RUNTIME_PREFIX
@@ -183,21 +181,21 @@ def register(app, services: Services) -> None:
             title="Cairn",
             version=cairn.__version__,
             servers=[Server(url=base())],
-            security_schemes=SECURITY_SCHEMES,
+            security_schemes={"bearerAuth": HTTPBearer(description="The address's read token.")},
         )
         return with_error_responses(runtime_schemas.describe_routes(json.loads(document), RUNTIME_PREFIX))
 
     @app.get("/openapi.json", include_in_schema=False)
-    def openapi():
+    def openapi() -> Response[str]:
         return text(json.dumps(openapi_document()), content_types.APPLICATION_JSON)
 
     @app.get("/llms-full.txt", include_in_schema=False)
-    def llms_full():
+    def llms_full() -> Response[str]:
         guide = render("skill.md", base(), settings, outbound_configured=outbound)
         offered = capabilities(settings, outbound_configured=outbound)
         document = full_guide.render(guide, openapi_document(), documented_codes(), offered)
         return text(document, content_types.TEXT_PLAIN)
 
     @app.get("/healthz", include_in_schema=False)
-    def health() -> dict:
+    def health() -> dict[str, Any]:
         return {"status": "ok", "version": cairn.__version__}

@@ -6,14 +6,16 @@ from urllib.parse import quote
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import DeliveryResponse, EmailReplayRequest
 from cairn.services import Services
 
-BINARY_RESPONSE = {
+BINARY_RESPONSE: dict[int, OpenAPIResponse] = {
     200: {
         "description": "The attachment's bytes, with its content type and file name.",
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
@@ -21,7 +23,7 @@ BINARY_RESPONSE = {
 }
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     # `services.attachments` and `services.email` are built on first use: read them per request.
 
     @app.get(

@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import AckResponse, FeedResponse, TrimResponse
 from cairn.api.sse import event_stream
@@ -14,7 +15,7 @@ from cairn.services import Services
 MAX_CURSOR = 10**12 - 1
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     feed = services.feed
     settings = services.settings
 

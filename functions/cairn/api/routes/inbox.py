@@ -9,11 +9,12 @@ from cairn.addresses.inbox import InboxRequest
 from cairn.addresses.inbox_bodies import MAX_LABEL_LENGTH, Labels
 from cairn.api import presenters
 from cairn.api.requests import raw_body
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.schemas import DeliveryResponse
 from cairn.services import Services
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     inbox = services.inbox
 
     @app.post(

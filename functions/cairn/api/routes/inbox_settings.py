@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from cairn.addresses.inbox_settings import VerifierKind
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import AddressPatchRequest, InboxSettingsResponse, VerifierIn
 from cairn.errors import InvalidRequest
@@ -16,7 +17,7 @@ from cairn.services import Services
 VERIFIER_PATH = "/api/v1/addresses/<address_id>/inbox/verifiers/<kind>"
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     config = services.inbox_config
 
     @app.patch(

@@ -17,12 +17,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
 from cairn.addresses.state import StateOperation
 from cairn.api import presenters, subscription_presenters, urls
 from cairn.api.errors import error_response
 from cairn.api.requests import client_ip, raw_body
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.subscription_schemas import SubscriptionCreateRequest, SubscriptionDeletedResponse
 from cairn.services import Services
 from cairn.wakeups.models import Target, TargetKind
@@ -53,6 +55,13 @@ ENDPOINTS = (
     ),
 )
 PATHS = frozenset(endpoint.path for endpoint in ENDPOINTS)
+# What a GET of an MCP endpoint always answers.
+NO_STREAM: dict[int, OpenAPIResponse] = {
+    405: {
+        "description": "Always: POST one JSON-RPC message per request.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+}
 
 
 class ServiceOperations:
@@ -157,12 +166,12 @@ def _json(answer: BaseModel) -> Mapping[str, Any]:
     return answer.model_dump(mode="json")
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     for endpoint in ENDPOINTS:
         _register(app, services, endpoint)
 
 
-def _register(app, services: Services, endpoint: Endpoint) -> None:
+def _register(app: ConcurrentRestResolver, services: Services, endpoint: Endpoint) -> None:
     settings = services.settings
 
     @app.post(
@@ -199,9 +208,11 @@ def _register(app, services: Services, endpoint: Endpoint) -> None:
         endpoint.path,
         summary="No server-to-client stream: this MCP endpoint is stateless",
         tags=["mcp"],
+        status_code=405,
+        responses=NO_STREAM,
         enable_validation=False,
     )
-    def mcp_stream() -> Response[dict]:
+    def mcp_stream() -> Response[str]:
         return error_response(
             405,
             "method_not_allowed",

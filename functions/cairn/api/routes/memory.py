@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from cairn import jsontext
 from cairn.api import runtime_key
 from cairn.api.requests import json_body
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.events import MAX_CURSOR
 from cairn.api.runtime_schemas import BASE64, TIME, error_responses
 from cairn.api.schemas import MemoryAppendResponse, MemorySnapshotResponse
@@ -94,7 +95,7 @@ def read_link(**parameters: str) -> dict[str, Any]:
     return {"operationId": "memory_load", "parameters": {**run, **parameters}}
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     memory = services.memory
     settings = services.settings
     authorize = runtime_key.guard(app, settings)
@@ -118,7 +119,7 @@ def register(app, services: Services) -> None:
         },
         openapi_extensions={"requestBody": APPEND_BODY},
     )
-    def append(agent_id: str, run_id: str):
+    def append(agent_id: str, run_id: str) -> Response[str]:
         authorize()
         events = events_from_body(json_body(app.current_event))
         try:
@@ -147,7 +148,7 @@ def register(app, services: Services) -> None:
         run_id: str,
         after: Annotated[int, Query(ge=0, le=MAX_CURSOR, description="Last sequence already read.")] = 0,
         limit: Annotated[int, Query(ge=1, le=settings.max_page_limit)] = settings.default_page_limit,
-    ):
+    ) -> Response[str]:
         authorize()
         try:
             snapshot = memory.load_run(agent_id, run_id, after=after, limit=limit, max_bytes=settings.max_page_bytes)
@@ -199,7 +200,7 @@ def snapshot_json(snapshot: MemorySnapshot) -> dict[str, Any]:
     return {"agent_id": snapshot.agent_id, "run_id": snapshot.run_id, "events": events, **snapshot.meta}
 
 
-def json_response(status: int, body: dict[str, Any]) -> Response:
+def json_response(status: int, body: dict[str, Any]) -> Response[str]:
     """Exact numbers need the transcript's encoder, not the resolver's (hence no return models)."""
     return Response(
         status_code=status, content_type=content_types.APPLICATION_JSON, body=exactjson.dumps(body, sort_keys=False)

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import (
     ContactRequest,
@@ -22,7 +23,7 @@ from cairn.services import Services
 CONTACTS_PATH = "/api/v1/addresses/<address_id>/email/contacts"
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     # `services.contacts` and `services.sending` are built on first use: read them per request.
 
     @app.get(

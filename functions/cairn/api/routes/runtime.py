@@ -7,9 +7,12 @@ routes sit behind IAM authorization; locally a bearer key guards them when
 `CAIRN_RUNTIME_KEY` is set.
 """
 
+from typing import Any
+
 from cairn import jsontext
 from cairn.api import runtime_key, runtime_schemas
 from cairn.api.requests import json_body
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.runtime import wire
 from cairn.runtime.methods import METHODS, Method
 from cairn.services import Services
@@ -17,7 +20,7 @@ from cairn.services import Services
 PREFIX = "/api/v1/runtime"
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     store = services.runtime
     authorize = runtime_key.guard(app, services.settings)
 
@@ -31,10 +34,11 @@ def register(app, services: Services) -> None:
             operation_id=runtime_schemas.operation_id(method.name),
             # Request body and answers: added to /openapi.json by `runtime_schemas.describe_routes`.
         )
-        def call() -> dict:
+        def call() -> dict[str, Any]:
             authorize()
             request = wire.decode(method.request, jsontext.parse(json_body(app.current_event) or b"{}"))
-            return wire.encode(method.call(store, request))
+            answer: dict[str, Any] = wire.encode(method.call(store, request))
+            return answer
 
     for method in METHODS.values():
         add(method)

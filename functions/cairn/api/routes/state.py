@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from cairn.addresses.state import StateOperation
 from cairn.api import presenters
 from cairn.api.requests import bearer_token
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import (
     DeletedStateOut,
@@ -24,7 +25,7 @@ from cairn.services import Services
 KEY_PATH = "/api/v1/addresses/<address_id>/state/<key>"
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     state = services.state
 
     @app.get(

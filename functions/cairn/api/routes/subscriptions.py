@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from cairn.api import subscription_presenters as presenters
 from cairn.api import urls
 from cairn.api.requests import bearer_token
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.subscription_schemas import (
     SubscriptionCreatedResponse,
@@ -23,7 +24,7 @@ from cairn.wakeups.models import Target, TargetKind
 BASE = "/api/v1/addresses/<address_id>/subscriptions"
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     # `services.subscriptions` is built on first use: read it per request.
 
     def token() -> str | None:

@@ -12,6 +12,7 @@ from importlib import resources
 
 from aws_lambda_powertools.event_handler import Response
 
+from cairn.api.resolver import ConcurrentRestResolver
 from cairn.services import Services
 
 CONTENT_SECURITY_POLICY = (
@@ -30,7 +31,7 @@ def _read(name: str) -> str:
     return resources.files("cairn.api").joinpath("static", "viewer", name).read_text()
 
 
-def register(app, services: Services) -> None:
+def register(app: ConcurrentRestResolver, services: Services) -> None:
     del services  # the page is the same for every deployment
     for path, (name, content_type) in FILES.items():
         app.get(path, include_in_schema=False)(_server(name, content_type))

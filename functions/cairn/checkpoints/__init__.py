@@ -1,0 +1,1 @@
+"""LangGraph checkpoints on an address: threads whose every put continues their head, or is refused."""

@@ -1,0 +1,1 @@
+"""Adapters for agent frameworks, on the SDK: they talk HTTP to Cairn and never touch its storage."""

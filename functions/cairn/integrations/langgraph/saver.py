@@ -1,0 +1,328 @@
+"""`CairnSaver`: LangGraph's `BaseCheckpointSaver` on an address's checkpoint routes.
+
+Every value goes through the saver's serializer (`dumps_typed`, LangGraph's
+`JsonPlusSerializer` unless another is given) and travels as its type and
+its bytes, so whatever LangGraph stores comes back as it was. A value too
+large to travel inline is uploaded first as parts (each named by its
+SHA-256, checked again when read), which the checkpoint then names.
+
+Write ownership: a put sends the checkpoint it continues, and the server
+commits it only while that is still the thread's head; a writer another
+overtook gets `CheckpointStale`. The first put of a thread continues no
+checkpoint: when this saver has just found the thread empty (LangGraph reads
+the thread before it writes), the put asks for a thread that is still
+empty, so of two runs that start one thread at once, one is refused too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from cairn.client.address import Address
+from cairn.client.http import HttpClient, json_body
+from cairn.errors import CheckpointPartMissing
+
+# The server's limits (`cairn.checkpoints.threads`): values above the inline ones travel as parts.
+MAX_INLINE_CHECKPOINT_BYTES = 262_144
+MAX_INLINE_WRITE_BYTES = 49_152
+PART_BYTES = 2_097_152
+MAX_WRITES = 64
+MAX_ACTIONS = 100
+# Threads this saver found empty and has not written since (a bound on what it remembers).
+_EMPTY_REMEMBERED = 4096
+
+
+class CairnSaver(BaseCheckpointSaver[int]):
+    """A LangGraph checkpointer whose threads live in one Cairn address.
+
+    The address's read token owns them: one job needs one token, and its
+    threads go when the address is deleted or expires. Sync and async
+    methods alike talk HTTP through the address's client (timeouts, retries
+    on 429 and 5xx); the async ones run it on a worker thread.
+    """
+
+    def __init__(self, address: Address, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.address = address
+        self._http: HttpClient = address.http
+        self._url = f"{address.address_url}/checkpoints"
+        self._token = address.read_token
+        self._found_empty: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def connect(cls, base_url: str, address_id: str, read_token: str, **kwargs: Any) -> CairnSaver:
+        """A saver for an address known by id and read token."""
+        return cls(Address.connect(base_url, address_id, read_token), **kwargs)
+
+    # -- reads ---------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread_id, checkpoint_ns = _thread(config)
+        checkpoint_id = get_checkpoint_id(config)
+        query: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        query.update({"checkpoint_id": checkpoint_id} if checkpoint_id else {"limit": 1})
+        found = next(self._search(query), None)
+        if checkpoint_id is None:
+            self._note_empty((thread_id, checkpoint_ns), found is None)
+        return found
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        query: dict[str, Any] = {"filter": filter or {}}
+        if config is not None:
+            configurable = config["configurable"]
+            query["thread_id"] = str(configurable["thread_id"])
+            if configurable.get("checkpoint_ns") is not None:
+                query["checkpoint_ns"] = configurable["checkpoint_ns"]
+            if get_checkpoint_id(config):
+                query["checkpoint_id"] = get_checkpoint_id(config)
+                query.setdefault("checkpoint_ns", "")
+        if before is not None and get_checkpoint_id(before):
+            query["before"] = get_checkpoint_id(before)
+        if limit is not None:
+            query["limit"] = limit
+        return self._search(query)
+
+    def _search(self, query: dict[str, Any]) -> Iterator[CheckpointTuple]:
+        """Page after page of the search's answer, as tuples; a limit counts across pages."""
+        remaining = query.get("limit")
+        while True:
+            page = self._post("/search", query)
+            for found in page["checkpoints"]:
+                yield self._tuple(found)
+            if remaining is not None:
+                remaining -= len(page["checkpoints"])
+                if remaining <= 0:
+                    return
+                query = {**query, "limit": remaining}
+            if not page["next"]:
+                return
+            query = {**query, "after": page["next"]}
+
+    def _tuple(self, found: dict[str, Any]) -> CheckpointTuple:
+        thread_id, checkpoint_ns = found["thread_id"], found["checkpoint_ns"]
+        writes = list(found["writes"])
+        after = found["more_writes"]
+        while after:
+            page = self._post(
+                "/writes/search",
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": found["checkpoint_id"],
+                    "after": after,
+                },
+            )
+            writes.extend(page["writes"])
+            after = page["next"]
+        writes.sort(key=lambda write: writes_sort_key(write["task_path"], write["task_id"], write["idx"]))
+        pending: list[PendingWrite] = [
+            (write["task_id"], write["channel"], self._load(thread_id, write["value"])) for write in writes
+        ]
+        parent = found["parent_id"]
+        return CheckpointTuple(
+            config=_config(thread_id, checkpoint_ns, found["checkpoint_id"]),
+            checkpoint=self._load(thread_id, found["checkpoint"]),
+            metadata=found["metadata"],
+            parent_config=_config(thread_id, checkpoint_ns, parent) if parent else None,
+            pending_writes=pending,
+        )
+
+    # -- writes --------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store the checkpoint as its thread's head; `CheckpointStale` when another writer moved the thread on."""
+        thread_id, checkpoint_ns = _thread(config)
+        parent_id = get_checkpoint_id(config)
+        with self._lock:
+            found_empty = (thread_id, checkpoint_ns) in self._found_empty
+        request = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_id": parent_id,
+            "if_new_thread": parent_id is None and found_empty,
+            "checkpoint": self._dump(thread_id, checkpoint, MAX_INLINE_CHECKPOINT_BYTES),
+            "metadata": get_serializable_checkpoint_metadata(config, metadata),
+        }
+        self._post("", request)
+        self._note_empty((thread_id, checkpoint_ns), False)
+        return _config(thread_id, checkpoint_ns, checkpoint["id"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes; each (task, index) is stored once, so a repeated call stores nothing twice."""
+        thread_id, checkpoint_ns = _thread(config)
+        checkpoint_id = get_checkpoint_id(config)
+        # LangGraph's special writes have fixed indexes: of two to one channel, the later is the one kept.
+        indexed = {
+            WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(writes)
+        }
+        entries = [
+            {"idx": index, "channel": channel, "value": self._dump(thread_id, value, MAX_INLINE_WRITE_BYTES)}
+            for index, (channel, value) in indexed.items()
+        ]
+        for batch in _batches(entries):
+            self._post(
+                "/writes",
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": checkpoint_id,
+                    "task_id": task_id,
+                    "task_path": task_path,
+                    "writes": batch,
+                },
+            )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Remove the thread's checkpoints and writes in every namespace."""
+        self._http.request("DELETE", self._url, token=self._token, params={"thread_id": str(thread_id)})
+        with self._lock:
+            for remembered in [key for key in self._found_empty if key[0] == str(thread_id)]:
+                del self._found_empty[remembered]
+
+    # -- async twins: the same calls, on a worker thread --------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        pages = self.list(config, filter=filter, before=before, limit=limit)
+        while (found := await asyncio.to_thread(next, pages, None)) is not None:
+            yield found
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    # -- values on the wire --------------------------------------------------
+
+    def _dump(self, thread_id: str, value: Any, max_inline: int) -> dict[str, Any]:
+        """The value as the serializer makes it: inline, or uploaded as parts first."""
+        kind, data = self.serde.dumps_typed(value)
+        if len(data) <= max_inline:
+            return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
+        parts = []
+        for start in range(0, len(data), PART_BYTES):
+            part = data[start : start + PART_BYTES]
+            digest = hashlib.sha256(part).hexdigest()
+            body = json_body({"thread_id": thread_id, "data": base64.b64encode(part).decode("ascii")})
+            self._http.request("PUT", f"{self._url}/parts/{digest}", token=self._token, body=body)
+            parts.append(digest)
+        return {"type": kind, "parts": parts, "size": len(data)}
+
+    def _load(self, thread_id: str, value: dict[str, Any]) -> Any:
+        if value.get("data") is not None:
+            return self.serde.loads_typed((value["type"], base64.b64decode(value["data"])))
+        pieces = []
+        for digest in value["parts"]:
+            url = f"{self._url}/parts/{quote(digest, safe='')}"
+            answer = self._http.request("GET", url, token=self._token, params={"thread_id": thread_id}).json()
+            piece = base64.b64decode(answer["data"])
+            if hashlib.sha256(piece).hexdigest() != digest:
+                raise CheckpointPartMissing("A part read back does not have its SHA-256.", parts=[digest])
+            pieces.append(piece)
+        data = b"".join(pieces)
+        if len(data) != value["size"]:
+            raise CheckpointPartMissing("The parts read back do not make the stored size.", parts=value["parts"])
+        return self.serde.loads_typed((value["type"], data))
+
+    def _post(self, path: str, request: dict[str, Any]) -> dict[str, Any]:
+        return self._http.request("POST", self._url + path, token=self._token, body=json_body(request)).json()
+
+    def _note_empty(self, thread: tuple[str, str], empty: bool) -> None:
+        with self._lock:
+            self._found_empty.pop(thread, None)
+            if empty:
+                self._found_empty[thread] = None
+                while len(self._found_empty) > _EMPTY_REMEMBERED:
+                    self._found_empty.popitem(last=False)
+
+
+def _thread(config: RunnableConfig) -> tuple[str, str]:
+    configurable = config["configurable"]
+    return str(configurable["thread_id"]), configurable.get("checkpoint_ns") or ""
+
+
+def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}}
+
+
+def _batches(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Writes in requests the server takes: at most MAX_WRITES, within one transaction's actions."""
+    batch: list[dict[str, Any]] = []
+    actions = 1
+    for entry in entries:
+        cost = 1 + len(entry["value"].get("parts", ()))
+        if batch and (len(batch) == MAX_WRITES or actions + cost > MAX_ACTIONS):
+            yield batch
+            batch, actions = [], 1
+        batch.append(entry)
+        actions += cost
+    if batch:
+        yield batch

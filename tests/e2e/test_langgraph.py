@@ -1,0 +1,303 @@
+"""`CairnSaver`, LangGraph's checkpointer on Cairn, against `cairn serve` over real HTTP.
+
+LangGraph's own conformance suite, two processes racing on one thread, a
+graph that waits for a human in one process and finishes in another, a
+10 MB checkpoint, and hostile requests to the checkpoint routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+from langgraph.types import Command
+
+from cairn.client import Address
+from cairn.integrations.langgraph import CairnSaver, CheckpointStale
+from tests.support import langgraph_runs
+from tests.support.serve import ServeProcess
+
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
+
+ROOT = Path(__file__).resolve().parents[2]
+# What CairnSaver implements beyond the base: nothing yet (`delete_for_runs`, `copy_thread`, `prune` are not claimed).
+CLAIMED = {capability.value for capability in BASE_CAPABILITIES}
+
+
+@pytest.fixture
+def address(served: ServeProcess):
+    with Address.provision(served.base_url, task_id="langgraph", expires_in=3600) as created:
+        yield created
+
+
+def test_langgraph_conformance_suite_passes_every_capability_claimed(address: Address):
+    @checkpointer_test(name="CairnSaver")
+    async def cairn_saver():
+        yield CairnSaver(address)
+
+    report = asyncio.run(validate(cairn_saver))
+
+    detected = {name for name, result in report.results.items() if result.detected}
+    assert detected == CLAIMED
+    failures = {
+        name: result.failures for name, result in report.results.items() if result.detected and not result.passed
+    }
+    assert failures == {}
+    assert report.passed_all_base() and report.conformance_level() == "FULL"
+    # The suite ran its tests: 58 in the base capabilities of langgraph-checkpoint-conformance 0.0.2.
+    assert sum(report.results[name].tests_passed for name in CLAIMED) >= 58
+
+
+def test_of_two_processes_resuming_one_checkpoint_one_commits_and_the_other_is_refused(
+    address: Address, served: ServeProcess
+):
+    rounds = 15
+    saver = CairnSaver(address)
+    thread = generate_config("race")
+    root = saver.put(thread, generate_checkpoint(), generate_metadata(step=0), {})
+
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(2), spawn.Queue()
+    args = (served.base_url, address.id, address.read_token, "race", rounds, barrier, results)
+    workers = [spawn.Process(target=langgraph_runs.race, args=args) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=240) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+
+    won = sum(w for w, _ in outcomes)
+    refused = sum(r for _, r in outcomes)
+    assert won == rounds
+    assert refused == 2 * rounds - won  # every loser was refused, none lost silently
+
+    history = list(saver.list(thread))
+    assert len(history) == rounds + 1  # the root and one checkpoint per round: no orphan
+    children = Counter(found.parent_config["configurable"]["checkpoint_id"] for found in history if found.parent_config)
+    forks = [parent for parent, count in children.items() if count > 1]
+    assert forks == []
+    # One chain: from the head back to the root through every checkpoint.
+    by_id = {found.config["configurable"]["checkpoint_id"]: found for found in history}
+    chain, cursor = [], history[0]
+    while cursor is not None:
+        chain.append(cursor.config["configurable"]["checkpoint_id"])
+        cursor = by_id.get(cursor.parent_config["configurable"]["checkpoint_id"]) if cursor.parent_config else None
+    assert len(chain) == rounds + 1 and chain[-1] == root["configurable"]["checkpoint_id"]
+
+
+def test_a_put_that_continues_an_overtaken_checkpoint_is_refused_with_the_head(address: Address):
+    saver = CairnSaver(address)
+    first = saver.put(generate_config("stale"), generate_checkpoint(), generate_metadata(step=0), {})
+    second = saver.put(first, generate_checkpoint(), generate_metadata(step=1), {})
+    late = generate_checkpoint()
+
+    with pytest.raises(CheckpointStale) as refusal:
+        saver.put(first, late, generate_metadata(step=1), {})
+
+    assert refusal.value.status == 409 and refusal.value.code == "checkpoint_stale"
+    assert refusal.value.details["head"] == second["configurable"]["checkpoint_id"]
+    assert saver.get_tuple(generate_config("stale", checkpoint_id=late["id"])) is None
+    assert len(list(saver.list(generate_config("stale")))) == 2
+
+
+def test_two_runs_starting_one_new_thread_leave_one_first_checkpoint(address: Address):
+    one, other = CairnSaver(address), CairnSaver(address)
+    config = generate_config("new-thread")
+    assert one.get_tuple(config) is None and other.get_tuple(config) is None  # what LangGraph reads before it writes
+
+    one.put(config, generate_checkpoint(), generate_metadata(step=-1), {})
+    with pytest.raises(CheckpointStale):
+        other.put(config, generate_checkpoint(), generate_metadata(step=-1), {})
+
+    assert len(list(one.list(config))) == 1
+
+
+def test_an_interrupted_graph_resumes_in_a_new_process_to_the_end(address: Address, served: ServeProcess):
+    def run(*argv: str) -> dict:
+        command = [sys.executable, "-m", "tests.support.langgraph_runs", *argv]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    where = (served.base_url, address.id, address.read_token, "review-1")
+    waiting = run("start", *where)
+    assert waiting == {
+        "steps": ["drafted a plan"],
+        "waiting_for": [{"question": "Approve the plan?", "steps": ["drafted a plan"]}],
+    }
+
+    finished = run("resume", *where, "yes")
+
+    assert finished == {"steps": ["drafted a plan", "asked, answer yes", "done"], "approved": "yes", "next": []}
+
+
+def test_resuming_from_a_checkpoint_behind_the_head_is_refused_as_a_fork(address: Address):
+    graph = langgraph_runs.review_graph(CairnSaver(address))
+    config = {"configurable": {"thread_id": "time-travel"}}
+    graph.invoke({"steps": [], "approved": ""}, config)
+    graph.invoke(Command(resume="yes"), config)
+    before_ask = next(state for state in graph.get_state_history(config) if state.next == ("ask",))
+    history = len(list(graph.get_state_history(config)))
+
+    with pytest.raises(CheckpointStale):
+        graph.invoke(None, before_ask.config)
+
+    assert len(list(graph.get_state_history(config))) == history
+
+
+def test_a_ten_megabyte_checkpoint_round_trips_exactly(address: Address):
+    saver = CairnSaver(address)
+    payload = os.urandom(10 * 1024 * 1024 + 7)
+    checkpoint = generate_checkpoint(channel_values={"blob": payload, "note": "large"}, channel_versions={"blob": 1})
+
+    stored = saver.put(generate_config("large"), checkpoint, generate_metadata(step=0), {"blob": 1})
+    saver.put_writes(stored, [("blob", payload[: 3 * 1024 * 1024])], "task-large")
+
+    found = saver.get_tuple(stored)
+    assert found is not None
+    assert found.checkpoint["channel_values"]["blob"] == payload
+    assert found.checkpoint["channel_values"]["note"] == "large"
+    assert found.pending_writes == [("task-large", "blob", payload[: 3 * 1024 * 1024])]
+
+
+# -- hostile input -----------------------------------------------------------------
+
+
+def _blob(data: bytes) -> dict:
+    return {"type": "bytes", "data": base64.b64encode(data).decode()}
+
+
+def _put(**override) -> dict:
+    return {"thread_id": "t", "checkpoint_id": "c1", "checkpoint": _blob(b"x"), **override}
+
+
+HOSTILE_PUTS = [
+    pytest.param(_put(checkpoint_id="a#b"), 422, "invalid_request", id="id-with-hash"),
+    pytest.param(_put(checkpoint_id=""), 422, "invalid_request", id="empty-id"),
+    pytest.param(_put(parent_id="x" * 200), 422, "invalid_request", id="long-parent"),
+    pytest.param(_put(thread_id="bad\u0000thread"), 422, "invalid_request", id="control-character"),
+    pytest.param(_put(thread_id="t" * 600), 422, "invalid_request", id="long-thread"),
+    pytest.param(_put(checkpoint={"type": "bytes", "data": "!!not base64!!"}), 422, "invalid_request", id="not-base64"),
+    pytest.param(_put(checkpoint={"type": "bytes", "data": "abc"}), 400, "invalid_request", id="bad-padding"),
+    pytest.param(_put(checkpoint={"type": "bytes"}), 422, "invalid_request", id="no-bytes"),
+    pytest.param(_put(checkpoint=_blob(b"x" * 300_000)), 422, "invalid_request", id="inline-too-large"),
+    pytest.param(_put(metadata={"note": "x" * 70_000}), 413, "payload_too_large", id="metadata-too-large"),
+    pytest.param(
+        _put(checkpoint={"type": "bytes", "parts": ["0" * 64], "size": 10}),
+        409,
+        "checkpoint_part_missing",
+        id="no-part",
+    ),
+    pytest.param(
+        _put(checkpoint={"type": "bytes", "parts": ["0" * 64], "size": 10**9}), 400, "invalid_request", id="size-off"
+    ),
+    pytest.param(
+        _put(checkpoint={"type": "bytes", "parts": ["x" * 2000], "size": 10}), 422, "invalid_request", id="part-name"
+    ),
+    pytest.param(_put(surprise=1), 422, "invalid_request", id="unknown-field"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "code"), HOSTILE_PUTS)
+def test_hostile_puts_are_refused_and_store_nothing(address: Address, body: dict, status: int, code: str):
+    url = f"{address.address_url}/checkpoints"
+    auth = {"Authorization": f"Bearer {address.read_token}"}
+
+    answer = httpx.post(url, json=body, headers=auth, timeout=30)
+
+    assert (answer.status_code, answer.json()["error"]["code"]) == (status, code)
+    assert _stored(address) == []
+
+
+def test_requests_without_the_read_token_are_refused_alike(address: Address, served: ServeProcess):
+    url = f"{address.address_url}/checkpoints"
+    other = f"{served.base_url}/api/v1/addresses/addr_{'0' * 24}/checkpoints"
+    for target, headers in [
+        (url, {}),
+        (url, {"Authorization": "Bearer wrong"}),
+        (other, {"Authorization": f"Bearer {address.read_token}"}),
+    ]:
+        for method, path, body in [
+            ("POST", "", _put()),
+            ("POST", "/search", {"thread_id": "t"}),
+            ("POST", "/writes", {"thread_id": "t", "checkpoint_id": "c1", "task_id": "k", "writes": []}),
+            ("DELETE", "?thread_id=t", None),
+            ("GET", f"/parts/{'0' * 64}?thread_id=t", None),
+        ]:
+            answer = httpx.request(method, target + path, json=body, headers=headers, timeout=30)
+            assert answer.status_code in (401, 422), (method, path, answer.text)
+            assert answer.json()["error"]["code"] in ("unauthorized", "invalid_request")
+    assert _stored(address) == []
+
+
+def test_hostile_parts_writes_and_searches_get_json_errors(address: Address):
+    url = f"{address.address_url}/checkpoints"
+    auth = {"Authorization": f"Bearer {address.read_token}"}
+    data = b"part bytes"
+    digest = hashlib.sha256(data).hexdigest()
+    cases = [
+        ("PUT", f"/parts/{'1' * 64}", {"thread_id": "t", "data": base64.b64encode(data).decode()}, 400),
+        ("PUT", f"/parts/{digest}", {"thread_id": "t", "data": "a" * 3_000_000}, 422),
+        ("PUT", "/parts/..%2F..", {"thread_id": "t", "data": ""}, 404),
+        ("GET", f"/parts/{'x' * 3000}?thread_id=t", None, 404),
+        ("GET", f"/parts/{digest}", None, 422),
+        ("POST", "/writes", {"thread_id": "t", "checkpoint_id": "c1", "task_id": "k", "writes": []}, 422),
+        (
+            "POST",
+            "/writes",
+            {
+                "thread_id": "t",
+                "checkpoint_id": "c1",
+                "task_id": "k",
+                "writes": [{"idx": 0, "channel": "c", "value": _blob(b"v" * 60_000)}],
+            },
+            413,
+        ),
+        (
+            "POST",
+            "/writes",
+            {
+                "thread_id": "t",
+                "checkpoint_id": "c1",
+                "task_id": "k",
+                "writes": [
+                    {"idx": 0, "channel": "c", "value": _blob(b"1")},
+                    {"idx": 0, "channel": "d", "value": _blob(b"2")},
+                ],
+            },
+            400,
+        ),
+        ("POST", "/search", {"checkpoint_id": "c1"}, 400),
+        ("POST", "/search", {"thread_id": "t", "after": "x" * 2000}, 422),
+        ("POST", "/search", {"thread_id": "t", "limit": 0}, 422),
+        ("POST", "/writes/search", {"thread_id": "t", "checkpoint_id": "c1", "after": "T#zz"}, 200),
+        ("DELETE", "", None, 422),
+    ]
+    for method, path, body, status in cases:
+        answer = httpx.request(method, url + path, json=body, headers=auth, timeout=60)
+        assert answer.status_code == status, (method, path, answer.text[:300])
+        if status >= 400:
+            assert answer.json()["error"]["code"] in {"invalid_request", "payload_too_large", "not_found"}
+    answer = httpx.post(url, content=b"{not json", headers={**auth, "Content-Type": "application/json"}, timeout=30)
+    assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid_json")
+    assert _stored(address) == []
+
+
+def _stored(address: Address) -> list:
+    """Every checkpoint of every thread of the address."""
+    return list(CairnSaver(address).list(None))
