@@ -7,10 +7,10 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: setup serve check unit docs test bench synth clean java chromium
 
-# What the linters read, and how many pytest workers share the machine: the suite waits on
-# servers and DynamoDB Local far more than it computes, so twice the cores keeps both busy.
+# What the linters read, and how many pytest workers share the machine: one a core, since the
+# end-to-end tier starts servers and DynamoDB Locals that keep every core busy.
 LINTED := functions infra bench app.py examples tests
-WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
+WORKERS ?= $(shell nproc)
 
 setup: $(VENV)/.installed node_modules/.installed java
 

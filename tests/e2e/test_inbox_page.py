@@ -40,7 +40,17 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
 
 def visible_text(browser: webdriver.Chrome, element_id: str) -> str:
     """The text of the element once a person can see it (displayed, not merely in the document)."""
-    return wait(browser).until(shown.visibility_of_element_located((By.ID, element_id))).text
+    return text_shown(browser, By.ID, element_id)
+
+
+def text_shown(browser: webdriver.Chrome, by: str, selector: str) -> str:
+    """The text of an element a person can see, read in the same try that found it (the page redraws)."""
+
+    def read(page: webdriver.Chrome) -> str | bool:
+        element = page.find_element(by, selector)
+        return element.is_displayed() and element.text
+
+    return wait(browser).until(read, f"{selector} never showed any text")
 
 
 def send_report(served: ServeProcess, to: str) -> None:
@@ -85,7 +95,7 @@ def test_a_person_follows_acknowledges_and_downloads_and_strangers_html_stays_te
         assert "plan" in state and "revision 1" in state and '"step": 2' in state
 
         # The forged event's data shows as text: no element made from it, no script run.
-        forged = browser.find_element(By.CSS_SELECTOR, "#feed .event .data").text
+        forged = text_shown(browser, By.CSS_SELECTOR, "#feed .event .data")
         assert FORGED_HTML in forged
         assert browser.find_elements(By.CSS_SELECTOR, "#feed img") == []
         with pytest.raises(NoAlertPresentException):

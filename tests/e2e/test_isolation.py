@@ -7,6 +7,7 @@ prober learns nothing about which ids exist.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -87,7 +88,10 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
     path = PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
     body = None
     headers = dict(credential)
-    if template.endswith("/state") and method == "POST":
+    params: dict | None = None
+    if "/checkpoints" in template:
+        body, params = checkpoint_request(method, template)
+    elif template.endswith("/state") and method == "POST":
         body = {"operations": [{"key": "plan", "op": "set", "value": "stolen"}]}
     elif method == "PUT" and "/inbox/verifiers/" in template:
         body = {"secret": "stolen"}
@@ -106,13 +110,29 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
         headers["Idempotency-Key"] = "stolen"
     elif template.endswith("/subscriptions") and method == "POST":
         body = {"target": {"kind": "webhook", "url": "https://hooks.example.com/stolen"}}
-    # A trim names how far it goes.
-    params = (
-        {"through": 10**6, "include_unacknowledged": "true"}
-        if method == "DELETE" and template.endswith("/events")
-        else None
-    )
+    if method == "DELETE" and template.endswith("/events"):
+        params = {"through": 10**6, "include_unacknowledged": "true"}  # a trim names how far it goes
     return {"method": method, "url": path, "json": body, "params": params, "headers": headers}
+
+
+def checkpoint_request(method: str, template: str) -> tuple[dict | None, dict | None]:
+    """A well-formed body (or query) for each LangGraph checkpoint route."""
+    thread = {"thread_id": "stolen", "checkpoint_ns": ""}
+    blob = {"type": "json", "data": "e30="}
+    if template.endswith("/parts/{digest}"):
+        return (
+            ({"thread_id": "stolen", "data": "c3RvbGVu"}, None) if method == "PUT" else (None, {"thread_id": "stolen"})
+        )
+    if method == "DELETE":
+        return None, {"thread_id": "stolen"}
+    if template.endswith("/writes/search"):
+        return {**thread, "checkpoint_id": "c1", "after": "c1"}, None
+    if template.endswith("/writes"):
+        write = {"idx": 0, "channel": "stolen", "value": blob}
+        return {**thread, "checkpoint_id": "c1", "task_id": "t1", "writes": [write]}, None
+    if template.endswith("/search"):
+        return {"thread_id": "stolen"}, None
+    return {**thread, "checkpoint_id": "c1", "checkpoint": blob}, None
 
 
 def scan_text(dynamodb_endpoint: str, table: str) -> str:
@@ -161,6 +181,7 @@ def test_a_token_for_one_address_opens_no_route_of_another(served: ServeProcess)
             "subscription_id": "sub_" + "0" * 24,
             "email": "stolen@example.org",
             "secret": inbox_secret(mine),
+            "digest": hashlib.sha256(b"stolen").hexdigest(),
         }
         for method, template in address_routes(client):
             reply = client.request(**request_for(method, template, values, bearer(read_token(mine))))
@@ -186,6 +207,7 @@ def test_the_inbox_secret_cannot_read_or_change_its_own_address(served: ServePro
             "subscription_id": "sub_" + "0" * 24,
             "email": "stolen@example.org",
             "secret": inbox_secret(created),
+            "digest": hashlib.sha256(b"stolen").hexdigest(),
         }
         for method, template in address_routes(client):
             if template.startswith("/api/v1/inbox/"):

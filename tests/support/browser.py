@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
 
@@ -48,7 +49,9 @@ def chromium(downloads: Path) -> webdriver.Chrome:
 
 
 def wait(driver: webdriver.Chrome) -> WebDriverWait[webdriver.Chrome]:
-    return WebDriverWait(driver, PATIENCE_SECONDS)
+    # The page redraws its lists as events arrive: an element found a moment ago may be gone, and
+    # the condition is simply tried again on the new one.
+    return WebDriverWait(driver, PATIENCE_SECONDS, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def until_script(driver: webdriver.Chrome, source: str, *args: Any) -> Any:

@@ -213,7 +213,7 @@ class AddressTable:
                 code = error_code(error)
                 if code == "TransactionConflictException":
                     # An append's transaction holds the head for a moment.
-                    time.sleep(random.uniform(0, 0.001 * 2**attempt))
+                    table_ops.pause_after_conflict(attempt)
                     continue
                 if code != "ConditionalCheckFailedException":
                     raise

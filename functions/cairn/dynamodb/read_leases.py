@@ -18,13 +18,11 @@ the counted read does.
 from __future__ import annotations
 
 import math
-import random
-import time
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from cairn.dynamodb import keys
+from cairn.dynamodb import keys, table_ops
 from cairn.dynamodb.address_items import DELETED
 from cairn.dynamodb.items import error_code, key, n
 from cairn.errors import Unauthorized, Unavailable
@@ -80,7 +78,7 @@ class ReadLeases:
             except ClientError as error:
                 code = error_code(error)
                 if code == "TransactionConflictException":
-                    time.sleep(random.uniform(0, 0.001 * 2**attempt))
+                    table_ops.pause_after_conflict(attempt)
                     continue
                 if code != "ConditionalCheckFailedException":
                     raise

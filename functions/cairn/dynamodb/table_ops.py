@@ -8,6 +8,7 @@ leftovers. When the retries run out, each caller raises its own error
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -131,3 +132,11 @@ def _pause(attempt: int) -> None:
 def _identity(item_key: Item) -> tuple:
     """A hashable form of a key: attribute names with their typed values."""
     return tuple(sorted((name, tuple(value.items())) for name, value in item_key.items()))
+
+
+def pause_after_conflict(attempt: int) -> None:
+    """Wait a moment before writing the head again: an append's transaction holds it only briefly.
+
+    Full jitter, doubling from a millisecond, so writers that met once do not meet again.
+    """
+    time.sleep(random.uniform(0, 0.001 * 2**attempt))
