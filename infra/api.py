@@ -1,16 +1,17 @@
 """The HTTP front door: an API Gateway REST API proxying every request to the API function,
-but for the streamed reads, which go to the streaming function.
+but for the reads that may be held, which go to the streaming function.
 
 Routing happens in the application, so the routes Lambda runs are the routes
 `cairn serve` runs. API Gateway only decides who may call and which function
 runs: the runtime store routes require IAM (SigV4) callers, everything else
 is open at the gateway and authenticated by the application (read tokens,
 inbox secrets) or deliberately anonymous (provisioning, discovery). `GET` on
-an address's feed (polls, long-polls, event streams) and on an attachment
-runs in the streaming function, through API Gateway's STREAM transfer mode:
-REST APIs cannot route on the query string (`wait`) or the `Accept` header,
-so every feed read goes there, and waiting readers never hold the API
-function's concurrency.
+an address's feed (polls, long-polls, event streams) and on an attachment,
+and `POST /mcp` (whose `poll_events` may wait), run in the streaming
+function, through API Gateway's STREAM transfer mode: REST APIs cannot route
+on the query string (`wait`), the `Accept` header or a JSON-RPC body, so
+every feed read and every call of that MCP endpoint goes there, and waiting
+readers never hold the API function's concurrency.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
 # outgrows Lambda's 6 MB buffered payload).
 FEED_PATH = ("addresses", "{address_id}", "events")
 DOWNLOAD_PATH = (*FEED_PATH, "{event_id}", "attachments", "{attachment_id}")
+# The MCP endpoint whose `poll_events` takes `wait` (up to 25 s). Each JSON-RPC message is one POST and
+# the tool is named in its body, which API Gateway cannot route on: every POST goes to the streaming
+# function, so its role holds what the endpoint's tools write. `/api/mcp` (AgentAddress's tools, whose
+# poll answers at once) holds nothing and stays on the API function.
+MCP_PATH = ("mcp",)
 
 WORKER_ROOT = ("api", "v1")
 # Subtrees for agent runtimes (AWS principals), authorized by IAM.
@@ -166,7 +172,7 @@ class CairnApi(Construct):
         )
 
     def _add_routes(self, streaming: lambda_.IFunction, downloads: bool) -> None:
-        """ANY on every path; IAM on the worker subtrees (runtime store, memory); the streamed GETs.
+        """ANY on every path; IAM on the worker subtrees (runtime store, memory); the streamed GETs and MCP POST.
 
         Each level from the root to the worker resources gets its own
         `{proxy+}`, so a path beside them (like /api/v1/addresses) matches an
@@ -185,6 +191,7 @@ class CairnApi(Construct):
             proxy = worker.add_proxy(default_method_options=apigateway.MethodOptions(authorization_type=iam))
             _acknowledge_all(proxy.any_method, _IAM_ROUTE)
         _add_streamed_routes(resource, (FEED_PATH, DOWNLOAD_PATH) if downloads else (FEED_PATH,), streaming)
+        _add_streamed_routes(self.rest_api.root, (MCP_PATH,), streaming, http_method="POST")
 
     def _add_gateway_errors(self) -> None:
         for response_type, code in GATEWAY_ERRORS.items():
@@ -248,9 +255,14 @@ def _add_open_methods(resource: apigateway.IResource) -> None:
 
 
 def _add_streamed_routes(
-    parent: apigateway.IResource, paths: tuple[tuple[str, ...], ...], streaming: lambda_.IFunction
+    parent: apigateway.IResource,
+    paths: tuple[tuple[str, ...], ...],
+    streaming: lambda_.IFunction,
+    *,
+    http_method: str = "GET",
 ) -> None:
-    """GET on each path streams from `streaming`; every other method and path still reaches the API function.
+    """`http_method` on each path streams from `streaming`; every other method and path still reaches the API
+    function.
 
     Every resource on the way keeps ANY for the API function. API Gateway
     allows one variable child per resource, so a level whose paths go on
@@ -272,11 +284,12 @@ def _add_streamed_routes(
         streaming,
         allow_test_invoke=False,
         response_transfer_mode=apigateway.ResponseTransferMode.STREAM,
-        # STREAM mode lifts the 29 s limit up to 15 minutes: an event stream's whole life.
+        # STREAM mode lifts the 29 s limit up to 15 minutes: an event stream's whole life. The function's
+        # runtime loop always answers in the streaming format, so everything it serves takes this mode.
         timeout=Duration.seconds(STREAM_LIMIT_SECONDS),
     )
     for path in paths:
-        _acknowledge_all(resources[path].add_method("GET", streamed), _OPEN_ROUTE)
+        _acknowledge_all(resources[path].add_method(http_method, streamed), _OPEN_ROUTE)
 
 
 def _acknowledge_all(method: apigateway.Method | None, findings: dict[str, str]) -> None:

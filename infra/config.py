@@ -78,6 +78,7 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "outbound_max_contacts": 10,
     "outbound_verifications_per_day": 20,
     "outbound_verifications_per_recipient_per_day": 10,
+    "outbound_outcome_deadline_seconds": 2 * 86_400,
     "max_subscriptions_per_address": 10,
     "webhook_timeout_seconds": 10,
     "wake_retry_base_seconds": 5,
@@ -122,7 +123,8 @@ class StageConfig:
     # writers (inbox posts, state writes) their share of the account. None: unreserved.
     api_reserved_concurrency: int | None = None
     # Concurrency set aside for (and capping) the streaming function, where polls, long-polls,
-    # event streams and attachment downloads run: waiting readers can hold this much, never more.
+    # event streams, attachment downloads and `/mcp` calls run: waiting readers can hold this much,
+    # never more.
     stream_reserved_concurrency: int = 50
     log_retention_days: int = 30
     # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".

@@ -18,12 +18,12 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_ses as ses
 from aws_cdk import aws_ses_actions as ses_actions
-from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.checks import acknowledge
 from infra.config import StageConfig
+from infra.failure_queue import failure_queue
 from infra.function import ServiceFunction
 
 # The stack's one receipt rule; its ARN pins what SES may do here.
@@ -125,18 +125,8 @@ class FailedIngestQueue(Construct):
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
-        self.queue = sqs.Queue(
-            self,
-            "Queue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        acknowledge(
-            self.queue,
-            "AwsSolutions-SQS3",
-            "This queue is itself the failure destination of the ingest function; nothing "
-            "consumes it automatically, so a queue behind it would never receive anything.",
+        self.queue = failure_queue(
+            self, "Queue", keeps="the SES notifications the ingest function failed on, with the error"
         )
 
 

@@ -10,7 +10,9 @@ rejection and rendering-failure events to an encrypted SNS topic whose one
 subscriber, the outcome function, appends each as the send's outcome event.
 SES may use the topic's key for this configuration set only. An outcome the
 function fails to record after Lambda's retries (or that SNS cannot hand to
-it) waits in an encrypted queue, which an alarm watches.
+it) waits in an encrypted queue, which an alarm watches. An outcome SES
+never reports is settled by a sweep on a schedule: past the send's
+deadline, it records `email.outcome_unknown` in the slot the send reserved.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import ArnFormat, Aws, Duration, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -25,15 +29,17 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_ses as ses
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.checks import acknowledge
 from infra.config import StageConfig
+from infra.failure_queue import failure_queue
 from infra.function import ServiceFunction
 
 # Named by string: CDK never imports the application package.
 OUTCOME_HANDLER = "cairn.entrypoints.outbound_events_handler.lambda_handler"
+OUTCOME_SWEEP_HANDLER = "cairn.entrypoints.outbound_events_handler.sweep_handler"
+# Deadlines are days long: a few minutes late is nothing, and an idle sweep is one empty query.
+OUTCOME_SWEEP_RATE = Duration.minutes(5)
 
 # The SES events that end a send; Send, Open, Click and delays do not.
 OUTCOME_EVENTS = (
@@ -46,7 +52,7 @@ OUTCOME_EVENTS = (
 
 
 class OutboundEmail(Construct):
-    """Sending from the email domain: identity, configuration set, outcome topic and function."""
+    """Sending from the email domain: identity, configuration set, outcome topic and function, deadline sweep."""
 
     def __init__(
         self,
@@ -92,18 +98,10 @@ class OutboundEmail(Construct):
             destination=ses.EventDestination.sns_topic(self.topic),
             events=list(OUTCOME_EVENTS),
         )
-        self.failures = sqs.Queue(
+        self.failures = failure_queue(
             self,
             "FailedOutcomes",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        acknowledge(
-            self.failures,
-            "AwsSolutions-SQS3",
-            "This queue is itself the failure destination of the outcome function and its subscription: it keeps "
-            "the SES events that became no outcome; nothing consumes it automatically.",
+            keeps="the SES events the outcome function and its subscription could not make an outcome of",
         )
         self.recorder = ServiceFunction(
             self,
@@ -120,6 +118,27 @@ class OutboundEmail(Construct):
         )
         self.topic.add_subscription(
             subscriptions.LambdaSubscription(self.recorder.function, dead_letter_queue=self.failures)
+        )
+        # A function of its own, so each role holds only what its path needs; it never sends, so it is
+        # not told how to.
+        self.sweep = ServiceFunction(
+            self,
+            "OutcomeSweep",
+            code=code,
+            handler=OUTCOME_SWEEP_HANDLER,
+            description="Cairn outbound mail outcome deadlines",
+            timeout=Duration.minutes(2),
+            memory_size=512,
+            environment=environment,
+            log_retention=config.log_retention,
+            removal_policy=config.removal_policy,
+        )
+        events.Rule(
+            self,
+            "OutcomeSweepSchedule",
+            description="Record email.outcome_unknown for sends whose outcome deadline passed unreported",
+            schedule=events.Schedule.rate(OUTCOME_SWEEP_RATE),
+            targets=[events_targets.LambdaFunction(self.sweep.function)],
         )
 
     @property

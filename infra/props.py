@@ -24,7 +24,7 @@ MEANINGS = {
     "api_throttle_rate": "stage-wide API Gateway rate limit (requests per second)",
     "api_throttle_burst": "stage-wide API Gateway burst limit",
     "api_reserved_concurrency": "Lambda concurrency reserved for (and capping) the API function",
-    "stream_reserved_concurrency": "Lambda concurrency reserved for (and capping) feed reads and downloads",
+    "stream_reserved_concurrency": "Lambda concurrency reserved for (and capping) feed reads, downloads and `/mcp`",
     "log_retention_days": "retention of function and access logs (a CloudWatch value)",
     "limits": "the application's limits by lower-case name (`max_events`, ...); the rest keep their defaults",
     "wake_target_arns": "ARN patterns wake-ups may target (`grant_wake_target` adds constructs)",

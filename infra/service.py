@@ -73,9 +73,9 @@ class CairnService(Construct):
             code=code,
             handler=API_HANDLER,
             description="Cairn HTTP API",
-            # The feed's long-polls run in the streaming function, but MCP's poll tool may
-            # wait up to 25 s here too, and API Gateway gives up at 29 s: the function
-            # must outlive both so API Gateway, not Lambda, cuts.
+            # No read waits here (long-polls, event streams and `/mcp`, whose poll may wait, run in
+            # the streaming function), but API Gateway gives up at 29 s: the function outlives that
+            # so API Gateway, not Lambda, cuts a slow request.
             timeout=Duration.seconds(30),
             memory_size=1024,
             environment=environment,
@@ -130,9 +130,13 @@ class CairnService(Construct):
                 code=code,
                 environment=environment,
             )
-            outbound.grant_send(api_function)
+            # The REST send and contact routes, and `/mcp`'s send_email and add_contact (streaming function).
+            for sender in (api_function, streaming):
+                outbound.grant_send(sender)
             storage.grant_store_access(outbound.recorder.function, function="outbound-outcomes")
             functions["outbound-outcomes"] = outbound.recorder.function
+            storage.grant_store_access(outbound.sweep.function, function="outbound-sweep")
+            functions["outbound-sweep"] = outbound.sweep.function
         self._functions = list(functions.values())
         self.api = CairnApi(
             self, "Api", handler=api_service.entry, config=config, streaming=streaming, downloads=self.email is not None
@@ -211,7 +215,7 @@ class CairnService(Construct):
 
     def metric_function_errors(self, function: str) -> cloudwatch.IMetric:
         """Failed invocations of `function` (`api`, `streaming`, `wake-dispatcher`, `wake-sweep`, `email-ingest`,
-        `outbound-outcomes`)."""
+        `outbound-outcomes`, `outbound-sweep`)."""
         return self.metric(f"{function}-errors")
 
     def metric_function_throttles(self, function: str) -> cloudwatch.IMetric:

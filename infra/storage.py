@@ -31,8 +31,11 @@ _APPEND = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckIt
 # each path against its grant).
 FUNCTION_ACTIONS: dict[str, list[str]] = {
     "api": STORE_ACTIONS,
-    # Polls, long-polls, event streams, attachment downloads: the read counted on the head, then reads.
-    "streaming": ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"],
+    # Polls, long-polls, event streams, attachment downloads: the read counted on the head, then reads. And
+    # `/mcp`, whose every call runs there (`infra.api.MCP_PATH`): its tools provision, write and delete state
+    # keys, acknowledge, mail contacts and send, and create and delete subscriptions, as the API does, but
+    # never write in batches (that is deleting an address or trimming a feed, which MCP does not offer).
+    "streaming": [action for action in STORE_ACTIONS if action != "dynamodb:BatchWriteItem"],
     # Appends each message (the mail rate counted by an update); reads a head when the message is gone.
     "email-ingest": [*_APPEND, "dynamodb:GetItem"],
     # Appends each outcome.
@@ -40,10 +43,15 @@ FUNCTION_ACTIONS: dict[str, list[str]] = {
     # Reads subscriptions and events, moves leases and cursors, schedules retries, appends failure notices.
     "wake-dispatcher": [*_APPEND, "dynamodb:GetItem", "dynamodb:Query"],
     "wake-sweep": [*_APPEND, "dynamodb:GetItem", "dynamodb:Query", "dynamodb:DeleteItem"],
+    # Reads the outcome deadlines that have passed, appends each send's `email.outcome_unknown`, forgets them.
+    "outbound-sweep": [*_APPEND, "dynamodb:Query", "dynamodb:DeleteItem"],
 }
-# Functions that delete in one partition only, by its key: the sweep, the due retries it handed over
-# (`WAKE#DUE`, formatted by `cairn.dynamodb.keys`).
-DELETES_ONLY_IN = {"wake-sweep": "WAKE#DUE"}
+# Functions that delete in one partition only, by its key: the sweeps, the due items they settled
+# (`WAKE#DUE`, `OUTCOME#DUE`, formatted by `cairn.dynamodb.keys`).
+DELETES_ONLY_IN = {"wake-sweep": "WAKE#DUE", "outbound-sweep": "OUTCOME#DUE"}
+# Functions that query one partition only: the outcome sweep reads nothing but its deadlines.
+QUERIES_ONLY_IN = {"outbound-sweep": "OUTCOME#DUE"}
+_QUERY = "dynamodb:Query"
 
 
 class CairnTable(Construct):
@@ -79,15 +87,18 @@ class CairnTable(Construct):
     def grant_store_access(self, grantee: iam.IGrantable, *, function: str) -> None:
         """Let `grantee`, the service's function named `function`, run its item operations on this table.
 
-        Deletes on the whole key space are the API's alone (deleting an address, trimming a feed).
+        Deletes on the whole key space are the API's (deleting an address, trimming a feed) and, for `/mcp`'s
+        delete_state and delete_subscription, the streaming function's, one item at a time; an
+        action bound to a partition (`DELETES_ONLY_IN`, `QUERIES_ONLY_IN`) is granted on its key only.
         """
         actions = FUNCTION_ACTIONS[function]
-        partition = DELETES_ONLY_IN.get(function)
-        self.table.grant(grantee, *(action for action in actions if partition is None or action != _DELETE))
-        if partition is not None:
-            iam.Grant.add_to_principal(
-                grantee=grantee,
-                actions=[_DELETE],
-                resource_arns=[self.table.table_arn],
-                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [partition]}},
-            )
+        bound = {_DELETE: DELETES_ONLY_IN.get(function), _QUERY: QUERIES_ONLY_IN.get(function)}
+        self.table.grant(grantee, *(action for action in actions if bound.get(action) is None))
+        for action, partition in bound.items():
+            if partition is not None and action in actions:
+                iam.Grant.add_to_principal(
+                    grantee=grantee,
+                    actions=[action],
+                    resource_arns=[self.table.table_arn],
+                    conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [partition]}},
+                )

@@ -1,5 +1,6 @@
 """The function that answers readers who hold a connection: the feed's polls, long-polls and event
-streams, and attachment downloads, all through response streaming and with concurrency of their own.
+streams, attachment downloads, and the `/mcp` endpoint (whose `poll_events` may wait), all through
+response streaming and with concurrency of their own.
 
 Lambda's managed Python runtime answers buffered only: an answer stops at 6 MB
 (about 4.4 MB of attachment once base64-encoded) and 29 s behind API Gateway.
@@ -11,7 +12,12 @@ stream of server-sent events lasting up to 15 minutes.
 Waiting clients hold executions for as long as they wait. Their own function
 with its own reserved concurrency caps them there: however many wait, the
 API function keeps the concurrency that inbox posts, state writes and the
-ingest function need.
+ingest function need. An MCP message cannot be routed on the tool it calls,
+so every `/mcp` call runs here, its quick tools (state writes, sends,
+subscriptions) included: they share this function's concurrency with the
+waiting readers, each address holding at most `max_waiting_polls_per_address`
+waiting polls and `max_streams_per_address` streams of it. Its role holds
+what those tools write (`infra.storage.FUNCTION_ACTIONS`, the send grant).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ EXEC_WRAPPER = "/var/task/cairn/entrypoints/stream_bootstrap"
 
 
 class StreamingFunction(Construct):
-    """Serves the feed (polls, long-polls, event streams) and attachment downloads, streamed."""
+    """Serves the feed (polls, long-polls, event streams), attachment downloads and `/mcp`, streamed."""
 
     def __init__(
         self,
@@ -49,7 +55,7 @@ class StreamingFunction(Construct):
             "Function",
             code=code,
             handler=STREAMING_HANDLER,
-            description="Cairn feed reads and attachment downloads (response streaming)",
+            description="Cairn feed reads, attachment downloads and MCP (response streaming)",
             # An event stream ends by itself before this (`max_stream_seconds`); API Gateway's
             # STREAM mode also stops at 15 minutes.
             timeout=Duration.seconds(STREAM_LIMIT_SECONDS),

@@ -16,11 +16,11 @@ from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.checks import acknowledge
 from infra.config import StageConfig
+from infra.failure_queue import failure_queue
 from infra.function import ServiceFunction
 from infra.storage import CairnTable
 
@@ -56,18 +56,8 @@ class Wakeups(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._patterns = config.wake_target_arns
-        self.failures = sqs.Queue(
-            self,
-            "FailedBatches",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        acknowledge(
-            self.failures,
-            "AwsSolutions-SQS3",
-            "This queue is itself the failure destination of the stream's dispatcher: it keeps the "
-            "positions of batches that failed every retry; nothing consumes it automatically.",
+        self.failures = failure_queue(
+            self, "FailedBatches", keeps="the positions of the stream's batches that failed every retry"
         )
         self.dispatcher = ServiceFunction(
             self,

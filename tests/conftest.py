@@ -52,9 +52,15 @@ def clock() -> FakeClock:
 @pytest.fixture
 def moto_env() -> Iterator[None]:
     """moto's in-memory AWS; build clients inside it with other limits as needed."""
+    import boto3
     from moto import mock_aws
 
+    from cairn import aws
+
     with mock_aws():
+        # moto drops boto3's default session; the one put back reads service models through the
+        # process's loader, so a test's clients don't parse botocore's JSON again (most of their cost).
+        boto3.setup_default_session(botocore_session=aws.session())
         yield
 
 

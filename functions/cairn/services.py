@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from cairn.email.contacts import Contacts
     from cairn.email.ingest import EmailIngest
     from cairn.email.outbound_ports import OutboundMailer
+    from cairn.email.outcome_sweep import OutcomeSweep
     from cairn.email.ports import RawMessageStore
     from cairn.email.retention import MailRetention
     from cairn.email.sending import Sending
@@ -148,6 +149,13 @@ class Services:
 
         ledger = SendLedger(self.client, self.settings.table_name)
         return Sending(self.table, self._contact_table, ledger, self.mailer, self.waiter, self.settings, self.clock)
+
+    @cached_property
+    def outcome_sweep(self) -> OutcomeSweep:
+        from cairn.dynamodb.outcome_deadlines import OutcomeDeadlineTable
+        from cairn.email.outcome_sweep import OutcomeSweep
+
+        return OutcomeSweep(OutcomeDeadlineTable(self.client, self.settings.table_name), self.sending, self.clock)
 
     @cached_property
     def runtime(self) -> RuntimeStore:

@@ -118,6 +118,13 @@ class Settings(BaseModel):
     # Codes mailed to one email per UTC day from all addresses together: what bounds the guesses at
     # any one person's codes, however many addresses ask.
     outbound_verifications_per_recipient_per_day: int = Field(default=10, ge=1)
+    # How long a send's reserved outcome slot waits for the carrier's report before the outcome sweep
+    # spends it on `email.outcome_unknown` (capped at the event retention). It must exceed what a real
+    # report can take: a retry may hand a lost message over up to a day after the send
+    # (`sending.RECOVERY_SECONDS`), and SES then tries to deliver it for up to 14 hours before it
+    # reports; two days leave room for SNS's and Lambda's retries. A shorter value (tests) makes a
+    # later report a duplicate of the sweep's outcome.
+    outbound_outcome_deadline_seconds: int = Field(default=2 * DAY_SECONDS, ge=1)
 
     @model_validator(mode="before")
     @classmethod

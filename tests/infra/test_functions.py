@@ -19,6 +19,7 @@ API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
 EMAIL_HANDLER = "cairn.entrypoints.email_handler.lambda_handler"
 STREAMING_HANDLER = "cairn.entrypoints.streaming.main"
 OUTCOME_HANDLER = "cairn.entrypoints.outbound_events_handler.lambda_handler"
+OUTCOME_SWEEP_HANDLER = "cairn.entrypoints.outbound_events_handler.sweep_handler"
 DISPATCH_HANDLER = "cairn.entrypoints.wake_handler.stream_handler"
 SWEEP_HANDLER = "cairn.entrypoints.wake_handler.sweep_handler"
 
@@ -66,7 +67,15 @@ def test_without_email_the_api_streaming_and_wake_up_functions_exist(default: Sy
 
 def test_with_email_the_ingest_and_outcome_functions_exist_too(full: Synthesis) -> None:
     handlers = {r["Properties"]["Handler"] for r in cairn_functions(full).values()}
-    assert handlers == {API_HANDLER, EMAIL_HANDLER, STREAMING_HANDLER, OUTCOME_HANDLER, DISPATCH_HANDLER, SWEEP_HANDLER}
+    assert handlers == {
+        API_HANDLER,
+        EMAIL_HANDLER,
+        STREAMING_HANDLER,
+        OUTCOME_HANDLER,
+        OUTCOME_SWEEP_HANDLER,
+        DISPATCH_HANDLER,
+        SWEEP_HANDLER,
+    }
 
 
 def test_every_handler_resolves_to_a_function_in_the_code_asset(full: Synthesis) -> None:
@@ -183,6 +192,7 @@ FUNCTION_NAMES = {
     STREAMING_HANDLER: "streaming",
     EMAIL_HANDLER: "email-ingest",
     OUTCOME_HANDLER: "outbound-outcomes",
+    OUTCOME_SWEEP_HANDLER: "outbound-sweep",
     DISPATCH_HANDLER: "wake-dispatcher",
     SWEEP_HANDLER: "wake-sweep",
 }
@@ -233,11 +243,24 @@ def test_each_function_may_run_what_it_uses_on_its_table_and_nothing_more(full: 
 
 
 @pytest.mark.parametrize("handler", [STREAMING_HANDLER, EMAIL_HANDLER, OUTCOME_HANDLER, DISPATCH_HANDLER])
-def test_only_the_api_and_the_sweep_may_delete_and_no_function_but_the_api_writes_in_batches(
+def test_only_the_api_the_sweep_and_mcp_may_delete_and_no_function_but_the_api_writes_in_batches(
     full: Synthesis, handler: str
 ) -> None:
+    """The streaming function deletes for `/mcp`'s delete_state and delete_subscription, one item at a time."""
     granted = {action for s in table_statements(full, handler) for action in as_list(s["Action"])}
-    assert not granted & {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, handler
+    assert "dynamodb:BatchWriteItem" not in granted, handler
+    assert ("dynamodb:DeleteItem" in granted) == (handler == STREAMING_HANDLER), handler
+
+
+def test_the_outcome_sweep_queries_and_deletes_only_the_outcome_deadlines(full: Synthesis) -> None:
+    bound = {"dynamodb:Query", "dynamodb:DeleteItem"}
+    statements = table_statements(full, OUTCOME_SWEEP_HANDLER)
+    for statement in statements:
+        actions = set(as_list(statement["Action"]))
+        if actions & bound:
+            assert len(actions) == 1, statement
+            assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["OUTCOME#DUE"]}}
+    assert {action for s in statements for action in as_list(s["Action"])} >= bound
 
 
 def test_the_sweep_deletes_only_the_due_retries_it_handed_over(full: Synthesis) -> None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.infra.synthesis import Synthesis
 from tests.infra.test_functions import (
     API_HANDLER,
     OUTCOME_HANDLER,
+    OUTCOME_SWEEP_HANDLER,
+    STREAMING_HANDLER,
     as_list,
     cairn_functions,
     function_by_handler,
@@ -40,15 +44,21 @@ def test_the_api_function_sends_through_ses_and_the_configuration_set(full: Synt
     assert (variables["CAIRN_OUTBOUND"], variables["CAIRN_SES_CONFIGURATION_SET"]) == ("ses", "cairn-prod-outbound")
 
 
-def test_only_the_api_function_may_send_and_only_from_the_domain(full: Synthesis) -> None:
+@pytest.mark.parametrize("handler", [API_HANDLER, STREAMING_HANDLER])
+def test_only_the_functions_behind_the_mail_tools_may_send_and_only_from_the_domain(
+    full: Synthesis, handler: str
+) -> None:
+    """The API's send and contact routes, and `/mcp`'s send_email and add_contact in the streaming function."""
     senders = {
         properties["Properties"]["Handler"]
         for properties in cairn_functions(full).values()
         if send_statements(full, role_of(properties["Properties"]))
     }
-    assert senders == {API_HANDLER}
-    _, api = function_by_handler(full, API_HANDLER)
-    [statement] = send_statements(full, role_of(api))
+    assert senders == {API_HANDLER, STREAMING_HANDLER}
+    _, sender = function_by_handler(full, handler)
+    variables = sender["Environment"]["Variables"]
+    assert (variables["CAIRN_OUTBOUND"], variables["CAIRN_SES_CONFIGURATION_SET"]) == ("ses", "cairn-prod-outbound")
+    [statement] = send_statements(full, role_of(sender))
     assert as_list(statement["Action"]) == ["ses:SendEmail"]
     resources = [str(resource) for resource in as_list(statement["Resource"])]
     assert len(resources) == 2
@@ -118,3 +128,18 @@ def test_outcomes_that_fail_every_retry_wait_in_an_encrypted_queue(full: Synthes
     _, role = function_by_handler(full, OUTCOME_HANDLER)
     sends = [s for s in policy_statements(full, role_of(role)) if "sqs:SendMessage" in as_list(s["Action"])]
     assert [s["Resource"] for s in sends] == [{"Fn::GetAtt": [queue_id, "Arn"]}]
+
+
+def test_a_schedule_settles_outcome_deadlines_every_five_minutes(full: Synthesis, default: Synthesis) -> None:
+    sweep_id, sweep = function_by_handler(full, OUTCOME_SWEEP_HANDLER)
+    [rule] = [
+        resource["Properties"]
+        for resource in full.resources("AWS::Events::Rule").values()
+        if resource["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [sweep_id, "Arn"]}
+    ]
+    assert rule["ScheduleExpression"] == "rate(5 minutes)"
+    # It records outcomes and never sends: it is not told how to.
+    assert "CAIRN_OUTBOUND" not in sweep["Environment"]["Variables"]
+    assert send_statements(full, role_of(sweep)) == []
+    # Without outbound mail, no send reserves a slot and there is nothing to sweep.
+    assert OUTCOME_SWEEP_HANDLER not in {r["Properties"]["Handler"] for r in cairn_functions(default).values()}

@@ -16,17 +16,23 @@ from typing import Any
 
 import pytest
 
+from cairn.addresses.models import OUTBOUND_SURFACE, NewEvent
+from cairn.addresses.ports import AppendRequest, OutcomeDeadline
+from cairn.addresses.quota import Writer
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.email.ingest import Delivery
+from cairn.mcp import tools
 from cairn.services import Services
 from cairn.settings import Settings
 from cairn.wakeups.models import Delivery as WakeDelivery
 from cairn.wakeups.models import EventNotice, Outcome, Subscription
 from infra.storage import DELETES_ONLY_IN, FUNCTION_ACTIONS
+from tests.integration.test_contact_codes import Mailbox
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import SERVER_SECRET, LambdaClient, path_of
+from tests.unit.test_mcp_api import call, credentials
 
 # What authorizes each part of a transaction.
 _TRANSACTION_PARTS = {
@@ -90,15 +96,20 @@ def settings(dynamodb_local, local_table: str, tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def function(settings: Settings, clock: FakeClock) -> Callable[[], tuple[Services, Recorded]]:
-    """Services as one function's process has them, with its calls recorded."""
+def function(settings: Settings, clock: FakeClock) -> Callable[..., tuple[Services, Recorded]]:
+    """Services as one function's process has them (with `mailer`, one that sends), with its calls recorded."""
 
-    def new() -> tuple[Services, Recorded]:
+    def new(mailer: Mailbox | None = None) -> tuple[Services, Recorded]:
         client = make_client(settings)
         recorded = Recorded()
         client.meta.events.register("provide-client-params.dynamodb", recorded)
         services = Services.build(
-            settings, client=client, waiter=NotifyingWaiter(), clock=clock, wake_transport=FailingTarget()
+            settings,
+            client=client,
+            waiter=NotifyingWaiter(),
+            clock=clock,
+            mailer=mailer,
+            wake_transport=FailingTarget(),
         )
         return services, recorded
 
@@ -145,6 +156,39 @@ def test_ingest_and_the_streamed_reads_stay_within_their_grants(api, function, s
     streamed.assert_within("streaming")
 
 
+def test_every_mcp_tool_stays_within_the_streaming_grant(function) -> None:
+    """`/mcp` runs in the streaming function (its `poll_events` may wait): each of its tools, with what it writes."""
+    mailbox = Mailbox()
+    streaming, streamed = function(mailer=mailbox)
+    mcp = LambdaClient(streaming)
+    used: set[str] = set()
+
+    def run(tool: str, **arguments: Any) -> dict[str, Any]:
+        used.add(tool)
+        result = call(mcp, tool, **arguments)
+        assert result["isError"] is False, result
+        return result["structuredContent"]
+
+    creds = credentials({"structuredContent": run("create_return_address", expires_in_seconds=3600)})
+    run("set_state", **creds, key="plan", value={"step": 1}, if_revision=0)
+    run("get_state", **creds, key="plan")
+    run("list_state", **creds)
+    run("delete_state", **creds, key="plan", if_revision=1)
+    [*_, last] = run("poll_events", **creds, after=0)["events"]
+    run("acknowledge_event", **creds, event_id=last["id"])
+    assert run("poll_events", **creds, after=last["sequence"], wait=0.2)["events"] == []
+    run("add_contact", **creds, email="ada@example.org")
+    run("verify_contact", **creds, email="ada@example.org", code=mailbox.code_for("ada@example.org"))
+    run("list_contacts", **creds)
+    run("send_email", **creds, to="ada@example.org", subject="Done", text="The job is done.", idempotency_key="k1")
+    target = {"kind": "webhook", "url": "http://127.0.0.1/down"}
+    subscription = run("create_subscription", **creds, target=target)["subscription"]["id"]
+    run("list_subscriptions", **creds)
+    run("delete_subscription", **creds, subscription_id=subscription)
+    assert used == {tool.name for tool in tools.CAIRN.tools}, "a tool of /mcp this test does not run"
+    streamed.assert_within("streaming")
+
+
 def test_wake_ups_and_outcomes_stay_within_their_grants(api, function, clock: FakeClock) -> None:
     created, gone = api.provision(), api.provision()
     address_id, token = created["address"]["id"], created["credentials"]["read_token"]
@@ -178,3 +222,27 @@ def test_wake_ups_and_outcomes_stay_within_their_grants(api, function, clock: Fa
     assert first is not None and again is not None and again.duplicate
     assert outcomes.sending.record_outcome(gone["address"]["id"], "evt_x", "delivered", message_id="m") is None
     recorded.assert_within("outbound-outcomes")
+
+
+def test_the_outcome_sweep_stays_within_its_grant(api, function, clock: FakeClock) -> None:
+    created, gone = api.provision(), api.provision()
+    for address in (created, gone):
+        # What a send commits: its event, a reserved outcome slot and that slot's deadline.
+        api.services.table.append(
+            AppendRequest(
+                address_id=address["address"]["id"],
+                events=[NewEvent("email.sent", "email", "{}", ingress_surface=OUTBOUND_SURFACE)],
+                credential=None,
+                now=clock(),
+                outcome_slots=1,
+                outcome_deadline=OutcomeDeadline(at=clock() + 60, message_id="<m@cairn.localhost>"),
+                writer=Writer.OWNER,
+            )
+        )
+    api.request("DELETE", path_of(gone["endpoints"]["address_url"]), token=gone["credentials"]["read_token"])
+    clock.advance(61)
+    swept, recorded = function()
+    assert swept.outcome_sweep.run() == 2  # the deleted address's deadline is dropped
+    assert [event["type"] for event in api.poll(created).json()["events"]] == ["email.sent", "email.outcome_unknown"]
+    recorded.assert_within("outbound-sweep")
+    assert recorded.deleted_in == {DELETES_ONLY_IN["outbound-sweep"]}

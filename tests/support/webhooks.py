@@ -54,26 +54,16 @@ def receiver(statuses: list[int] | None = None, default: int = 200, path: str = 
     """A `Receiver` listening on 127.0.0.1 while the block runs; its `url` ends with `path`."""
     target = Receiver(statuses, default)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(_QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            status = target.answer({k.lower(): v for k, v in self.headers.items()}, body)
-            self.send_response(status)
+            headers, body = self.received()
+            self.send_response(target.answer(headers, body))
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    target.url = f"http://127.0.0.1:{server.server_address[1]}{path}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with _serving(Handler) as origin:
+        target.url = origin + path
         yield target
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class Holder:
@@ -113,10 +103,9 @@ def holding_receiver(interval: float = 0.1, path: str = "/slow") -> Iterator[Hol
     """A `Holder` listening on 127.0.0.1 while the block runs; released on the way out."""
     target = Holder(interval)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(_QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            target.record({k.lower(): v for k, v in self.headers.items()}, body)
+            target.record(*self.received())
             self.close_connection = True
             try:
                 self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Trickle: ")
@@ -126,16 +115,33 @@ def holding_receiver(interval: float = 0.1, path: str = "/slow") -> Iterator[Hol
             except OSError:
                 target.cut.set()
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
+    with _serving(Handler) as origin:
+        target.url = origin + path
+        try:
+            yield target
+        finally:
+            target.release()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    target.url = f"http://127.0.0.1:{server.server_address[1]}{path}"
+
+class _QuietHandler(BaseHTTPRequestHandler):
+    """Reads a POST's headers (lower-cased) and body; logs nothing."""
+
+    def received(self) -> tuple[dict[str, str], bytes]:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        return {k.lower(): v for k, v in self.headers.items()}, body
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` answering on a free port of 127.0.0.1 while the block runs; yields the origin URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield target
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
-        target.release()
         server.shutdown()
         server.server_close()

@@ -1,4 +1,4 @@
-"""`POST /mcp` through the Lambda resolver: stateless JSON-RPC, the ten tools, REST-shaped answers."""
+"""`POST /mcp` through the Lambda resolver: stateless JSON-RPC, its tools, REST-shaped answers."""
 
 from __future__ import annotations
 
@@ -88,6 +88,13 @@ def test_tools_list_describes_every_tool_with_a_schema_and_hints(api: LambdaClie
         # Each says what it changes (or that it changes nothing) and how it fails.
         description = tool["description"].lower()
         assert "fail" in description or "changes nothing" in description
+
+
+def test_the_openapi_description_of_mcp_names_every_tool_it_offers(api: LambdaClient):
+    spec = api.request("GET", "/openapi.json").json()
+    described = spec["paths"]["/mcp"]["post"]["description"]
+    offered = described.split("Tools: ", 1)[1].split(".", 1)[0]
+    assert set(offered.split(", ")) == TOOL_NAMES
 
 
 def test_every_tool_answers_with_the_json_of_its_rest_endpoint(api: LambdaClient):

@@ -72,6 +72,9 @@ class AppendRequest:
     # Feed slots held for events promised later (an outbound mail's outcome): +1 reserves one
     # beside these events, -1 spends a reservation on them. Reserved slots count as used.
     outcome_slots: int = 0
+    # Required with a reservation, and stored in its commit: when the slot is spent anyway if the
+    # promised event has not come by then (no slot is held forever).
+    outcome_deadline: OutcomeDeadline | None = None
     # A send counted against the address's daily allowance in the same commit.
     send_allowance: SendAllowance | None = None
     # Whose slots the events may take (`cairn.addresses.quota`): only the owner's writes reach the reserve.
@@ -79,6 +82,14 @@ class AppendRequest:
     # The inbox settings revision the events were checked against (inbox posts): `InboxSettingsMoved`
     # when the head holds another, after the credential is checked.
     inbox_revision: int | None = None
+
+
+@dataclass(frozen=True)
+class OutcomeDeadline:
+    """When a reserved outcome slot is due (epoch seconds), and the message whose outcome it waits for."""
+
+    at: float
+    message_id: str
 
 
 @dataclass(frozen=True)

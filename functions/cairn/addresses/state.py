@@ -9,6 +9,7 @@ most `state_max_keys` keys and `state_max_bytes` bytes by that measure.
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from dataclasses import dataclass
@@ -121,6 +122,7 @@ class AddressState:
         prepared = self._prepare(operations)
         require_well_formed(address_id)
         deadline = time.monotonic() + _RETRY_BUDGET_SECONDS
+        attempt = 0
         while True:
             now = self._clock()
             snapshot = self._state.read(address_id, [key for key, _, _ in prepared])
@@ -156,8 +158,12 @@ class AddressState:
                 )
             except StateMoved as error:
                 # A key or the totals moved since the read: read again and re-decide.
+                attempt += 1
                 if time.monotonic() >= deadline:
                     raise Unavailable("State is too busy right now; retry shortly.") from error
+                # A growing random pause, so that writers of one hot key take turns instead of
+                # re-reading in step and starving each other.
+                time.sleep(random.uniform(0, 0.002 * min(2**attempt, 64)))
                 continue
             self._waiter.notify(address_id)
             delta = usage_delta(changes)

@@ -51,6 +51,7 @@ from cairn.dynamodb import (
     feed_counts,
     keys,
     outbound_items,
+    outcome_deadlines,
     ratelimit,
     read_count,
     state_items,
@@ -308,6 +309,8 @@ class AddressTable:
         head and tries again, with a growing random pause so that no writer
         starves, until `_APPEND_BUDGET_SECONDS` have passed.
         """
+        if request.outcome_slots > 0 and request.outcome_deadline is None:
+            raise ValueError("a reserved outcome slot needs its deadline")
         if len(request.events) + max(request.outcome_slots, 0) > self._quota.capacity(request.writer):
             # More events than the feed may hold at all: no transaction could pass its quota check.
             raise self._quota.refusal(request.writer)
@@ -442,6 +445,11 @@ class AddressTable:
                 outbound_items.send_count_action(
                     self._table, request.address_id, limit=request.send_allowance.limit, now=now
                 )
+            )
+        if request.outcome_slots > 0 and request.outcome_deadline is not None:
+            # Unconditional: the slot and its deadline commit together, or neither does.
+            actions.append(
+                outcome_deadlines.deadline_put(self._table, request.address_id, refs[0], request.outcome_deadline)
             )
         layout.state = len(actions)
         if request.state is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import botocore.session
 from botocore.config import Config
 
+from cairn import aws
 from cairn.settings import Settings
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _client(
         read_timeout=10,
         max_pool_connections=_MAX_POOL,
     )
-    session = botocore_session or botocore.session.get_session()
+    session = botocore_session or aws.session()
     # DynamoDB Local accepts any alphanumeric key pair but still wants one.
     stand_in = "local" if settings.dynamodb_endpoint and session.get_credentials() is None else None
     return session.create_client(
@@ -66,15 +67,14 @@ class LazyClient:
     Making a client reads botocore's DynamoDB model (tens of milliseconds), which
     a Lambda container then pays with its first request instead of at import,
     or never, once a SnapStart snapshot holds it (`cairn.entrypoints.snapstart`).
-    `renew` drops the client and its connections but keeps the model already
-    read, so the next call opens fresh connections with fresh credentials in
-    a few milliseconds.
+    `renew` drops the client and its connections; the model stays with the
+    process's loader (`cairn.aws`), so the next call opens fresh connections
+    with fresh credentials in a few milliseconds.
     """
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._lock = threading.Lock()
-        self._loader: Any = None
         self._client: DynamoDBClient | None = None
 
     def client(self) -> DynamoDBClient:
@@ -83,12 +83,7 @@ class LazyClient:
         if client is None:
             with self._lock:
                 if self._client is None:
-                    session = botocore.session.get_session()
-                    if self._loader is None:
-                        self._loader = session.get_component("data_loader")
-                    else:
-                        session.register_component("data_loader", self._loader)
-                    self._client = make_client(self._settings, session)
+                    self._client = make_client(self._settings)
                 client = self._client
         return client
 

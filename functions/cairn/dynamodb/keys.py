@@ -9,6 +9,7 @@ Sequences are zero-padded so that string order equals numeric order.
                      | TH#<t>#<n> thread head | TP#<t>#<sha256(part)> uploaded part
                        (<t> = sha256(thread id), <n> = sha256(checkpoint namespace), <task> = sha256(task id))
   WAKE#DUE           <due ms>#<address>#<subscription> scheduled delivery retry
+  OUTCOME#DUE        <deadline ms>#<address>#<send seq> deadline of a send's reserved outcome slot
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
                      | Q#<run> initial history of the session
   R#<run>            META | E#<seq> record | K#<sha256(event key)> guard | CKPT checkpoint
@@ -274,13 +275,28 @@ def subscription_sk(subscription_id: str) -> str:
     return f"{SUBSCRIPTION_PREFIX}{subscription_id}"
 
 
+def _due_at(at: float) -> str:
+    """The start of an `sk` in a partition sorted by due time: epoch milliseconds, 15 digits."""
+    return f"{round(at * 1000):015d}"
+
+
 def wake_due_sk(at: float, address_id: str, subscription_id: str) -> str:
-    return f"{round(at * 1000):015d}#{address_id}#{subscription_id}"
+    return f"{_due_at(at)}#{address_id}#{subscription_id}"
 
 
-def wake_due_upper_bound(now: float) -> str:
-    """An `sk` above every retry due at or before `now`."""
-    return f"{round(now * 1000):015d}~"
+def due_upper_bound(now: float) -> str:
+    """An `sk` above every item due at or before `now` (`WAKE#DUE`, `OUTCOME#DUE`)."""
+    return f"{_due_at(now)}~"
+
+
+# -- outbound mail outcomes --------------------------------------------------------
+
+# One partition of the deadlines of reserved outcome slots, sorted by deadline (one per send awaiting its outcome).
+OUTCOME_DUE_PK = "OUTCOME#DUE"
+
+
+def outcome_due_sk(at: float, address_id: str, send_sequence: int) -> str:
+    return f"{_due_at(at)}#{address_id}#{_seq(send_sequence)}"
 
 
 def address_of_event_key(pk: str, sk: str) -> tuple[str, int] | None:

@@ -11,14 +11,14 @@ has must not look unsent to a later retry.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn.dynamodb import keys
 from cairn.dynamodb.items import error_code, get_s, key, n, s
 from cairn.dynamodb.outbound_items import HANDED_OFF_AT, HANDOFF_LEASE, HANDOFF_OUTCOME, PROVIDER_MESSAGE_ID
-from cairn.email.outbound_ports import OUTCOMES, HandoffTurn, Outcome
+from cairn.email.outbound_ports import CARRIER_OUTCOMES, CarrierOutcome, HandoffTurn
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -55,7 +55,13 @@ class SendLedger:
         return HandoffTurn("yours")
 
     def done(
-        self, address_id: str, sequence: int, *, now: float, outcome: Outcome | None, provider_message_id: str | None
+        self,
+        address_id: str,
+        sequence: int,
+        *,
+        now: float,
+        outcome: CarrierOutcome | None,
+        provider_message_id: str | None,
     ) -> None:
         values: dict[str, Any] = {":now": n(round(now, 3))}
         update = "SET #done = :now"
@@ -97,6 +103,7 @@ def _turn_from(old: Any, *, now: float) -> HandoffTurn:
     outcome = get_s(old, HANDOFF_OUTCOME)
     return HandoffTurn(
         "done",
-        outcome=cast(Outcome, outcome) if outcome in OUTCOMES else None,
+        # Only what a carrier said is kept here: the sweep's `outcome_unknown` is never read back as one.
+        outcome=outcome if outcome in CARRIER_OUTCOMES else None,
         provider_message_id=get_s(old, PROVIDER_MESSAGE_ID),
     )

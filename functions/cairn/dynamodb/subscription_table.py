@@ -270,7 +270,7 @@ class SubscriptionTable:
         response = self._client.query(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND sk < :upper",
-            ExpressionAttributeValues={":pk": s(keys.WAKE_DUE_PK), ":upper": s(keys.wake_due_upper_bound(now))},
+            ExpressionAttributeValues={":pk": s(keys.WAKE_DUE_PK), ":upper": s(keys.due_upper_bound(now))},
             Limit=limit,
         )
         return [

@@ -2,19 +2,24 @@
 
 `OutboundMailer` hands a composed message to whatever carries mail (SES in
 AWS, an SMTP relay or an outbox folder under `cairn serve`); `ContactStore`
-keeps each address's contacts and their verification codes. Feed events
-(`email.sent` and its outcome) go through `cairn.addresses.ports`.
+keeps each address's contacts and their verification codes;
+`OutcomeDeadlines` the deadlines of the outcome slots sends reserve. Feed
+events (`email.sent` and its outcome) go through `cairn.addresses.ports`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 ContactStatus = Literal["pending", "verified"]
-# The outcome events a send ends with, one per send.
-OUTCOMES = ("delivered", "bounced", "complained", "failed")
-Outcome = Literal["delivered", "bounced", "complained", "failed"]
+# What a carrier reports of a send, at the hand-off or later (SES's events).
+CarrierOutcome = Literal["delivered", "bounced", "complained", "failed"]
+CARRIER_OUTCOMES: tuple[CarrierOutcome, ...] = get_args(CarrierOutcome)
+# Recorded by the outcome sweep once a send's deadline passed with no report; no carrier gives it.
+OUTCOME_UNKNOWN: Literal["outcome_unknown"] = "outcome_unknown"
+# The outcome events a send ends with (`email.<outcome>`), one per send.
+Outcome = CarrierOutcome | Literal["outcome_unknown"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class Handoff:
     """
 
     provider_message_id: str
-    outcome: Outcome | None = None
+    outcome: CarrierOutcome | None = None
 
 
 class OutboundMailer(Protocol):
@@ -166,7 +171,7 @@ class HandoffTurn:
     """
 
     kind: Literal["yours", "done", "busy"]
-    outcome: Outcome | None = None
+    outcome: CarrierOutcome | None = None
     provider_message_id: str | None = None
 
 
@@ -177,9 +182,39 @@ class HandoffLedger(Protocol):
         """Claim the hand-off of the send at `sequence` for `lease_seconds` unless it is done or leased."""
 
     def done(
-        self, address_id: str, sequence: int, *, now: float, outcome: Outcome | None, provider_message_id: str | None
+        self,
+        address_id: str,
+        sequence: int,
+        *,
+        now: float,
+        outcome: CarrierOutcome | None,
+        provider_message_id: str | None,
     ) -> None:
         """Record that the carrier had the send, and the outcome it gave at once (`failed` for a refusal)."""
+
+
+@dataclass(frozen=True)
+class DueOutcome:
+    """A send whose outcome slot's deadline passed, found by the outcome sweep."""
+
+    address_id: str
+    send_event_id: str
+    message_id: str | None
+    token: str  # what `done` needs to remove it
+
+
+class OutcomeDeadlines(Protocol):
+    """When each reserved outcome slot is given back if its outcome never came.
+
+    A deadline is written in the send's own commit (`AppendRequest.outcome_deadline`),
+    so no slot is reserved without one; the sweep reads and removes them here.
+    """
+
+    def due(self, now: float, limit: int) -> list[DueOutcome]:
+        """Up to `limit` deadlines passed at `now`, earliest first."""
+
+    def done(self, item: DueOutcome) -> None:
+        """Forget a deadline the sweep has settled."""
 
 
 class ContactMoved(Exception):

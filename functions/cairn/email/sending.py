@@ -11,7 +11,10 @@ lease and hands the same message (same `Message-ID`) over itself; otherwise
 nothing is sent again, for as long as the `email.sent` event is retained.
 The outcome (`email.delivered`, `email.bounced`,
 `email.complained` or `email.failed`) spends the reserved slot, once per
-send: it is claimed under the send's event id.
+send: it is claimed under the send's event id. The same append stores the
+slot's deadline; if no outcome has come by then, the outcome sweep
+(`outcome_sweep.py`) records `email.outcome_unknown` in the slot instead,
+and a report arriving after that is a duplicate.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from aws_lambda_powertools import Logger
 from cairn import credentials, jsontext
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import OUTBOUND_SURFACE, AppendResult, EventRef, IdempotencyClaim, NewEvent, sequence_of
-from cairn.addresses.ports import AddressStore, AppendRequest, Credential, CredentialKind, SendAllowance, Waiter
+from cairn.addresses.ports import (
+    AddressStore,
+    AppendRequest,
+    Credential,
+    CredentialKind,
+    OutcomeDeadline,
+    SendAllowance,
+    Waiter,
+)
 from cairn.addresses.quota import Writer
 from cairn.clock import Clock
 from cairn.email import composing
@@ -148,6 +159,7 @@ class Sending:
                 now=now,
                 idempotency=_send_claim(key, fields),
                 outcome_slots=1,
+                outcome_deadline=OutcomeDeadline(at=now + self._outcome_wait(), message_id=message.message_id),
                 send_allowance=SendAllowance(limit=self._settings.outbound_max_sends_per_day),
                 writer=Writer.OWNER,
             )
@@ -162,6 +174,16 @@ class Sending:
             return SendResult(status="accepted", message_id=message.message_id, event=ref, duplicate=False)
         status = self._hand_off(address_id, ref, message)
         return SendResult(status=status, message_id=message.message_id, event=ref, duplicate=False)
+
+    def _outcome_wait(self) -> int:
+        """How long a send's outcome slot waits for the carrier's report.
+
+        Never past the event retention: the claim a real outcome left is
+        kept a retention from when it came, so it is surely there until the
+        send's own retention ends; a sweep after that could miss it and
+        spend the slot twice.
+        """
+        return min(self._settings.outbound_outcome_deadline_seconds, self._settings.event_retention_seconds)
 
     def _hand_off(self, address_id: str, ref: EventRef, message: ComposedMessage) -> str:
         """Give the message to the carrier and record what it said; `accepted` or `failed`."""

@@ -16,11 +16,11 @@ from typing import Any
 
 from cairn import credentials
 from cairn.addresses.models import sequence_of
-from cairn.email.outbound_ports import Outcome
+from cairn.email.outbound_ports import CarrierOutcome
 from cairn.email.sending import ADDRESS_TAG, SEND_TAG
 
 # SES event type → the outcome event Cairn appends.
-_OUTCOMES: dict[str, Outcome] = {
+_OUTCOMES: dict[str, CarrierOutcome] = {
     "Delivery": "delivered",
     "Bounce": "bounced",
     "Complaint": "complained",
@@ -34,7 +34,7 @@ _DETAIL_CHARS = 500
 class OutcomeReport:
     address_id: str
     send_event_id: str
-    outcome: Outcome
+    outcome: CarrierOutcome
     message_id: str | None
     provider_message_id: str | None
     detail: str | None

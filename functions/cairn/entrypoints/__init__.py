@@ -8,6 +8,7 @@ infrastructure (`infra/`) one place its handler strings point to:
 
 - `api_handler`: the HTTP API behind API Gateway (REST, proxy integration).
 - `email_handler`: the SES receipt rule's invocation for an inbound message.
-- `streaming`: the download function's own Runtime API loop, which answers
-  through response streaming; `stream_bootstrap`, its exec wrapper, starts it.
+- `streaming`: the streaming function's own Runtime API loop (feed reads,
+  downloads, `/mcp`), which answers through response streaming;
+  `stream_bootstrap`, its exec wrapper, starts it.
 """

@@ -1,12 +1,16 @@
-"""Lambda entry point of outbound mail outcomes.
+"""Lambda entry points of outbound mail outcomes: SES's reports, and the sweep of deadlines passed.
 
-SES publishes the events of Cairn's sends (configuration set → SNS topic →
-this function). Each delivery, bounce, complaint or rejection becomes the
-send's one outcome event, in the feed slot the send reserved; a repeated
-notification is a duplicate and changes nothing.
+`lambda_handler`: SES publishes the events of Cairn's sends (configuration
+set → SNS topic → this function). Each delivery, bounce, complaint or
+rejection becomes the send's one outcome event, in the feed slot the send
+reserved; a repeated notification is a duplicate and changes nothing.
+`sweep_handler` runs on a schedule (a function of its own) and records
+`email.outcome_unknown` for the sends SES never reported on by their deadline.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from cairn.entrypoints.container_init import container_init
 
@@ -23,6 +27,9 @@ with container_init():
 
     # Built at cold start and reused by every invocation of this container.
     services = Services.build(get_settings())
+
+# Stop sweeping this long before Lambda's deadline: one outcome's append may take its whole 10 s budget.
+_SWEEP_MARGIN_MS = 15_000
 
 
 @logger.inject_lambda_context
@@ -49,3 +56,10 @@ def lambda_handler(event: SNSEvent, context: LambdaContext) -> None:
                 "duplicate": None if result is None else result.duplicate,
             },
         )
+
+
+@logger.inject_lambda_context
+def sweep_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    settled = services.outcome_sweep.run(until=lambda: context.get_remaining_time_in_millis() < _SWEEP_MARGIN_MS)
+    logger.info("outcome deadlines swept", extra={"settled": settled})
+    return {"settled": settled}

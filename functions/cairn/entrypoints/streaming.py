@@ -11,7 +11,9 @@ bytes, then the raw body, chunked.
 
 The feed's function runs the same loop: there an answer's body may also be an
 iterator of chunks (a stream of server-sent events, `cairn.api.sse`), each
-sent to the Runtime API as soon as the iterator yields it.
+sent to the Runtime API as soon as the iterator yields it. It also answers
+`POST /mcp`, whose `poll_events` may wait: one JSON body (or none, for a
+notification) like any other answer.
 """
 
 from __future__ import annotations

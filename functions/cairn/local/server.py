@@ -19,6 +19,7 @@ from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from cairn.local.mail_expiry import StoredMailExpiry
 from cairn.local.outbound import OutboxMailer, SmtpRelayMailer, parse_relay
+from cairn.local.outcomes import OutcomeSweepLoop
 from cairn.local.smtp import start_listener
 from cairn.local.wakeups import WakeupLoop
 from cairn.services import Services
@@ -110,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         stack.enter_context(
             WakeupLoop(client, make_streams_client(settings), settings.table_name, services.dispatcher, services.sweep)
         )
+        stack.enter_context(OutcomeSweepLoop(services.outcome_sweep))
         stored_mail = FileRawMessages(settings.email_blob_dir)
         stack.enter_context(StoredMailExpiry(stored_mail, settings.event_retention_seconds))
         try:

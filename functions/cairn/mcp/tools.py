@@ -327,7 +327,8 @@ SEND_EMAIL = ToolSpec(
     "Send an email",
     "Sends plain text from this address to one verified contact; the answer comes back as an "
     "`email.received` event in the feed. Appends `email.sent` now and one outcome event later "
-    "(`email.delivered`, `email.bounced`, `email.complained` or `email.failed`). Repeating the same "
+    "(`email.delivered`, `email.bounced`, `email.complained`, `email.failed`, or `email.outcome_unknown` when "
+    "the carrier never reported). Repeating the same "
     "`idempotency_key` and message returns the original without mailing again (use it after a timeout); "
     "another message under the key fails with `idempotency_key_reused`. Fails with `unknown_recipient`, "
     "`recipient_not_verified`, `header_injection`, `invalid_reply_to_event`, `quota_exceeded` (full feed) "

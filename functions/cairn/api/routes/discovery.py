@@ -127,7 +127,13 @@ def capabilities(settings: Settings, *, outbound_configured: bool = False) -> di
             "verifications_per_day": settings.outbound_verifications_per_day,
             "verifications_per_recipient_per_day": settings.outbound_verifications_per_recipient_per_day,
             "feed_slots_per_send": 2,
-            "outcome_events": ["email.delivered", "email.bounced", "email.complained", "email.failed"],
+            "outcome_events": [
+                "email.delivered",
+                "email.bounced",
+                "email.complained",
+                "email.failed",
+                "email.outcome_unknown",
+            ],
         },
     }
 

@@ -5,7 +5,10 @@ offers AgentAddress's three with their inputs, so its clients and examples
 work unchanged. The tools run on this process's use cases, so they share the
 REST routes' rules, limits and poll rate, and answer with the same JSON.
 Clients reach them with no credential; each tool but create_return_address
-takes the address's read token as an argument.
+takes the address's read token as an argument. A `poll_events` with `wait`
+holds its request as a long-poll does, so in AWS an endpoint whose toolset
+takes `wait` (`/mcp`) runs in the streaming function, as the feed's reads do
+(`MCP_PATH` in the stack's `infra/api.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ ENDPOINTS = (
         "/mcp",
         lambda module: module.CAIRN,
         "create_return_address, poll_events, acknowledge_event, get_state, set_state, delete_state, list_state, "
+        "list_contacts, add_contact, verify_contact, send_email, "
         "create_subscription, list_subscriptions, delete_subscription",
     ),
     Endpoint(

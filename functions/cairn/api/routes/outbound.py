@@ -88,7 +88,8 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         description="Requires an `Idempotency-Key` header: the same key and body again answer the original (200, "
         "nothing sent); another body under the key is 422 `idempotency_key_reused`. From is the address's own "
         "email, so replies arrive in its feed. Each send appends `email.sent` and holds one more feed slot for "
-        "its outcome (`email.delivered`, `email.bounced`, `email.complained` or `email.failed`); a full feed "
+        "its outcome (`email.delivered`, `email.bounced`, `email.complained`, `email.failed`, or "
+        "`email.outcome_unknown` when the carrier reported nothing by the deadline); a full feed "
         "refuses with `quota_exceeded`. Sends per address per UTC day are limited (429 `rate_limited`).",
         tags=["email"],
         security=BEARER,

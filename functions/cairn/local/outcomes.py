@@ -1,0 +1,45 @@
+"""`cairn serve`'s part of the outcome sweep's schedule: settle passed outcome deadlines every few seconds.
+
+In AWS a schedule runs `OutcomeSweep` every few minutes; here a daemon
+thread runs the very same sweep while the server is up. Local mailers report
+at once, so it matters for sends whose hand-off a stopped server cut short.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from cairn.email.outcome_sweep import OutcomeSweep
+
+logger = logging.getLogger(__name__)
+
+SWEEP_SECONDS = 2.0
+
+
+class OutcomeSweepLoop:
+    """Runs `sweep` every `interval` seconds in a daemon thread while the context is open."""
+
+    def __init__(self, sweep: OutcomeSweep, *, interval: float = SWEEP_SECONDS) -> None:
+        self._sweep = sweep
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sweep_forever, name="outcome-sweep", daemon=True)
+
+    def __enter__(self) -> OutcomeSweepLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _sweep_forever(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._sweep.run(until=self._stop.is_set)
+            except (ClientError, BotoCoreError):
+                # DynamoDB Local unreachable for a moment: the deadlines wait for the next round.
+                logger.warning("sweeping outcome deadlines failed; retrying", exc_info=True)
