@@ -10,6 +10,7 @@ This is Cairn's protocol without HTTP, the resolver or credentials.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
@@ -18,6 +19,10 @@ from bench.throughput import POST_1_TO_1, POST_8_TO_1, POST_8_TO_8
 from bench.timing import LoadResult, run_load
 from cairn.dynamodb.address_table import CONDITION_FAILED
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n, s
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+    from types_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 THREADS = 8
 
@@ -33,20 +38,20 @@ class ExtraConditionFailed(Exception):
 class RawAppender:
     """One writer with its own sequence guess; counts its transactions."""
 
-    def __init__(self, client, table: str, head: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str, head: str) -> None:
         self._client = client
         self._table = table
         self._head = head
         self._last = 0
         self.transactions = 0
 
-    def append(self, extra: Sequence[dict] = ()) -> str:
+    def append(self, extra: Sequence[dict[str, Any]] = ()) -> str:
         """Append one event, with `extra` actions (after the head and the event) in the same transaction."""
         while True:
             self.transactions += 1
             own = self._actions()
             try:
-                self._client.transact_write_items(TransactItems=[*own, *extra])
+                self._client.transact_write_items(TransactItems=cast("list[TransactWriteItemTypeDef]", [*own, *extra]))
             except ClientError as error:
                 if error_code(error) != "TransactionCanceledException":
                     raise
@@ -62,7 +67,7 @@ class RawAppender:
             self._last += 1
             return "ok"
 
-    def _actions(self) -> list[dict]:
+    def _actions(self) -> list[dict[str, Any]]:
         sequence = self._last + 1
         return [
             {
@@ -85,7 +90,9 @@ class RawAppender:
         ]
 
 
-def measure_baseline(client, table_name: str, seconds: float, warmup: float) -> tuple[Table, dict[str, LoadResult]]:
+def measure_baseline(
+    client: DynamoDBClient, table_name: str, seconds: float, warmup: float
+) -> tuple[Table, dict[str, LoadResult]]:
     table = Table(
         f"Baseline: raw boto3 TransactWriteItems (head Update + event Put) on DynamoDB Local ({seconds:g} s per row)",
         ["scenario", "appends", "appends/s", "p50 ms", "p99 ms", "transactions per append"],

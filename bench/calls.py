@@ -11,7 +11,7 @@ import itertools
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.address import PROVISION_PATH, Address, inbox_body
 from bench.gateway import Reply, invoke
@@ -20,6 +20,9 @@ from cairn.api.app import create_app
 from cairn.dynamodb.client import make_client
 from cairn.services import Services
 from cairn.settings import Settings
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
 
 CONCURRENT_WRITERS = 8
 
@@ -66,7 +69,7 @@ class CallCounts:
 class CallCounter:
     """Counts what a botocore client sends, by operation name."""
 
-    def __init__(self, client) -> None:
+    def __init__(self, client: DynamoDBClient) -> None:
         self._lock = threading.Lock()
         self._calls: Counter[str] = Counter()
         self._attempts: Counter[str] = Counter()

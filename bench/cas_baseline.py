@@ -11,17 +11,22 @@ so the writer reads again and retries, as a client does after a 409.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from bench.baseline import ExtraConditionFailed, RawAppender
 from bench.calls import CallCounter
 from bench.cas import CLIENTS, HOT_KEY, OWN_KEYS, CasRun, CasWriter, keys_by_client, run_cas
 from bench.report import Table
 from cairn.dynamodb.items import get_int, key, n
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
 
 class RawCounters:
     """Counters as key items beside one head, each writer with its own head guess."""
 
-    def __init__(self, client, table: str, head: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str, head: str) -> None:
         self._client = client
         self._table = table
         self._head = head
@@ -46,7 +51,7 @@ class RawCounters:
         item = response.get("Item")
         return (get_int(item, "value"), get_int(item, "revision")) if item else (0, 0)
 
-    def _update(self, name: str, value: int, revision: int) -> dict:
+    def _update(self, name: str, value: int, revision: int) -> dict[str, Any]:
         values = {":value": n(value), ":revision": n(revision + 1)}
         if revision:
             condition = "revision = :read"
@@ -65,7 +70,9 @@ class RawCounters:
         }
 
 
-def measure_cas_baseline(client, table_name: str, seconds: float, warmup: float) -> tuple[Table, dict[str, CasRun]]:
+def measure_cas_baseline(
+    client: DynamoDBClient, table_name: str, seconds: float, warmup: float
+) -> tuple[Table, dict[str, CasRun]]:
     """`client` is counted, so it should serve nothing else while this runs."""
     counter = CallCounter(client)
     results: dict[str, CasRun] = {}

@@ -74,7 +74,7 @@ def measure_downloads(settings: Settings, table_name: str, blob_dir: Path, trial
     return table
 
 
-def _deliver(client: LambdaClient, created: dict, size: int) -> str:
+def _deliver(client: LambdaClient, created: dict[str, Any], size: int) -> str:
     """Mail with a `size`-byte attachment reaches the address; returns the event id."""
     message = EmailMessage()
     message["From"], message["To"], message["Subject"] = "scanner@example.com", created["address"]["email"], "Scan"
@@ -88,7 +88,7 @@ def _deliver(client: LambdaClient, created: dict, size: int) -> str:
     return result.events[0].id
 
 
-def _download_event(client: LambdaClient, created: dict, token: str, event_id: str) -> dict:
+def _download_event(client: LambdaClient, created: dict[str, Any], token: str, event_id: str) -> dict[str, Any]:
     url = f"{path_of(created['endpoints']['events_url'])}/{event_id}/attachments/att_1"
     return client.event("GET", url, token=token)
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 CLIENT_IP = "198.51.100.7"
+
+
+class Resolver(Protocol):
+    """What the benchmarks call: a Powertools resolver, given a proxy event and a Lambda context."""
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -17,7 +23,7 @@ class Reply:
 
 
 def invoke(
-    app,
+    app: Resolver,
     method: str,
     path: str,
     *,
@@ -37,7 +43,7 @@ class StreamingContext:
     streams_responses = True
 
 
-def stream(app, path: str, *, headers: dict[str, str]) -> Iterator[bytes]:
+def stream(app: Resolver, path: str, *, headers: dict[str, str]) -> Iterator[bytes]:
     """Resolve a `GET` as the streaming function does; the answer's body, chunk by chunk."""
     response = app.resolve(proxy_event("GET", path, headers=headers), StreamingContext())
     if response["statusCode"] != 200:

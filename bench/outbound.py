@@ -17,8 +17,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from email import policy
 from email.parser import BytesParser
+from typing import cast
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from bench.calls import CallCounter, CallCounts
 from bench.report import Table
@@ -42,9 +44,10 @@ class _Relay:
         self.count = 0
         self._lock = threading.Lock()
 
-    async def handle_DATA(self, server, session, envelope) -> str:
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         with self._lock:
-            self.last = envelope.content
+            # The controller leaves `decode_data` off, so aiosmtpd hands over the content as bytes.
+            self.last = cast(bytes, envelope.content)
             self.count += 1
         return "250 2.0.0 OK"
 

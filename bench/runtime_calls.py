@@ -17,7 +17,7 @@ from bench.calls import CallCounter, status_text
 from bench.report import Table
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.runtime_store import DynamoRuntimeStore
-from cairn.runtime.model import EMPTY_SEED_END_ID, SeedPublication
+from cairn.runtime.model import EMPTY_SEED_END_ID, AppendResult, SeedPublication
 from cairn.settings import Settings
 from tests.contract.builders import (
     LITERAL,
@@ -125,5 +125,5 @@ def measure_runtime_calls(settings: Settings, table_name: str, repeats: int) -> 
     return table
 
 
-def _inserted(result) -> str:
+def _inserted(result: AppendResult) -> str:
     return "inserted" if result.inserted else "not inserted"

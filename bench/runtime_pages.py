@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.calls import CallCounter
 from bench.report import Table
@@ -32,6 +32,9 @@ from cairn.runtime.state import UnitOfWork
 from cairn.settings import Settings
 from tests.contract.builders import T0, note, payload, root_start, run_start
 
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
 PAGE = 100
 SHORT = 10
 # A record and its key guard per record, plus the run head: at most 100 items.
@@ -43,7 +46,7 @@ PAYLOAD = payload({"role": "assistant", "text": "x" * 1000})
 class ItemsRead:
     """Items returned by Query calls on a client (what a page reads, not what it returns)."""
 
-    def __init__(self, client) -> None:
+    def __init__(self, client: DynamoDBClient) -> None:
         self._lock = threading.Lock()
         self._items = 0
         client.meta.events.register("after-call.dynamodb.Query", self._on_query)

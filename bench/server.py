@@ -39,7 +39,7 @@ class CairnServer:
         ]  # fmt: skip
         self._workdir = workdir
         self._output: collections.deque[str] = collections.deque(maxlen=50)
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> CairnServer:
         self._process = subprocess.Popen(

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
 
 from bench import agent
+from bench.address import Address
 from bench.report import Table
 from bench.server import CairnServer
 from bench.timing import percentile_ms
@@ -57,6 +61,6 @@ def measure_wakeup(server: CairnServer, trials: int) -> Table:
     return table
 
 
-def _long_poll(client, address, after: int) -> tuple[list[dict], float]:
+def _long_poll(client: httpx.Client, address: Address, after: int) -> tuple[list[dict[str, Any]], float]:
     reply = agent.poll(client, address, after=after, wait=LONG_POLL_SECONDS)
     return reply.json().get("events", []), time.perf_counter()

@@ -21,7 +21,7 @@ from cairn.local.wakeups import StreamFollower
 from cairn.services import Services
 from cairn.settings import Settings
 from tests.support.lambda_client import LambdaClient
-from tests.support.webhooks import holding_receiver, receiver
+from tests.support.webhooks import Receiver, holding_receiver, receiver
 
 BURST = 200
 IDLE_SECONDS = 25
@@ -95,7 +95,7 @@ def _post_and_time(http: Any, address: Address) -> float:
     return time.perf_counter()
 
 
-def _arrived_at(hook: Any, index: int) -> float:
+def _arrived_at(hook: Receiver, index: int) -> float:
     return hook.arrival_times[index]
 
 

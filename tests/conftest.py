@@ -32,7 +32,9 @@ _TIER_ORDER = ("e2e", "contract", "integration", "infra", "unit")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group each module's tests for pytest-xdist's `--dist loadgroup`: a module runs on one worker,
     so its module fixtures (one `cairn serve`, say) are made once; the infra modules share one
-    worker, as they share the stacks their session fixtures synthesize."""
+    worker, as they share the stacks their session fixtures synthesize. A module marked `spread`
+    has long tests or many of them, and module fixtures cheap enough to make once per worker:
+    its tests go wherever a worker is free."""
 
     def tier(item: pytest.Item) -> str:
         parts = item.path.relative_to(config.rootpath).parts
@@ -41,6 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: _TIER_ORDER.index(tier(item)) if tier(item) in _TIER_ORDER else len(_TIER_ORDER))
     for item in items:
         group = "infra" if tier(item) == "infra" else str(item.path.relative_to(config.rootpath))
+        if item.get_closest_marker("spread"):
+            group = item.nodeid
         item.add_marker(pytest.mark.xdist_group(group))
 
 

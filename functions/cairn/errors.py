@@ -237,3 +237,17 @@ class CheckpointPartMissing(CairnError):
     """A checkpoint or write names an uploaded part that is not there (never uploaded, or its thread deleted)."""
 
     code = "checkpoint_part_missing"
+
+
+class StoreVersionConflict(CairnError):
+    """A LangGraph store put that named the version it read, after the item moved on.
+
+    `current_version` is the item's version now (0: there is none); nothing
+    was stored.
+    """
+
+    code = "store_version_conflict"
+
+    @property
+    def current_version(self) -> int:
+        return int(self.details.get("current_version") or 0)

@@ -3,9 +3,10 @@
 Built once per Lambda container (at import) or per `cairn serve` process;
 the HTTP routes receive it and never build storage themselves. The use cases
 of an inbox post and a poll are built at once; the others (provisioning,
-inbox settings, email in and out, wake-ups, runtime, memory and checkpoints), with the
-modules they need, when first asked for, so a container that only takes
-inbox posts and polls never loads them.
+inbox settings, email in and out, wake-ups, runtime, memory, checkpoints,
+the LangGraph store and agent sessions), with the modules they need, when
+first asked for, so a container that only takes inbox posts and polls never
+loads them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from cairn.settings import Settings
 if TYPE_CHECKING:
     from cairn.addresses.inbox_config import InboxConfiguration
     from cairn.addresses.provisioning import Provisioning
+    from cairn.agent_sessions.conversations import AgentSessions
     from cairn.checkpoints.threads import Checkpoints
     from cairn.dynamodb.contact_table import ContactTable
     from cairn.dynamodb.subscription_table import SubscriptionTable
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from cairn.email.ports import RawMessageStore
     from cairn.email.retention import MailRetention
     from cairn.email.sending import Sending
+    from cairn.graphstore.batches import GraphStore
     from cairn.runtime.store import RuntimeStore
     from cairn.transcript.memory import MemoryStore
     from cairn.wakeups.dispatcher import Dispatcher, Sweep
@@ -178,6 +181,20 @@ class Services:
         from cairn.dynamodb.checkpoint_table import CheckpointTable
 
         return Checkpoints(self.table, CheckpointTable(self.client, self.settings.table_name), self.clock)
+
+    @cached_property
+    def agent_sessions(self) -> AgentSessions:
+        from cairn.agent_sessions.conversations import AgentSessions
+        from cairn.dynamodb.agent_session_table import AgentSessionTable
+
+        return AgentSessions(self.table, AgentSessionTable(self.client, self.settings.table_name), self.clock)
+
+    @cached_property
+    def graph_store(self) -> GraphStore:
+        from cairn.dynamodb.graph_store_table import GraphStoreTable
+        from cairn.graphstore.batches import GraphStore
+
+        return GraphStore(self.table, GraphStoreTable(self.client, self.settings.table_name), self.clock)
 
     @cached_property
     def _subscription_table(self) -> SubscriptionTable:

@@ -475,3 +475,80 @@ def test_a_body_cut_short_by_a_dropped_connection_is_discarded(target: Target):
     assert retry.status_code == 202, retry.text
     events = target.snapshot()[1]["events"]
     assert [event["data"] for event in events[len(before[1]["events"]) :]] == [1234567890]
+
+
+def test_agent_session_routes_refuse_malformed_items_and_keep_what_they_held(target: Target):
+    """What reaches the inbox and state reaches a session's items too: refused whole, nothing added or removed."""
+    items = f"/api/v1/addresses/{target.id}/sessions/hostile/items"
+    headers = {**JSON, **target.auth}
+    kept = target.client.post(items, json={"items": [{"role": "user", "content": "kept"}]}, headers=target.auth)
+    assert kept.status_code == 201, kept.text
+    for body, status, code in [
+        (b'{"items": [' + nested_objects(MAX_DEPTH) + b"]}", 400, "invalid_json"),
+        (b'{"items": [{"a": "\\ud800"}]}', 400, "invalid_json"),
+        (b'{"items": [{"a": "\xc3\x28"}]}', 400, "invalid_json"),
+        (b'{"items": [{"a": 1e400}]}', 400, "invalid_json"),
+        (b'{"items": [{"a": ' + b"9" * 5_000 + b"}]}", 400, "invalid_json"),
+        (b'{"items": [{"a": 1}]', 400, "invalid_json"),
+        (b'{"items": [{"a": 1}], "items": 2}', 422, "invalid_request"),
+        (b'{"items": [null]}', 422, "invalid_request"),
+        (b'{"items": [{"a": "' + b"x" * 3_600_000 + b'"}]}', 413, "payload_too_large"),
+    ]:
+        assert_refused(target.client.post(items, content=body, headers=headers), status, code)
+    assert_refused(target.client.get(items, params={"limit": "1e3"}, headers=target.auth), 422, "invalid_request")
+    assert_refused(target.client.get(items, params={"before": "²"}, headers=target.auth), 422, "invalid_request")
+    too_long = f"/api/v1/addresses/{target.id}/sessions/{'s' * 300}/items"
+    assert_refused(target.client.post(f"{too_long}/pop", headers=target.auth), 400, "invalid_request")
+    assert_refused(target.client.delete(too_long, headers=target.auth), 400, "invalid_request")
+    stored = target.client.get(items, headers=target.auth)
+    assert stored.json()["items"] == [{"role": "user", "content": "kept"}]
+
+
+def test_hostile_store_batches_are_json_errors_and_store_nothing(target: Target):
+    """LangGraph store batches a careless or malicious client could send: refused whole, never a 5xx."""
+    before = target.snapshot()
+    batch = f"/api/v1/addresses/{target.id}/store/batch"
+    headers = {**JSON, **target.auth}
+    put = b'{"op": "put", "namespace": ["ns"], "key": "k", "value": '
+    raw = [
+        (b'{"ops": [' + put + b'{"a": ' + nested(DEEP) + b"}}]}", 400, "invalid_json"),
+        (b'{"ops": [' + put + b'{"a": 1e400}}]}', 400, "invalid_json"),
+        (b'{"ops": [' + put + b'{"a": "\\ud800"}}]}', 400, "invalid_json"),
+        (b'{"ops": [' + put + b'{"a": "\xc3\x28"}}]}', 400, "invalid_json"),
+        (b'{"ops": [' + put + b'{"a": "' + b"x" * 1_000_001 + b'"}}]}', 413, "payload_too_large"),
+        (b'{"ops": [' + put + b'{"a": 1}, "expected_version": ' + b"9" * 5_000 + b"}]}", 400, "invalid_json"),
+    ]
+    for body, status, code in raw:
+        assert_refused(target.client.post(batch, content=body, headers=headers), status, code)
+    ops = [
+        ({"op": "put", "namespace": ["ns"], "key": "a\u0000b", "value": {}}, 422, "invalid_request"),
+        ({"op": "put", "namespace": ["n\u0000s"], "key": "k", "value": {}}, 422, "invalid_request"),
+        ({"op": "put", "namespace": ["ns"], "key": "k" * 2000, "value": {}}, 422, "invalid_request"),
+        ({"op": "put", "namespace": ["x" * 300], "key": "k", "value": {}}, 422, "invalid_request"),
+        ({"op": "put", "namespace": ["ns"], "key": "k", "value": "not an object"}, 422, "invalid_request"),
+        ({"op": "put", "namespace": ["ns"], "key": "k", "value": {}, "ttl": -1}, 422, "invalid_request"),
+        (
+            {"op": "put", "namespace": ["ns"], "key": "k", "value": {}, "expected_version": 2**60},
+            422,
+            "invalid_request",
+        ),
+        ({"op": "search", "filter": {"a": {"$where": "1"}}}, 400, "invalid_request"),
+        ({"op": "search", "offset": -1}, 422, "invalid_request"),
+        ({"op": "list_namespaces", "prefix": ["a"] * 40}, 422, "invalid_request"),
+        ({"op": "drop_table"}, 422, "invalid_request"),
+    ]
+    for op, status, code in ops:
+        keep = {"op": "put", "namespace": ["kept"], "key": "k", "value": {"n": 1}}
+        assert_refused(target.client.post(batch, json={"ops": [keep, op]}, headers=target.auth), status, code)
+    assert_refused(target.client.post(batch, json={"ops": []}, headers=target.auth), 422, "invalid_request")
+    assert_refused(
+        target.client.post(batch, json={"ops": [{"op": "get"}] * 101}, headers=target.auth), 422, "invalid_request"
+    )
+    # Odd operands compare as no match: a search answers, it never fails on what a value holds.
+    odd = {"op": "search", "filter": {"a": {"$gt": "text", "$lt": None}, "b": {"$gte": [1]}}}
+    answered = target.client.post(batch, json={"ops": [odd]}, headers=target.auth)
+    assert answered.status_code == 200 and answered.json()["results"] == [{"op": "search", "items": []}]
+    everything = {"op": "list_namespaces"}
+    listed = target.client.post(batch, json={"ops": [everything]}, headers=target.auth)
+    assert listed.json()["results"] == [{"op": "list_namespaces", "namespaces": []}]
+    assert target.snapshot() == before

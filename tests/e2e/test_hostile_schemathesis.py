@@ -33,6 +33,9 @@ from cairn.runtime.methods import METHODS
 from cairn.settings import Settings
 from tests.support.serve import ServeProcess
 
+# Long or many tests with cheap fixtures: spread over the workers (`tests/conftest.py`).
+pytestmark = pytest.mark.spread
+
 # Hypothesis stops early on operations with few distinct inputs, so the richer ones get enough
 # examples to pass the minimum in total. The 21 runtime routes share their shapes (records, run
 # starts), so each gets fewer than the other routes and the run stays bounded.

@@ -91,6 +91,14 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
     params: dict | None = None
     if "/checkpoints" in template:
         body, params = checkpoint_request(method, template)
+    elif template.endswith("/store/batch"):
+        body = {"ops": [{"op": "put", "namespace": ["stolen"], "key": "k", "value": {"stolen": True}}]}
+    elif "/sessions/" in template:
+        body = (
+            {"items": [{"role": "user", "content": "stolen"}]}
+            if template.endswith("/items") and method == "POST"
+            else None
+        )
     elif template.endswith("/state") and method == "POST":
         body = {"operations": [{"key": "plan", "op": "set", "value": "stolen"}]}
     elif method == "PUT" and "/inbox/verifiers/" in template:
@@ -182,6 +190,7 @@ def test_a_token_for_one_address_opens_no_route_of_another(served: ServeProcess)
             "email": "stolen@example.org",
             "secret": inbox_secret(mine),
             "digest": hashlib.sha256(b"stolen").hexdigest(),
+            "session_id": "stolen",
         }
         for method, template in address_routes(client):
             reply = client.request(**request_for(method, template, values, bearer(read_token(mine))))
@@ -208,6 +217,7 @@ def test_the_inbox_secret_cannot_read_or_change_its_own_address(served: ServePro
             "email": "stolen@example.org",
             "secret": inbox_secret(created),
             "digest": hashlib.sha256(b"stolen").hexdigest(),
+            "session_id": "stolen",
         }
         for method, template in address_routes(client):
             if template.startswith("/api/v1/inbox/"):

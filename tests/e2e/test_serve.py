@@ -94,7 +94,8 @@ def test_a_long_poll_wakes_as_soon_as_an_event_commits(served: ServeProcess):
         client.post(created["endpoints"]["inbox_url"], json={"type": "wake.up"})
         poller.join(30)
     assert [event["type"] for event in result["reply"].json()["events"]] == ["wake.up"]
-    assert result["elapsed"] < 10, "the poll waited for its timeout instead of waking"
+    # Before its own 20 s timeout: it woke on the commit (a busy machine may be slow, never that slow).
+    assert result["elapsed"] < 20, "the poll waited for its timeout instead of waking"
 
 
 def test_two_hundred_long_polls_wait_while_other_requests_are_answered(served: ServeProcess):

@@ -283,6 +283,25 @@ def verify_subscription_delete(api: LambdaClient, created: dict, first: Reply, r
     assert counted_subscriptions(api, created) == 0
 
 
+def session_items_path(created: dict) -> str:
+    return f"/api/v1/addresses/{created['address']['id']}/sessions/faults/items"
+
+
+SESSION_ITEMS = [{"role": "user", "content": "once"}, {"role": "assistant", "content": "only once"}]
+
+
+def send_session_add(api: LambdaClient, created: dict) -> Reply:
+    body = {"items": SESSION_ITEMS, "add_id": "fault-add"}
+    return api.request("POST", session_items_path(created), json_body=body, token=token(created))
+
+
+def verify_session_add(api: LambdaClient, created: dict, first: Reply, retry: Reply) -> None:
+    assert retry.status == 201, retry.text
+    assert retry.json()["count"] == len(SESSION_ITEMS)
+    stored = api.request("GET", session_items_path(created), token=token(created))
+    assert stored.json()["items"] == SESSION_ITEMS  # whole, and once
+
+
 OPERATIONS = {
     "provision": Operation(provisioned, send_provision, verify_provision),
     "inbox_post": Operation(provisioned, send_delivery, verify_delivery),
@@ -294,6 +313,7 @@ OPERATIONS = {
     "trim": Operation(with_three_events, send_trim, verify_trim),
     "subscription_create": Operation(provisioned, send_subscription_create, verify_subscription_create),
     "subscription_delete": Operation(with_subscription, send_subscription_delete, verify_subscription_delete),
+    "session_add": Operation(provisioned, send_session_add, verify_session_add),
 }
 
 

@@ -42,6 +42,15 @@ NOT_IN_TOUR = {
     ("docs/langgraph.md", "from langgraph.types import Command"): (
         "a sketch over a graph of the reader's; tests/e2e/test_langgraph.py runs such a graph in two processes"
     ),
+    ("docs/langgraph.md", "from cairn.client import Address"): (
+        "tests/e2e/test_langgraph_store.py runs it on an address of its own"
+    ),
+    ("docs/openai-agents.md", "pip install"): (
+        "installs from a package index; `make test` installs the extra with `dev`"
+    ),
+    ("docs/openai-agents.md", "from agents import Agent, Runner"): (
+        "a sketch over a model of the reader's; tests/e2e/test_openai_agents.py runs such an agent in two processes"
+    ),
     ("docs/cdk.md", "from aws_cdk import"): "tests/infra/test_service.py synthesizes it",
     ("docs/deploy.md", "make synth"): "deploys to an AWS account (tests/infra synthesizes the stack)",
     ("docs/deploy.md", "npx aws-cdk destroy"): "tears down a deployment in an AWS account",

@@ -16,7 +16,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from cairn.integrations.langgraph import CairnSaver, CheckpointStale
+from cairn.integrations.langgraph import CairnSaver, CairnStore, CheckpointStale, StoreVersionConflict
 
 
 def race(
@@ -34,6 +34,24 @@ def race(
             saver.put(head.config, generate_checkpoint(), generate_metadata(step=step + 1), {})
             won += 1
         except CheckpointStale:
+            refused += 1
+        barrier.wait()
+    results.put((won, refused))
+
+
+def store_race(base_url: str, address_id: str, token: str, rounds: int, barrier: Barrier, results: Any) -> None:
+    """Each round: read one store item together with the other worker, then both put it under the version read."""
+    store = CairnStore.connect(base_url, address_id, token)
+    won = refused = 0
+    for _ in range(rounds):
+        barrier.wait()
+        item, version = store.get_versioned(("race",), "counter")
+        assert item is not None
+        barrier.wait()  # both hold the same version before either writes
+        try:
+            store.put_if_version(("race",), "counter", {"n": item.value["n"] + 1}, expected_version=version)
+            won += 1
+        except StoreVersionConflict:
             refused += 1
         barrier.wait()
     results.put((won, refused))

@@ -19,7 +19,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Loaded by the runtime, memory, transcript, MCP, email, wake-up, checkpoint and discovery paths only.
+# Loaded by the runtime, memory, transcript, MCP, email, wake-up, checkpoint, session and discovery paths only.
 HEAVY = (
     "aws_lambda_powertools.event_handler.openapi.models",
     "pydantic_settings",
@@ -34,6 +34,10 @@ HEAVY = (
     "cairn.api.checkpoint_schemas",
     "cairn.checkpoints.threads",
     "cairn.dynamodb.checkpoint_table",
+    "cairn.api.routes.agent_sessions",
+    "cairn.api.agent_session_schemas",
+    "cairn.agent_sessions.conversations",
+    "cairn.dynamodb.agent_session_table",
     "cairn.wakeups.models",
     "cairn.api.runtime_schemas",
     "cairn.runtime.model",

@@ -27,8 +27,8 @@ CORS = CORSConfig(
 # travel in headers, so a page can only use a token it already holds.)
 SAME_ORIGIN_PREFIXES = ("/api/v1/runtime/", "/api/v1/memory/", "/mcp", "/api/mcp")
 
-# Route groups whose modules (and the runtime, transcript, MCP, mail, wake-up, checkpoint and discovery code
-# under them) load with the first request for one of their paths, so an inbox post or a poll never
+# Route groups whose modules (and the runtime, transcript, MCP, mail, wake-up, checkpoint, store, session and
+# discovery code under them) load with the first request for one of their paths, so an inbox post or a poll never
 # pays for them: module, the paths its routes answer.
 ADDRESS = r"^/api/v1/addresses/[^/]+"
 DEFERRED_GROUPS = (
@@ -39,6 +39,8 @@ DEFERRED_GROUPS = (
     ("outbound", ADDRESS + r"/email/(contacts|send)(/|$)"),
     ("subscriptions", ADDRESS + r"/subscriptions(/|$)"),
     ("checkpoints", ADDRESS + r"/checkpoints(/|$)"),
+    ("agent_sessions", ADDRESS + r"/sessions/"),
+    ("store", ADDRESS + r"/store(/|$)"),
     ("discovery", r"^/(skill\.md|llms\.txt|llms-full\.txt|openapi\.json|\.well-known/|healthz$)"),
     ("viewer", r"^/inbox(\.js|\.css)?$"),
 )

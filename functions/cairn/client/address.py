@@ -127,11 +127,13 @@ class Address:
     @property
     def inbox_url(self) -> str | None:
         """The write-only capability URL; hand it to whoever should call back. None after `connect`."""
-        return self._document["endpoints"].get("inbox_url")
+        inbox_url: str | None = self._document["endpoints"].get("inbox_url")
+        return inbox_url
 
     @property
     def expires_at(self) -> str | None:
-        return self._document["address"].get("expires_at")
+        expires_at: str | None = self._document["address"].get("expires_at")
+        return expires_at
 
     @property
     def inbox(self) -> Inbox:
@@ -142,16 +144,19 @@ class Address:
 
     def describe(self) -> dict[str, Any]:
         """Metadata, feed depth and state usage."""
-        return self._http.request("GET", self.address_url, token=self.read_token).json()
+        described: dict[str, Any] = self._http.request("GET", self.address_url, token=self.read_token).json()
+        return described
 
     def inbox_settings(self) -> dict[str, Any]:
         """`{"inbox": {"keep_headers": [...], "verifiers": [{"kind", "tolerance_s", "created_at"}]}}`."""
-        return self._http.request("GET", f"{self.address_url}/inbox", token=self.read_token).json()
+        settings: dict[str, Any] = self._http.request("GET", f"{self.address_url}/inbox", token=self.read_token).json()
+        return settings
 
     def keep_headers(self, names: list[str]) -> dict[str, Any]:
         """Keep these request headers (up to 16; never Authorization or Cookie) on each inbox event from now on."""
         body = json_body({"inbox": {"keep_headers": names}})
-        return self._http.request("PATCH", self.address_url, token=self.read_token, body=body).json()
+        changed: dict[str, Any] = self._http.request("PATCH", self.address_url, token=self.read_token, body=body).json()
+        return changed
 
     def set_verifier(self, kind: str, secret: str, *, tolerance_s: int | None = None) -> dict[str, Any]:
         """Require inbox posts to carry a valid `github`, `stripe`, `slack` or `standard_webhooks` signature.
@@ -163,11 +168,13 @@ class Address:
         request = {"secret": secret, "tolerance_s": tolerance_s}
         body = json_body({field: value for field, value in request.items() if value is not None})
         url = f"{self.address_url}/inbox/verifiers/{quote(kind, safe='')}"
-        return self._http.request("PUT", url, token=self.read_token, body=body).json()
+        verifier: dict[str, Any] = self._http.request("PUT", url, token=self.read_token, body=body).json()
+        return verifier
 
     def remove_verifier(self, kind: str) -> dict[str, Any]:
         url = f"{self.address_url}/inbox/verifiers/{quote(kind, safe='')}"
-        return self._http.request("DELETE", url, token=self.read_token).json()
+        removed: dict[str, Any] = self._http.request("DELETE", url, token=self.read_token).json()
+        return removed
 
     def delete(self) -> None:
         """Delete the address with its state and feed; its token and inbox URL stop working at once."""

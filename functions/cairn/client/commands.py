@@ -85,7 +85,7 @@ def url_option() -> argparse.ArgumentParser:
     return parent
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the agent commands to the `cairn` parser; each sets `handler`."""
     url = url_option()
 

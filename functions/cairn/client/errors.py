@@ -37,6 +37,7 @@ from cairn.errors import (
     RevisionConflict,
     SignatureInvalid,
     StateLimitExceeded,
+    StoreVersionConflict,
     StreamUnavailable,
     SubscriptionLimitExceeded,
     SubscriptionNotFound,
@@ -80,6 +81,7 @@ _PLAIN: dict[str, type[CairnError]] = {
         SubscriptionNotFound,
         CheckpointStale,
         CheckpointPartMissing,
+        StoreVersionConflict,
     )
 }
 

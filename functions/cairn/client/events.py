@@ -36,7 +36,8 @@ class Events:
         params: dict[str, Any] = {"after": after, "wait": wait}
         if limit is not None:
             params["limit"] = limit
-        return self._http.request("GET", self._url, token=self._token, params=params, wait=wait).json()
+        page: Page = self._http.request("GET", self._url, token=self._token, params=params, wait=wait).json()
+        return page
 
     def stream(self, *, after: int = 0) -> Generator[Event, None, None]:
         """Events after sequence `after`, pushed by the server as they commit (server-sent events).
@@ -59,7 +60,9 @@ class Events:
     def ack(self, event: Event | str) -> Ack:
         """Mark an event (or event id) handled; repeating it keeps the first time."""
         event_id = event if isinstance(event, str) else event["id"]
-        return self._http.request("POST", f"{self._url}/{quote(event_id, safe='')}/ack", token=self._token).json()
+        url = f"{self._url}/{quote(event_id, safe='')}/ack"
+        acked: Ack = self._http.request("POST", url, token=self._token).json()
+        return acked
 
     def follow(
         self,

@@ -27,7 +27,8 @@ class Inbox:
         """
         key = idempotency_key or f"cairn-python:{uuid.uuid4()}"
         response = self._http.request("POST", self.url, body=json_body(payload), headers={"Idempotency-Key": key})
-        return response.json()
+        delivery: Delivery = response.json()
+        return delivery
 
     def close(self) -> None:
         if self._owns_http:

@@ -30,17 +30,22 @@ class Mailbox(str):
 
     def contacts(self) -> ContactListing:
         """Every contact with its status, and whether the server can send mail at all."""
-        return self._http.request("GET", f"{self._root}/contacts", token=self._token).json()
+        listing: ContactListing = self._http.request("GET", f"{self._root}/contacts", token=self._token).json()
+        return listing
 
     def add_contact(self, email: str) -> ContactChange:
         """Mail a six-digit code to `email` from this address; the person tells you the code."""
         body = json_body({"email": email})
-        return self._http.request("POST", f"{self._root}/contacts", token=self._token, body=body).json()
+        response = self._http.request("POST", f"{self._root}/contacts", token=self._token, body=body)
+        change: ContactChange = response.json()
+        return change
 
     def verify_contact(self, email: str, code: str) -> ContactChange:
         """Confirm `email` with the code it received; `WrongCode`, `CodeExpired`, `TooManyAttempts` otherwise."""
         body = json_body({"email": email, "code": code})
-        return self._http.request("POST", f"{self._root}/contacts", token=self._token, body=body).json()
+        response = self._http.request("POST", f"{self._root}/contacts", token=self._token, body=body)
+        change: ContactChange = response.json()
+        return change
 
     def remove_contact(self, email: str) -> None:
         self._http.request("DELETE", f"{self._root}/contacts/{quote(email, safe='@')}", token=self._token)
@@ -66,6 +71,7 @@ class Mailbox(str):
         if reply_to_event_id is not None:
             request["reply_to_event_id"] = reply_to_event_id
         headers = {"Idempotency-Key": idempotency_key}
-        return self._http.request(
+        receipt: SendReceipt = self._http.request(
             "POST", f"{self._root}/send", token=self._token, body=json_body(request), headers=headers
         ).json()
+        return receipt

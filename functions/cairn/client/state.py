@@ -26,7 +26,8 @@ class State:
 
     def get(self, key: str) -> StateValue:
         """The key's `value` and `revision`; `NotFound` if it does not exist."""
-        return self._http.request("GET", self._key_url(key), token=self._token).json()
+        current: StateValue = self._http.request("GET", self._key_url(key), token=self._token).json()
+        return current
 
     def set(self, key: str, value: Any, *, if_revision: int | None = None) -> StateValue:
         """Write `value` under `key`.
@@ -38,21 +39,29 @@ class State:
         request: dict[str, Any] = {"value": value}
         if if_revision is not None:
             request["if_revision"] = if_revision
-        return self._http.request("PUT", self._key_url(key), token=self._token, body=json_body(request)).json()
+        written: StateValue = self._http.request(
+            "PUT", self._key_url(key), token=self._token, body=json_body(request)
+        ).json()
+        return written
 
     def delete(self, key: str, *, if_revision: int | None = None) -> StateDeletion:
         """Delete `key` (only at revision `if_revision`, when given); `NotFound` if it is absent."""
         headers = {"If-Match": str(if_revision)} if if_revision is not None else None
-        return self._http.request("DELETE", self._key_url(key), token=self._token, headers=headers).json()
+        deletion: StateDeletion = self._http.request(
+            "DELETE", self._key_url(key), token=self._token, headers=headers
+        ).json()
+        return deletion
 
     def keys(self) -> StateListing:
         """Every key with its revision and size, and the address's usage against its limits."""
-        return self._http.request("GET", self._url, token=self._token).json()
+        listing: StateListing = self._http.request("GET", self._url, token=self._token).json()
+        return listing
 
     def transaction(self, operations: Sequence[StateOperation]) -> StateBatch:
         """Apply every operation or none; one `RevisionConflict` lists every key that moved."""
         request = {"operations": list(operations)}
-        return self._http.request("POST", self._url, token=self._token, body=json_body(request)).json()
+        batch: StateBatch = self._http.request("POST", self._url, token=self._token, body=json_body(request)).json()
+        return batch
 
     def update(
         self,

@@ -31,14 +31,20 @@ class Subscriptions:
             request["types"] = list(types)
         if description is not None:
             request["description"] = description
-        return self._http.request("POST", self._url, token=self._token, body=json_body(request)).json()
+        response = self._http.request("POST", self._url, token=self._token, body=json_body(request))
+        created: dict[str, Any] = response.json()
+        return created
 
     def list(self) -> list[dict[str, Any]]:
         """Every subscription with its status and recent delivery attempts."""
-        return self._http.request("GET", self._url, token=self._token).json()["subscriptions"]
+        response = self._http.request("GET", self._url, token=self._token)
+        subscriptions: list[dict[str, Any]] = response.json()["subscriptions"]
+        return subscriptions
 
     def get(self, subscription_id: str) -> dict[str, Any]:
-        return self._http.request("GET", self._one(subscription_id), token=self._token).json()["subscription"]
+        url = self._one(subscription_id)
+        subscription: dict[str, Any] = self._http.request("GET", url, token=self._token).json()["subscription"]
+        return subscription
 
     def delete(self, subscription_id: str) -> None:
         """Stop deliveries to it; `NotFound` if there is no such subscription."""
@@ -46,11 +52,15 @@ class Subscriptions:
 
     def test(self, subscription_id: str) -> dict[str, Any]:
         """Send a `subscription.test` delivery now; the attempt (outcome, status code or error)."""
-        return self._http.request("POST", f"{self._one(subscription_id)}/test", token=self._token).json()["attempt"]
+        url = f"{self._one(subscription_id)}/test"
+        attempt: dict[str, Any] = self._http.request("POST", url, token=self._token).json()["attempt"]
+        return attempt
 
     def rotate(self, subscription_id: str) -> dict[str, Any]:
         """A new webhook secret (`{subscription, secret}`); the old one keeps signing for 24 hours."""
-        return self._http.request("POST", f"{self._one(subscription_id)}/rotate", token=self._token).json()
+        response = self._http.request("POST", f"{self._one(subscription_id)}/rotate", token=self._token)
+        rotated: dict[str, Any] = response.json()
+        return rotated
 
     def _one(self, subscription_id: str) -> str:
         return f"{self._url}/{quote(subscription_id, safe='')}"

@@ -348,7 +348,7 @@ class AddressTable:
 
     def _append_actions(
         self, request: AppendRequest, last: int, pending: int
-    ) -> tuple[list[dict], list[EventRef], _Layout]:
+    ) -> tuple[list[dict[str, Any]], list[EventRef], _Layout]:
         pk = keys.address_pk(request.address_id)
         now = request.now
         new_last = last + len(request.events)
@@ -389,7 +389,7 @@ class AddressTable:
             names["#cred"] = CREDENTIAL_ATTRIBUTES[request.credential.kind]
             values[":digest"] = s(request.credential.digest)
         head["Update"]["ConditionExpression"] = condition
-        actions: list[dict] = [head]
+        actions: list[dict[str, Any]] = [head]
         refs: list[EventRef] = []
         for offset, event in enumerate(request.events, start=1):
             sequence = last + offset
@@ -462,7 +462,9 @@ class AddressTable:
             put["ConditionExpression"] = condition
         return {"Put": put}
 
-    def _diagnose(self, request: AppendRequest, reasons: list[dict], last: int, layout: _Layout) -> AppendResult | int:
+    def _diagnose(
+        self, request: AppendRequest, reasons: list[dict[str, Any]], last: int, layout: _Layout
+    ) -> AppendResult | int:
         """Turn cancellation reasons into a verdict, or the next attempt's head.
 
         Order matters: credentials first (a wrong secret learns nothing), then
@@ -501,7 +503,7 @@ class AddressTable:
         self._remember_pending(request.address_id, current_pending)
         return stale, current
 
-    def _refuse(self, request: AppendRequest, reasons: list[dict], layout: _Layout) -> None:
+    def _refuse(self, request: AppendRequest, reasons: list[dict[str, Any]], layout: _Layout) -> None:
         """Raise the refusal a failed limit's condition stands for; return when none failed."""
         if layout.allowance is not None and reasons[layout.allowance].get("Code") == CONDITION_FAILED:
             raise RateLimited(
@@ -752,7 +754,7 @@ def _head_admits(head: dict[str, Any], request: AppendRequest) -> bool:
     return live and hmac.compare_digest(stored, request.credential.digest)
 
 
-def _retained_duplicate(request: AppendRequest, reasons: list[dict], layout: _Layout) -> AppendResult | None:
+def _retained_duplicate(request: AppendRequest, reasons: list[dict[str, Any]], layout: _Layout) -> AppendResult | None:
     """The earlier delivery a failed idempotency claim returned, if the append repeats one still retained."""
     if request.idempotency is not None and layout.idempotency is not None:
         reason = reasons[layout.idempotency]

@@ -7,9 +7,10 @@ Clients come from botocore itself, as every client of Cairn's does (`cairn.aws`)
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import botocore.session
+from botocore.client import BaseClient
 from botocore.config import Config
 
 from cairn import aws
@@ -37,11 +38,23 @@ def make_streams_client(settings: Settings) -> DynamoDBStreamsClient:
     return _client("dynamodbstreams", settings)
 
 
+@overload
+def _client(
+    service: Literal["dynamodb"], settings: Settings, botocore_session: botocore.session.Session | None = None
+) -> DynamoDBClient: ...
+
+
+@overload
+def _client(
+    service: Literal["dynamodbstreams"], settings: Settings, botocore_session: botocore.session.Session | None = None
+) -> DynamoDBStreamsClient: ...
+
+
 def _client(
     service: Literal["dynamodb", "dynamodbstreams"],
     settings: Settings,
     botocore_session: botocore.session.Session | None = None,
-) -> Any:
+) -> BaseClient:
     config = Config(
         retries={"mode": "standard", "max_attempts": 4},
         connect_timeout=3,

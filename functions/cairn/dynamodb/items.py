@@ -62,9 +62,11 @@ def key(pk: str, sk: str) -> dict[str, dict[str, str]]:
 def cancellation_reasons(error: Exception) -> list[dict[str, Any]]:
     """Per-action reasons of a cancelled TransactWriteItems, in action order."""
     response = getattr(error, "response", {}) or {}
-    return response.get("CancellationReasons", [])
+    reasons: list[dict[str, Any]] = response.get("CancellationReasons", [])
+    return reasons
 
 
 def error_code(error: Exception) -> str:
     response = getattr(error, "response", {}) or {}
-    return response.get("Error", {}).get("Code", "")
+    code: str = response.get("Error", {}).get("Code", "")
+    return code

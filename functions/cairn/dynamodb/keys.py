@@ -8,6 +8,10 @@ Sequences are zero-padded so that string order equals numeric order.
                      | T#<t>#<n>#<checkpoint> LangGraph checkpoint | T#<t>#<n>#<checkpoint>#W#<task>#<idx> its write
                      | TH#<t>#<n> thread head | TP#<t>#<sha256(part)> uploaded part
                        (<t> = sha256(thread id), <n> = sha256(checkpoint namespace), <task> = sha256(task id))
+                     | AGS#<s> agent session head | AGS#<s>#<seq> its item | AGS#<s>#A#<sha256(add id)> add claim
+                       (<s> = sha256(session id))
+                     | LS#<l1>/<l2>/…/#<sha256(key)> LangGraph store item
+                       (<l> = the first 32 hex digits of sha256(namespace label), one per label)
   WAKE#DUE           <due ms>#<address>#<subscription> scheduled delivery retry
   OUTCOME#DUE        <deadline ms>#<address>#<send seq> deadline of a send's reserved outcome slot
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
@@ -260,6 +264,48 @@ def thread_parts_prefix(thread_id: str) -> str:
 def thread_part_pieces_prefix(thread_id: str) -> str:
     """The pieces of every part of a thread (`payload_chunk_sk` of each part's item)."""
     return f"C#{thread_parts_prefix(thread_id)}"
+
+
+# -- LangGraph's long-term store (in the address partition) -------------------------
+
+STORE_PREFIX = "LS#"
+# 128 bits of a label's SHA-256: unique enough within one address, short enough for 16 labels in one `sk`.
+_LABEL_DIGITS = 32
+
+
+def store_namespace_prefix(namespace: tuple[str, ...]) -> str:
+    """Every store item in `namespace` or below it (the empty namespace: every item of the address).
+
+    Each label is hashed on its own, so a namespace prefix is a key prefix
+    and a search or a namespace listing under it is one range read.
+    """
+    return STORE_PREFIX + "".join(f"{credentials.digest(label)[:_LABEL_DIGITS]}/" for label in namespace)
+
+
+def store_item_sk(namespace: tuple[str, ...], key: str) -> str:
+    """One item of a namespace; `#` sorts below the digits, so a namespace's own items come before its children's."""
+    return f"{store_namespace_prefix(namespace)}#{credentials.digest(key)}"
+
+
+# -- agent sessions (in the address partition) -------------------------------------
+
+# Not `S`: state's listing reads every `sk` that starts with it.
+AGENT_SESSION_PREFIX = "AGS#"
+
+
+def agent_session_head_sk(session_id: str) -> str:
+    """A session's head: its last sequence, item count and version, the condition of every change."""
+    return f"{AGENT_SESSION_PREFIX}{credentials.digest(session_id)}"
+
+
+def agent_session_item_sk(session_id: str, sequence: int) -> str:
+    """One item, in sequence order right after its head; its pieces at `payload_chunk_sk` of this."""
+    return f"{agent_session_head_sk(session_id)}#{_seq(sequence)}"
+
+
+def agent_session_add_sk(session_id: str, add_id: str) -> str:
+    """The claim of one add under the id its client gave it: after every item (`A` sorts above digits)."""
+    return f"{agent_session_head_sk(session_id)}#A#{credentials.digest(add_id)}"
 
 
 # -- wake-up subscriptions ---------------------------------------------------------

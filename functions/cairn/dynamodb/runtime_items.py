@@ -266,7 +266,8 @@ def seed_declaration_items(declaration: SeedDeclaration) -> tuple[Item, list[Ite
 
 
 def seed_declaration_from(data: bytes) -> SeedDeclaration:
-    return wire.decode(SeedDeclaration, json.loads(data))
+    declaration: SeedDeclaration = wire.decode(SeedDeclaration, json.loads(data))
+    return declaration
 
 
 def seed_record_items(run_id: str, attempt_id: str, record: SeedRecord) -> tuple[Item, list[Item], Item]:

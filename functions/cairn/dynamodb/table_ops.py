@@ -129,7 +129,7 @@ def _pause(attempt: int) -> None:
     time.sleep(0.05 * (attempt + 1))
 
 
-def _identity(item_key: Item) -> tuple:
+def _identity(item_key: Item) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
     """A hashable form of a key: attribute names with their typed values."""
     return tuple(sorted((name, tuple(value.items())) for name, value in item_key.items()))
 

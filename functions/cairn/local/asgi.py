@@ -13,7 +13,7 @@ import base64
 import ipaddress
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -22,6 +22,10 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 
 Resolve = Callable[[dict[str, Any], Any], dict[str, Any]]
+# ASGI's channels: `receive` gives the client's next message, `send` hands the server one of ours.
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 # Lambda refuses request payloads above 6 MB; refuse them here the same way.
 MAX_REQUEST_BYTES = 6 * 1024 * 1024
@@ -69,7 +73,7 @@ class ResolverBridge:
         self._host_names = frozenset(name.lower() for name in host_names) | {"localhost"}
         self._limiter = anyio.CapacityLimiter(max_concurrency)
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
         if not self._known_host(scope):
@@ -89,7 +93,7 @@ class ResolverBridge:
         else:
             await self._send_stream(receive, send, response)
 
-    async def _send_stream(self, receive: Callable, send: Callable, response: dict[str, Any]) -> None:
+    async def _send_stream(self, receive: Receive, send: Send, response: dict[str, Any]) -> None:
         """Send each chunk of an iterator body as a worker thread draws it, until it ends or the client leaves.
 
         Drawing a chunk may block (a stream waits for the next event or
@@ -175,7 +179,7 @@ class _ClientGone(Exception):
     """The client disconnected before its body was complete."""
 
 
-async def _read_body(receive: Callable) -> bytes | None:
+async def _read_body(receive: Receive) -> bytes | None:
     """The whole body; None when it is too large for Lambda."""
     chunks: list[bytes] = []
     size = 0
@@ -202,7 +206,7 @@ def _error(status: int, code: str, message: str) -> dict[str, Any]:
     return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": body}
 
 
-async def _send(send: Callable, response: dict[str, Any]) -> None:
+async def _send(send: Send, response: dict[str, Any]) -> None:
     body = response.get("body") or ""
     payload = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode()
     await send(_start(response))
@@ -219,7 +223,7 @@ def _start(response: dict[str, Any]) -> dict[str, Any]:
     return {"type": "http.response.start", "status": response.get("statusCode", 200), "headers": headers}
 
 
-async def _cancel_on_disconnect(receive: Callable, group: TaskGroup) -> None:
+async def _cancel_on_disconnect(receive: Receive, group: TaskGroup) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
     group.cancel_scope.cancel()

@@ -58,7 +58,8 @@ def _checked(folder: Path) -> Path:
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _die_with_parent() -> None:
@@ -86,7 +87,7 @@ class DynamoDBLocal:
         self.in_memory = in_memory
         self.port = port or free_port()
         self._distribution = distribution
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def log_path(self) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import socket
 import sys
 from urllib.parse import urlsplit
 
@@ -33,7 +34,7 @@ class _AnnouncingServer(uvicorn.Server):
         super().__init__(config)
         self._base_url = base_url
 
-    async def startup(self, sockets=None) -> None:
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             print(f"Cairn is serving on {self._base_url}", flush=True)
@@ -57,7 +58,8 @@ def _runtime_key(args: argparse.Namespace) -> str | None:
             file=sys.stderr,
             flush=True,
         )
-    return args.runtime_key
+    key: str | None = args.runtime_key
+    return key
 
 
 def _mailer(args: argparse.Namespace) -> OutboxMailer | SmtpRelayMailer:

@@ -12,8 +12,10 @@ import asyncio
 import secrets
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from typing import cast
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, Envelope, Session
 from aws_lambda_powertools import Logger
 
 from cairn.email.ingest import Delivery, EmailIngest
@@ -36,7 +38,9 @@ class MailHandler:
         self._raw_messages = raw_messages
         self._domain = domain.lower()
 
-    async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options: list[str]) -> str:
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, rcpt_options: list[str]
+    ) -> str:
         if address.rpartition("@")[2].lower() != self._domain:
             return f"550 5.7.1 Relaying denied: only mail for @{self._domain} is accepted"
         address_id = self._ingest.recipient_address(address)
@@ -52,9 +56,11 @@ class MailHandler:
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
-    async def handle_DATA(self, server, session, envelope) -> str:
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         message_id = new_message_id()
-        raw = received_header(session, message_id, envelope.rcpt_tos, self._domain) + envelope.content
+        # The controller leaves `decode_data` off, so aiosmtpd hands over the content as bytes.
+        content = cast(bytes, envelope.content)
+        raw = received_header(session, message_id, envelope.rcpt_tos, self._domain) + content
         try:
             # Storage calls block; the listener keeps serving other clients meanwhile.
             await asyncio.get_running_loop().run_in_executor(
@@ -70,7 +76,7 @@ class MailHandler:
         self._ingest.ingest(Delivery(message_id=message_id, recipients=recipients, rate_counted=True))
 
 
-def received_header(session, message_id: str, recipients: list[str], domain: str) -> bytes:
+def received_header(session: Session, message_id: str, recipients: list[str], domain: str) -> bytes:
     """The trace line a receiving server prepends (RFC 5321 §4.4).
 
     A lone recipient is named in its `for` clause, which is how a replay

@@ -1,0 +1,96 @@
+"""Agent sessions of an address (its read token): add items, read the newest, pop one, clear.
+
+A session is an ordered list of conversation items (JSON objects, as the
+OpenAI Agents SDK makes them) under an id the agent chooses. Every change
+is one commit conditional on the session's head, so processes sharing a
+session never lose an add, never pop one item twice, and never see half of
+an add. Items travel and are stored as canonical JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from cairn import credentials, jsontext
+from cairn.addresses.access import authenticate
+from cairn.addresses.ports import AddressStore
+from cairn.agent_sessions.ports import SessionItemStore
+from cairn.checkpoints.models import Owner
+from cairn.clock import Clock
+from cairn.errors import InvalidRequest, PayloadTooLarge
+
+# One add is one DynamoDB transaction (100 actions, 4 MB): the address check, the head, each item and
+# the pieces of the large ones. These bounds keep every add within it, so an add is never split.
+MAX_ITEMS_PER_ADD = 64
+MAX_ADD_BYTES = 3_500_000
+# What one answer carries (its JSON as Lambda sends it), far below Lambda's 6 MB; one item always fits.
+ANSWER_BUDGET = 4_000_000
+MAX_PAGE_ITEMS = 1000
+SESSION_ID = re.compile(r"[A-Za-z0-9._:@~+=-]{1,256}")
+
+
+class AgentSessions:
+    def __init__(self, addresses: AddressStore, store: SessionItemStore, clock: Clock) -> None:
+        self._addresses = addresses
+        self._store = store
+        self._clock = clock
+
+    def _owner(self, address_id: str, read_token: str | None) -> Owner:
+        record = authenticate(self._addresses, address_id, read_token, now=self._clock())
+        return Owner(address_id, credentials.digest(read_token or ""), record.expires_at)
+
+    def add(
+        self,
+        address_id: str,
+        read_token: str | None,
+        session_id: str,
+        items: Sequence[dict[str, Any]],
+        *,
+        add_id: str | None = None,
+    ) -> int:
+        """Append `items` in order, all or none; the session's item count after them.
+
+        `add_id` makes a retry safe: an add sent again under it after it committed adds nothing.
+        """
+        _check_session_id(session_id)
+        if not 1 <= len(items) <= MAX_ITEMS_PER_ADD:
+            raise InvalidRequest(f"Add 1 to {MAX_ITEMS_PER_ADD} items at once.", field="items")
+        texts = [jsontext.canonical(item) for item in items]
+        if sum(len(text.encode()) for text in texts) > MAX_ADD_BYTES:
+            raise PayloadTooLarge(f"One add holds at most {MAX_ADD_BYTES} bytes of items.", max_bytes=MAX_ADD_BYTES)
+        if any(jsontext.sent_size(text) > ANSWER_BUDGET for text in texts):
+            raise PayloadTooLarge("An item is too large to be answered again.", max_bytes=ANSWER_BUDGET)
+        owner = self._owner(address_id, read_token)
+        return self._store.add(owner, session_id, texts, add_id=add_id, now=self._clock())
+
+    def items(
+        self, address_id: str, read_token: str | None, session_id: str, *, limit: int | None, before: int | None
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """The newest `limit` items (below sequence `before`), oldest first, and where older ones resume."""
+        _check_session_id(session_id)
+        self._owner(address_id, read_token)
+        wanted = MAX_PAGE_ITEMS if limit is None else min(limit, MAX_PAGE_ITEMS)
+        if wanted == 0:
+            return [], None
+        page = self._store.page(address_id, session_id, limit=wanted, before=before, max_bytes=ANSWER_BUDGET)
+        return [json.loads(text) for text in page.items], page.next
+
+    def pop(self, address_id: str, read_token: str | None, session_id: str) -> dict[str, Any] | None:
+        """Remove and return the newest item; None when the session is empty."""
+        _check_session_id(session_id)
+        owner = self._owner(address_id, read_token)
+        text = self._store.pop(owner, session_id, now=self._clock())
+        return None if text is None else dict(json.loads(text))
+
+    def clear(self, address_id: str, read_token: str | None, session_id: str) -> None:
+        _check_session_id(session_id)
+        owner = self._owner(address_id, read_token)
+        self._store.clear(owner, session_id, now=self._clock())
+
+
+def _check_session_id(session_id: str) -> None:
+    if not SESSION_ID.fullmatch(session_id):
+        raise InvalidRequest("A session id is 1 to 256 letters, digits or . _ : @ ~ + = -.", field="session_id")

@@ -1,0 +1,83 @@
+"""Agent sessions of an address (read token): what `CairnSession` calls.
+
+A session's id is in the path; its items are JSON objects kept in the order
+they were added.
+"""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+
+from cairn.agent_sessions import conversations
+from cairn.api.agent_session_schemas import (
+    ClearedResponse,
+    ItemsAddedResponse,
+    ItemsAddRequest,
+    ItemsResponse,
+    PoppedResponse,
+)
+from cairn.api.requests import bearer_token
+from cairn.api.resolver import ConcurrentRestResolver
+from cairn.api.routes.addresses import BEARER
+from cairn.services import Services
+
+ITEMS = "/api/v1/addresses/<address_id>/sessions/<session_id>/items"
+TAGS = ["sessions"]
+# The largest sequence a `before` may name (12 digits, as stored).
+MAX_SEQUENCE = 999_999_999_999
+
+
+def register(app: ConcurrentRestResolver, services: Services) -> None:
+    # `services.agent_sessions` is built on first use: read it per request.
+
+    def token() -> str | None:
+        return bearer_token(app.current_event)
+
+    @app.post(
+        ITEMS,
+        summary="Add items to a session, in order",
+        description="All the items commit together, after every item added before, or none does; concurrent "
+        "adds from other processes are never lost. The first add creates the session. An add sent again under "
+        "its `add_id` after it committed adds nothing.",
+        tags=TAGS,
+        security=BEARER,
+        status_code=201,
+    )
+    def add(address_id: str, session_id: str, body: Annotated[ItemsAddRequest, Body()]) -> Response[ItemsAddedResponse]:
+        count = services.agent_sessions.add(address_id, token(), session_id, body.items, add_id=body.add_id)
+        answer = ItemsAddedResponse(session_id=session_id, added=len(body.items), count=count)
+        return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=answer)
+
+    @app.get(
+        ITEMS,
+        summary="The newest items of a session, oldest first",
+        description=f"`limit` newest items (at most {conversations.MAX_PAGE_ITEMS} and as many as fit one answer), "
+        "below the sequence `before` when given; `next` resumes with older ones. An unknown session has none.",
+        tags=TAGS,
+        security=BEARER,
+    )
+    def items(
+        address_id: str,
+        session_id: str,
+        limit: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+        before: Annotated[int | None, Query(ge=1, le=MAX_SEQUENCE)] = None,
+    ) -> ItemsResponse:
+        found, older = services.agent_sessions.items(address_id, token(), session_id, limit=limit, before=before)
+        return ItemsResponse(session_id=session_id, items=found, next=older)
+
+    @app.post(
+        f"{ITEMS}/pop",
+        summary="Remove and return a session's newest item",
+        description="Atomic across processes: of two pops at once, each gets a different item (or null once the "
+        "session is empty).",
+        tags=TAGS,
+        security=BEARER,
+    )
+    def pop(address_id: str, session_id: str) -> PoppedResponse:
+        return PoppedResponse(session_id=session_id, item=services.agent_sessions.pop(address_id, token(), session_id))
+
+    @app.delete(ITEMS, summary="Clear a session: remove every item", tags=TAGS, security=BEARER)
+    def clear(address_id: str, session_id: str) -> ClearedResponse:
+        services.agent_sessions.clear(address_id, token(), session_id)
+        return ClearedResponse(session_id=session_id, cleared=True)

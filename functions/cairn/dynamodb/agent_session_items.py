@@ -1,0 +1,95 @@
+"""Items of agent sessions: heads and conversation items (attribute names live here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cairn.checkpoints.models import Owner
+from cairn.dynamodb import blobs, keys
+from cairn.dynamodb.checkpoint_items import expiry
+from cairn.dynamodb.items import get_int, key, n, s
+
+Item = dict[str, Any]
+
+_VERSION = "version"
+
+
+@dataclass(frozen=True)
+class Head:
+    """A session's head as read: items `floor + 1 .. last_seq` are the live ones, `count` of them."""
+
+    last_seq: int = 0
+    floor: int = 0
+    count: int = 0
+    version: int = 0  # 0: no head stored yet
+
+    def added(self, items: int) -> Head:
+        return replace(self, last_seq=self.last_seq + items, count=self.count + items, version=self.version + 1)
+
+    def popped(self) -> Head:
+        return replace(self, count=self.count - 1, version=self.version + 1)
+
+    def cleared(self) -> Head:
+        return replace(self, floor=self.last_seq, count=0, version=self.version + 1)
+
+
+def head_from(item: Item | None) -> Head:
+    if item is None:
+        return Head()
+    return Head(get_int(item, "last_seq"), get_int(item, "floor"), get_int(item, "count"), get_int(item, _VERSION))
+
+
+def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -> Item:
+    """The head moved from `seen` to `new`, only while it is still `seen` (or, for a first add, still absent)."""
+    put: Item = {
+        "TableName": table,
+        "Item": {
+            **key(keys.address_pk(owner.address_id), keys.agent_session_head_sk(session_id)),
+            "session_id": s(session_id),
+            "last_seq": n(new.last_seq),
+            "floor": n(new.floor),
+            "count": n(new.count),
+            _VERSION: n(new.version),
+            **expiry(owner),
+        },
+    }
+    if seen.version == 0:
+        put["ConditionExpression"] = "attribute_not_exists(pk)"
+    else:
+        put["ConditionExpression"] = "#version = :seen"
+        put["ExpressionAttributeNames"] = {"#version": _VERSION}
+        put["ExpressionAttributeValues"] = {":seen": n(seen.version)}
+    return {"Put": put}
+
+
+def item_puts(table: str, owner: Owner, session_id: str, sequence: int, text: str, size: int) -> list[Item]:
+    """The item's `Put`, then its pieces' when its text is larger than one item holds."""
+    pk = keys.address_pk(owner.address_id)
+    sk = keys.agent_session_item_sk(session_id, sequence)
+    payload, pieces = blobs.split(pk, sk, text.encode(), text=True, **expiry(owner))
+    item = {**key(pk, sk), "seq": n(sequence), "size": n(size), **payload, **expiry(owner)}
+    return [{"Put": {"TableName": table, "Item": piece}} for piece in [item, *pieces]]
+
+
+def add_claim(table: str, owner: Owner, session_id: str, add_id: str) -> Item:
+    """The add's claim, stored once: a retry of an add that committed finds it and adds nothing."""
+    sk = keys.agent_session_add_sk(session_id, add_id)
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": {**key(keys.address_pk(owner.address_id), sk), **expiry(owner)},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
+
+
+def item_deletes(table: str, item: Item) -> list[Item]:
+    """Deletes of a stored item and its pieces."""
+    pk, sk = item["pk"]["S"], item["sk"]["S"]
+    pieces = [keys.payload_chunk_sk(sk, index) for index in range(get_int(item, blobs.PIECES))]
+    return [{"Delete": {"TableName": table, "Key": key(pk, each)}} for each in [sk, *pieces]]
+
+
+def size_of(item: Item) -> int:
+    return get_int(item, "size")

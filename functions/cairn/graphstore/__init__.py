@@ -1,0 +1,1 @@
+"""LangGraph's long-term store on an address: namespaced JSON items, with TTLs and version-checked puts."""

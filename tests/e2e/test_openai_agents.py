@@ -1,0 +1,289 @@
+"""`CairnSession`, the OpenAI Agents SDK's session on Cairn, against `cairn serve` over real HTTP.
+
+What the SDK's own tests check of `SQLiteSession` (it ships no reusable
+session suite), ported to `CairnSession`; processes adding and popping on
+one session at once; an agent whose second run in a new process continues
+the first one's conversation; large items; and hostile requests to the
+session routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from agents import Runner, SessionSettings, set_tracing_disabled
+
+from cairn.client import Address
+from cairn.integrations.openai_agents import CairnSession
+from tests.support import openai_agents_runs
+from tests.support.serve import ServeProcess
+
+# Each test works on addresses of its own, so they share one server.
+pytestmark = pytest.mark.one_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def address(served: ServeProcess):
+    with Address.provision(served.base_url, task_id="openai-agents", expires_in=3600) as created:
+        yield created
+
+
+def contents(items: list) -> list:
+    return [item["content"] for item in items]
+
+
+# -- the SDK's session behaviours ------------------------------------------------
+
+
+def test_items_come_back_in_order_and_clearing_empties_the_session(address: Address):
+    session = CairnSession(address, "direct")
+
+    async def scenario():
+        await session.add_items([{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there!"}])
+        retrieved = await session.get_items()
+        await session.clear_session()
+        return retrieved, await session.get_items()
+
+    retrieved, after_clear = asyncio.run(scenario())
+
+    assert retrieved == [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there!"}]
+    assert after_clear == []
+
+
+def test_pop_takes_the_newest_item_until_the_session_is_empty(address: Address):
+    session = CairnSession(address, "pop")
+
+    async def scenario():
+        first = await session.pop_item()
+        await session.add_items(
+            [
+                {"role": "user", "content": "Hello"},
+                {"role": "assistant", "content": "Hi there!"},
+                {"role": "user", "content": "How are you?"},
+            ]
+        )
+        popped = [await session.pop_item() for _ in range(4)]
+        return first, popped, await session.get_items()
+
+    first, popped, left = asyncio.run(scenario())
+
+    assert first is None
+    assert [item and item["content"] for item in popped] == ["How are you?", "Hi there!", "Hello", None]
+    assert left == []
+
+
+def test_pop_and_items_touch_only_their_own_session(address: Address):
+    one, two = CairnSession(address, "session_1"), CairnSession(address, "session_2")
+
+    async def scenario():
+        await one.add_items([{"role": "user", "content": "Session 1 message"}])
+        await two.add_items(
+            [{"role": "user", "content": "Session 2 message 1"}, {"role": "user", "content": "Session 2 message 2"}]
+        )
+        popped = await two.pop_item()
+        return popped, await one.get_items(), await two.get_items()
+
+    popped, first, second = asyncio.run(scenario())
+
+    assert popped == {"role": "user", "content": "Session 2 message 2"}
+    assert contents(first) == ["Session 1 message"]
+    assert contents(second) == ["Session 2 message 1"]
+
+
+def test_a_limit_returns_the_latest_items_oldest_first(address: Address):
+    session = CairnSession(address, "limit")
+    said = ["Message 1", "Response 1", "Message 2", "Response 2", "Message 3", "Response 3"]
+
+    async def scenario():
+        await session.add_items([{"role": "user", "content": text} for text in said])
+        return {limit: contents(await session.get_items(limit=limit)) for limit in (None, 2, 4, 10, 0)}
+
+    found = asyncio.run(scenario())
+
+    assert found == {None: said, 2: said[4:], 4: said[2:], 10: said, 0: []}
+
+
+def test_the_session_settings_limit_applies_when_no_limit_is_given(address: Address):
+    session = CairnSession(address, "settings", session_settings=SessionSettings(limit=2))
+
+    async def scenario():
+        await session.add_items([{"role": "user", "content": str(n)} for n in range(5)])
+        return await session.get_items(), await session.get_items(limit=3)
+
+    default, explicit = asyncio.run(scenario())
+
+    assert contents(default) == ["3", "4"] and contents(explicit) == ["2", "3", "4"]
+
+
+def test_runs_remember_their_own_session_and_no_other(address: Address):
+    set_tracing_disabled(True)
+    agent = openai_agents_runs.agent()
+    cats, dogs = CairnSession(address, "cats"), CairnSession(address, "dogs")
+
+    async def scenario():
+        await Runner.run(agent, "I like cats", session=cats)
+        await Runner.run(agent, "I like dogs", session=dogs)
+        return await Runner.run(agent, "What did I say I like?", session=cats)
+
+    result = asyncio.run(scenario())
+
+    assert result.final_output == "heard: I like cats | What did I say I like?"
+    assert len(asyncio.run(cats.get_items())) == 4
+
+
+def test_items_of_any_size_the_sdk_makes_round_trip_exactly(address: Address):
+    session = CairnSession(address, "large")
+    tool_output = os.urandom(1_200_000).hex()  # 2.4 MB of text: pieces at rest, one item on the wire
+    items = [
+        {"type": "function_call", "call_id": "call_1", "name": "fetch", "arguments": '{"url": "x"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": tool_output},
+        {"role": "assistant", "content": "Überblick: 日本語, emoji 🎉, \u0000-free and \\ kept", "n": 1.5e-7},
+    ]
+
+    async def scenario():
+        await session.add_items(items)
+        return await session.get_items(), await session.get_items(limit=2), await session.pop_item()
+
+    everything, latest, popped = asyncio.run(scenario())
+
+    assert everything == items
+    assert latest == items[1:]
+    assert popped == items[2]
+    assert asyncio.run(session.get_items()) == items[:2]
+
+
+# -- many processes on one session ------------------------------------------------
+
+
+def test_processes_adding_and_popping_at_once_lose_nothing_and_pop_nothing_twice(
+    address: Address, served: ServeProcess
+):
+    workers, rounds = 4, 12
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(workers), spawn.Queue()
+    processes = [
+        spawn.Process(
+            target=openai_agents_runs.churn,
+            args=(served.base_url, address.id, address.read_token, "shared", worker, rounds, barrier, results),
+        )
+        for worker in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    popped = [text for _ in processes for text in results.get(timeout=240)]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+
+    left = contents(asyncio.run(CairnSession(address, "shared").get_items()))
+    added = [f"{worker}-{step}-{part}" for worker in range(workers) for step in range(rounds) for part in "ab"]
+    assert len(popped) == workers * rounds  # every pop found an item: each followed its own add
+    assert [text for text, seen in Counter(popped + left).items() if seen > 1] == []  # none popped twice
+    assert sorted(popped + left) == sorted(added)  # none lost
+    # An add lands whole: where both items of one add are left, nothing came between them.
+    for index, text in enumerate(left):
+        if text.endswith("-a") and text[:-1] + "b" in left:
+            assert left[index + 1] == text[:-1] + "b"
+
+
+# -- an agent that goes on in another process ---------------------------------------
+
+
+def test_a_second_run_in_a_new_process_continues_the_conversation(address: Address, served: ServeProcess):
+    def run(message: str) -> str:
+        argv = ["turn", served.base_url, address.id, address.read_token, "chat-1", message]
+        command = [sys.executable, "-m", "tests.support.openai_agents_runs", *argv]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert run("My name is Ada.") == "heard: My name is Ada."
+
+    assert run("What is my name?") == "heard: My name is Ada. | What is my name?"
+    stored = asyncio.run(CairnSession(address, "chat-1").get_items())
+    assert [item.get("role") for item in stored] == ["user", "assistant", "user", "assistant"]
+
+
+# -- hostile input ---------------------------------------------------------------------
+
+
+def items_url(address: Address, session_id: str = "s") -> str:
+    return f"{address.address_url}/sessions/{session_id}/items"
+
+
+HOSTILE_ADDS = [
+    pytest.param({"items": []}, 422, "invalid_request", id="no-items"),
+    pytest.param({"items": [1, 2]}, 422, "invalid_request", id="not-objects"),
+    pytest.param({"items": "x"}, 422, "invalid_request", id="not-a-list"),
+    pytest.param({}, 422, "invalid_request", id="missing"),
+    pytest.param({"items": [{"n": 1}], "surprise": 1}, 422, "invalid_request", id="unknown-field"),
+    pytest.param({"items": [{"n": n} for n in range(65)]}, 422, "invalid_request", id="too-many"),
+    pytest.param({"items": [{"t": "x" * 1_800_000}, {"t": "y" * 1_800_000}]}, 413, "payload_too_large", id="too-big"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "code"), HOSTILE_ADDS)
+def test_hostile_adds_are_refused_and_store_nothing(address: Address, body: dict, status: int, code: str):
+    auth = {"Authorization": f"Bearer {address.read_token}"}
+
+    answer = httpx.post(items_url(address), json=body, headers=auth, timeout=60)
+
+    assert (answer.status_code, answer.json()["error"]["code"]) == (status, code)
+    assert asyncio.run(CairnSession(address, "s").get_items()) == []
+
+
+def test_hostile_session_requests_get_json_errors_and_change_nothing(address: Address):
+    auth = {"Authorization": f"Bearer {address.read_token}"}
+    kept = [{"role": "user", "content": "kept"}]
+    asyncio.run(CairnSession(address, "s").add_items(kept))
+    cases = [
+        ("POST", items_url(address), b"{not json", 400, "invalid_json"),
+        ("POST", items_url(address), b'{"items": [' + b"[" * 300 + b"]" * 300 + b"]}", 400, "invalid_json"),
+        ("POST", items_url(address), b'{"items": [{"a": "\xc3\x28"}]}', 400, "invalid_json"),
+        ("POST", items_url(address), b'{"items": [{"a": 1e400}]}', 400, "invalid_json"),
+        ("POST", items_url(address, "x" * 300), b'{"items": [{"a": 1}]}', 400, "invalid_request"),
+        # A percent-encoded NUL in a path segment matches no route, so it never names a session.
+        ("POST", items_url(address, "bad%00id"), b'{"items": [{"a": 1}]}', 404, "not_found"),
+        ("POST", items_url(address, "s%2F..%2F..") + "/pop", None, 404, "not_found"),
+        ("DELETE", items_url(address, "a b"), None, 400, "invalid_request"),
+        ("GET", items_url(address) + "?limit=-1", None, 422, "invalid_request"),
+        ("GET", items_url(address) + "?limit=abc", None, 422, "invalid_request"),
+        ("GET", items_url(address) + "?before=0", None, 422, "invalid_request"),
+        ("GET", items_url(address) + "?before=" + "9" * 40, None, 422, "invalid_request"),
+    ]
+    for method, url, body, status, code in cases:
+        headers = {**auth, "Content-Type": "application/json"}
+        answer = httpx.request(method, url, content=body, headers=headers, timeout=60)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (method, url, answer.text[:300])
+    assert asyncio.run(CairnSession(address, "s").get_items()) == kept
+
+
+def test_session_requests_without_the_read_token_are_refused_alike(address: Address, served: ServeProcess):
+    kept = [{"role": "user", "content": "kept"}]
+    asyncio.run(CairnSession(address, "s").add_items(kept))
+    other = f"{served.base_url}/api/v1/addresses/addr_{'0' * 24}/sessions/s/items"
+    for url, headers in [
+        (items_url(address), {}),
+        (items_url(address), {"Authorization": "Bearer wrong"}),
+        (other, {"Authorization": f"Bearer {address.read_token}"}),
+    ]:
+        for method, path, body in [
+            ("POST", "", {"items": [{"role": "user", "content": "forged"}]}),
+            ("GET", "", None),
+            ("POST", "/pop", None),
+            ("DELETE", "", None),
+        ]:
+            answer = httpx.request(method, url + path, json=body, headers=headers, timeout=30)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (401, "unauthorized"), (method, path)
+    assert asyncio.run(CairnSession(address, "s").get_items()) == kept

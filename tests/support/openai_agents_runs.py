@@ -1,0 +1,101 @@
+"""What the OpenAI Agents tests run in processes of their own: an agent on a scripted model, and racing workers.
+
+Importable by module name, so `multiprocessing`'s spawn and `python -m` can
+start it afresh, as a new Lambda invocation or job would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from multiprocessing.synchronize import Barrier
+from typing import Any
+
+from agents import Agent, Model, ModelResponse, Runner, set_tracing_disabled
+from agents.usage import Usage
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+from cairn.integrations.openai_agents import CairnSession
+
+
+class EchoingModel(Model):
+    """A scripted model, no network: it answers with every user message it was given, in order.
+
+    So an answer shows exactly what history the run handed the model.
+    """
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        said = [input] if isinstance(input, str) else [_text(item) for item in input if item.get("role") == "user"]
+        text = "heard: " + " | ".join(said)
+        message = ResponseOutputMessage(
+            id="msg_scripted",
+            type="message",
+            role="assistant",
+            status="completed",
+            content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+        )
+        return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError("the scripted model does not stream")
+
+
+def _text(item: dict[str, Any]) -> str:
+    content = item["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content)
+
+
+def agent() -> Agent[Any]:
+    return Agent(name="assistant", instructions="Answer briefly.", model=EchoingModel())
+
+
+def turn(base_url: str, address_id: str, token: str, session_id: str, message: str) -> str:
+    """One `Runner.run` of the agent on the Cairn session; its final output."""
+    set_tracing_disabled(True)
+    session = CairnSession.connect(base_url, address_id, token, session_id)
+    result = asyncio.run(Runner.run(agent(), message, session=session))
+    return str(result.final_output)
+
+
+def churn(
+    base_url: str,
+    address_id: str,
+    token: str,
+    session_id: str,
+    worker: int,
+    rounds: int,
+    barrier: Barrier,
+    results: Any,
+) -> None:
+    """Each round: add two items in one call, then pop one; reports what it popped."""
+    session = CairnSession.connect(base_url, address_id, token, session_id)
+
+    async def run() -> list[str]:
+        popped = []
+        for step in range(rounds):
+            await session.add_items(
+                [
+                    {"role": "user", "content": f"{worker}-{step}-a"},
+                    {"role": "user", "content": f"{worker}-{step}-b"},
+                ]
+            )
+            item = await session.pop_item()
+            if item is not None:
+                popped.append(str(item["content"]))
+        return popped
+
+    barrier.wait()  # every worker's first add meets the others' on a session none has created
+    results.put(asyncio.run(run()))
+
+
+def main(argv: list[str]) -> None:
+    """`turn <base url> <address id> <token> <session id> <message>`: prints the run's final output as JSON."""
+    print(json.dumps(turn(*argv[1:6])))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,135 @@
+"""Agent-session routes and `CairnSession` through the Lambda resolver, on moto: answers, paging, limits, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from cairn.agent_sessions import conversations
+from cairn.client import Address, HttpClient
+from cairn.integrations.openai_agents import CairnSession
+from tests.support.fakes import FakeClock
+from tests.support.lambda_client import LambdaClient, Reply
+
+
+@pytest.fixture
+def api(moto_env: None, clock: FakeClock) -> LambdaClient:
+    return LambdaClient.on_moto(clock)
+
+
+@pytest.fixture
+def address(api: LambdaClient) -> Address:
+    return Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+
+
+def url(address: Address, session_id: str = "s") -> str:
+    return f"/api/v1/addresses/{address.id}/sessions/{session_id}/items"
+
+
+def call(api: LambdaClient, address: Address, method: str, path: str = "", **parts: Any) -> Reply:
+    return api.request(method, url(address) + path, token=address.read_token, **parts)
+
+
+def said(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": f"m{index}"} for index in range(n)]
+
+
+def test_each_route_answers_its_documented_shape(api: LambdaClient, address: Address):
+    added = call(api, address, "POST", json_body={"items": said(3)})
+    assert (added.status, added.json()) == (201, {"session_id": "s", "added": 3, "count": 3})
+    assert call(api, address, "POST", json_body={"items": said(1)}).json()["count"] == 4
+
+    page = call(api, address, "GET", "?limit=2")
+    assert (page.status, page.json()) == (200, {"session_id": "s", "items": [said(3)[2], said(1)[0]], "next": 3})
+    older = call(api, address, "GET", "?limit=5&before=3").json()
+    assert older == {"session_id": "s", "items": said(2), "next": None}
+
+    popped = call(api, address, "POST", "/pop")
+    assert (popped.status, popped.json()) == (200, {"session_id": "s", "item": said(1)[0]})
+    cleared = call(api, address, "DELETE")
+    assert (cleared.status, cleared.json()) == (200, {"session_id": "s", "cleared": True})
+    assert call(api, address, "GET").json()["items"] == []
+    assert call(api, address, "POST", "/pop").json()["item"] is None
+
+
+def test_an_unknown_session_is_empty_and_clearing_it_is_no_error(api: LambdaClient, address: Address):
+    assert call(api, address, "GET").json() == {"session_id": "s", "items": [], "next": None}
+    assert call(api, address, "POST", "/pop").json()["item"] is None
+    assert call(api, address, "DELETE").status == 200
+
+
+def test_items_added_after_a_clear_are_the_only_ones(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": said(3)})
+    call(api, address, "DELETE")
+    call(api, address, "POST", json_body={"items": [{"role": "user", "content": "after"}]})
+
+    assert call(api, address, "GET").json()["items"] == [{"role": "user", "content": "after"}]
+    assert call(api, address, "POST", "/pop").json()["item"] == {"role": "user", "content": "after"}
+    assert call(api, address, "POST", "/pop").json()["item"] is None
+
+
+def test_a_session_larger_than_one_answer_is_read_a_page_at_a_time_and_whole(api: LambdaClient, address: Address):
+    large = [{"role": "tool", "content": str(index) * 1_500_000} for index in range(5)]
+    for start in range(0, 5, 2):
+        assert call(api, address, "POST", json_body={"items": large[start : start + 2]}).status == 201
+
+    first = call(api, address, "GET").json()
+
+    assert 1 <= len(first["items"]) < 5 and first["next"] is not None
+    assert first["items"] == large[5 - len(first["items"]) :]
+    assert asyncio.run(CairnSession(address, "s").get_items()) == large
+    assert asyncio.run(CairnSession(address, "s").get_items(limit=4)) == large[1:]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"items": said(conversations.MAX_ITEMS_PER_ADD + 1)}, 422, "invalid_request"),
+        ({"items": [{"t": "x" * 1_800_000}, {"t": "y" * 1_800_000}]}, 413, "payload_too_large"),
+        ({"items": [{"t": "\u00e9" * 1_000_000}]}, 413, "payload_too_large"),
+        ({"items": []}, 422, "invalid_request"),
+    ],
+    ids=["too-many", "too-many-bytes", "too-large-to-answer", "empty"],
+)
+def test_an_add_over_a_limit_is_refused_whole(api: LambdaClient, address: Address, body: dict, status: int, code: str):
+    call(api, address, "POST", json_body={"items": said(2)})
+
+    reply = call(api, address, "POST", json_body=body)
+
+    assert (reply.status, reply.error_code) == (status, code)
+    assert call(api, address, "GET").json()["items"] == said(2)
+
+
+def test_a_session_id_outside_the_alphabet_is_refused(api: LambdaClient, address: Address):
+    for session_id in ("x" * 257, "a%20b", "caf%C3%A9"):
+        reply = api.request("GET", url(address, session_id), token=address.read_token)
+        assert (reply.status, reply.error_code) == (400, "invalid_request"), session_id
+
+
+def test_deleting_the_address_deletes_its_sessions(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": [{"content": "x" * 900_000}, *said(2)]})
+
+    assert api.request("DELETE", f"/api/v1/addresses/{address.id}", token=address.read_token).status == 200
+
+    assert call(api, address, "GET").status == 401
+    client = api.services.client
+    left = client.query(
+        TableName=api.services.settings.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"A#{address.id}"}},
+    )["Items"]
+    assert left == []
+
+
+def test_an_add_sent_again_under_its_add_id_adds_nothing(api: LambdaClient, address: Address):
+    body = {"items": said(2), "add_id": "retry-1"}
+
+    answers = [call(api, address, "POST", json_body=body) for _ in range(2)]
+    other = call(api, address, "POST", json_body={"items": said(1), "add_id": "retry-2"})
+
+    assert [answer.json()["count"] for answer in answers] == [2, 2]
+    assert other.json()["count"] == 3
+    assert call(api, address, "GET").json()["items"] == [*said(2), *said(1)]
