@@ -14,11 +14,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from cairn import credentials, jsontext
-from cairn.addresses.access import authenticate
+from cairn import jsontext
 from cairn.addresses.ports import AddressStore
 from cairn.agent_sessions.ports import SessionItemStore
-from cairn.checkpoints.models import Owner
+from cairn.checkpoints.models import Owner, owner_of
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, PayloadTooLarge
 
@@ -39,8 +38,7 @@ class AgentSessions:
         self._clock = clock
 
     def _owner(self, address_id: str, read_token: str | None) -> Owner:
-        record = authenticate(self._addresses, address_id, read_token, now=self._clock())
-        return Owner(address_id, credentials.digest(read_token or ""), record.expires_at)
+        return owner_of(self._addresses, address_id, read_token, now=self._clock())
 
     def add(
         self,

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cairn import credentials
+from cairn.addresses.access import authenticate
+from cairn.addresses.ports import AddressStore
+
 
 @dataclass(frozen=True)
 class Blob:
@@ -112,3 +116,9 @@ class Owner:
     address_id: str
     read_token_digest: str
     expires_at: float | None
+
+
+def owner_of(addresses: AddressStore, address_id: str, read_token: str | None, *, now: float) -> Owner:
+    """The owner a request under `read_token` acts for; `Unauthorized` unless the token holds the live address."""
+    record = authenticate(addresses, address_id, read_token, now=now)
+    return Owner(address_id, credentials.digest(read_token or ""), record.expires_at)

@@ -19,8 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import islice
 
-from cairn import credentials, jsontext
-from cairn.addresses.access import authenticate
+from cairn import jsontext
 from cairn.addresses.ports import AddressStore
 from cairn.checkpoints.models import (
     Blob,
@@ -31,6 +30,7 @@ from cairn.checkpoints.models import (
     StoredCheckpoint,
     Write,
     WritePage,
+    owner_of,
 )
 from cairn.checkpoints.ports import CheckpointStore
 from cairn.clock import Clock
@@ -61,8 +61,7 @@ class Checkpoints:
         self._clock = clock
 
     def _owner(self, address_id: str, read_token: str | None) -> Owner:
-        record = authenticate(self._addresses, address_id, read_token, now=self._clock())
-        return Owner(address_id, credentials.digest(read_token or ""), record.expires_at)
+        return owner_of(self._addresses, address_id, read_token, now=self._clock())
 
     # -- writes --------------------------------------------------------------
 

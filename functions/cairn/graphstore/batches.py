@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import islice
 
-from cairn import credentials, jsontext
-from cairn.addresses.access import authenticate
+from cairn import jsontext
 from cairn.addresses.ports import AddressStore
-from cairn.checkpoints.models import Owner
+from cairn.checkpoints.models import Owner, owner_of
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, PayloadTooLarge
 from cairn.graphstore import matching
@@ -48,9 +47,8 @@ class GraphStore:
     def batch(self, address_id: str, read_token: str | None, ops: Sequence[Op]) -> list[Result]:
         """Each op's result, in order; reads see the store as it was before the batch's puts."""
         _check(ops)
-        record = authenticate(self._addresses, address_id, read_token, now=self._clock())
-        owner = Owner(address_id, credentials.digest(read_token or ""), record.expires_at)
         now = self._clock()
+        owner = owner_of(self._addresses, address_id, read_token, now=now)
         results = self._reads(address_id, ops, now)
         self._refresh(owner, ops, results, now)
         self._puts(owner, ops, results, now)
