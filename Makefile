@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup serve check unit docs test bench synth clean java chromium
+.PHONY: setup serve check unit docs test fuzz bench synth clean java chromium
 
 # What the linters read, and how many pytest workers share the machine: one a core, since the
 # end-to-end tier starts servers and DynamoDB Locals that keep every core busy.
@@ -14,10 +14,12 @@ WORKERS ?= $(shell nproc)
 
 setup: $(VENV)/.installed node_modules/.installed java
 
+# strands-agents (the `strands` extra) goes in without its requirements: `dev` lists them but its `mcp` cap.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps 'strands-agents>=1.62'
 	touch $@
 
 node_modules/.installed: package.json
@@ -56,6 +58,11 @@ docs: $(VENV)/.installed
 # suites start. A module's tests stay on one worker (`tests/conftest.py`), so its fixtures are made once.
 test: setup chromium check docs
 	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup $(ARGS)
+
+# The generated hostile input of `make test`, four times deeper and drawn anew each run (`make test`
+# replays the same cases, so a run is a regression check; this one looks for new findings).
+fuzz: setup
+	CAIRN_FUZZ_DEPTH=4 CAIRN_FUZZ_FRESH=1 $(BIN)/pytest -q -n $(WORKERS) tests/e2e/test_hostile_schemathesis.py $(ARGS)
 
 bench: setup
 	$(BIN)/python -m bench $(ARGS)

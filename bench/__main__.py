@@ -56,7 +56,16 @@ when it ends. What it measures, in the order printed:
    send and repeated send (`Contacts`, `Sending` with the SMTP relay mailer
    of `cairn serve --smtp-relay`, an aiosmtpd relay in this process), and
    sends per second by 1 and 4 senders on one address.
-11. Cold starts: for each Lambda entry point (API, email ingest, downloads,
+11. Agent-framework integrations, run as their SDKs' own classes
+    (`CairnSession`, `CairnSaver`, Strands' `CairnSessionRepository`)
+    through the resolver in-process: DynamoDB calls and HTTP requests per
+    call, counted as in 1; `get_items(limit=20)`, `get_tuple` and
+    `list(limit=20)` on a session or thread of 100 and of 10,000 items or
+    checkpoints (2,000 with --quick), over HTTP and counted; checkpoint puts
+    with write ownership, over HTTP and as raw boto3 transactions, against
+    unconditional `PutItem`s of the same item (DynamoDBSaver's way).
+    `--only integrations` runs this part alone.
+12. Cold starts: for each Lambda entry point (API, email ingest, downloads,
     wake-ups, mail outcomes),
     fresh Python processes import it and answer a first request; import time,
     time to the first answer and peak memory, each beside a fresh process's
@@ -86,11 +95,14 @@ from bench.baseline import compare_with_cairn, measure_baseline
 from bench.calls import measure_calls
 from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
+from bench.checkpoint_puts import measure_checkpoint_puts
 from bench.cold_start import measure_cold_starts
 from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
 from bench.floor import floor_table
 from bench.idle_reads import measure_idle_reads
+from bench.integration_calls import measure_integration_calls
+from bench.integration_costs import measure_read_costs
 from bench.outbound import measure_outbound
 from bench.report import Table
 from bench.runtime_appends import measure_appends
@@ -120,6 +132,7 @@ DOWNLOAD_TABLE = "bench-downloads"
 OUTBOUND_TABLE = "bench-outbound"
 WAKE_TABLE = "bench-wake"
 COLD_TABLE = "bench-cold"
+INTEGRATIONS_TABLE = "bench-integrations"
 
 
 @dataclass(frozen=True)
@@ -144,17 +157,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs and fewer trials (noisier figures)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    parser.add_argument("--only", choices=["integrations"], help="run one part alone (and its calls floor rows)")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cairn-bench-") as workdir:
-        tables = run(plan, Path(workdir))
+        tables = run_integrations(plan, Path(workdir)) if args.only else run(plan, Path(workdir))
     setup = {
         "python": platform.python_version(),
         "cpu_cores": os.cpu_count(),
         "dynamodb_local": find_distribution().name,
         "plan": "quick" if args.quick else "full",
+        "parts": args.only or "all",
         "wall_seconds": round(time.monotonic() - started, 1),
     }
 
@@ -168,13 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(plan: Plan, workdir: Path) -> list[Table]:
     with DynamoDBLocal(workdir / "dynamodb") as database:
-        settings = Settings(
-            dynamodb_endpoint=database.endpoint,
-            table_name=SERVICE_TABLE,
-            # Limits would refuse the repeated calls; their DynamoDB call is counted either way.
-            poll_rate_per_minute=1_000_000_000,
-            create_rate_per_minute=1_000_000_000,
-        )
+        settings = _settings(database)
         client = make_client(settings)
         names = (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE)
         for name in (*names, OUTBOUND_TABLE, COLD_TABLE):
@@ -220,6 +229,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         outbound = measure_outbound(settings, OUTBOUND_TABLE, plan.trials, plan.seconds, plan.warmup)
         _progress("16/16 cold starts of each Lambda entry point in fresh processes")
         cold_starts = measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)
+        integrations = measure_integrations(plan, settings, database, workdir, "16b/16 ")
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "stream_wakeup": stream_wakeup,
         "webhooks": webhooks, "idle_reads": idle_reads, "baseline": baseline,
@@ -227,11 +237,49 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,
         "replay": replay,
-        "ingest": ingest, "downloads": downloads, "outbound": outbound, "cold_starts": cold_starts,
+        "ingest": ingest, "downloads": downloads, "outbound": outbound, **integrations,
+        "cold_starts": cold_starts,
     }  # fmt: skip
     tables["floor"] = floor_table(tables)
     # The detailed tables, then one that gathers every benchmark's headline figures.
     return [*tables.values(), summarize(tables)]
+
+
+def run_integrations(plan: Plan, workdir: Path) -> list[Table]:
+    """The integrations' part alone, and the rows of the calls floor it measures."""
+    with DynamoDBLocal(workdir / "dynamodb") as database:
+        settings = _settings(database)
+        ensure_table(make_client(settings), SERVICE_TABLE, stream=False)
+        tables = measure_integrations(plan, settings, database, workdir)
+    return [*tables.values(), floor_table(tables)]
+
+
+def measure_integrations(
+    plan: Plan, settings: Settings, database: DynamoDBLocal, workdir: Path, step: str = ""
+) -> dict[str, Table]:
+    """Calls counted on the resolver's table; reads and puts on a server and table of their own.
+
+    Run last: `cairn serve` streams its table, and the long histories' stream records would
+    slow every later part's writes on DynamoDB Local.
+    """
+    _progress(f"{step}agent-framework integrations (writing {plan.history:,}-item histories first)")
+    served = settings.model_copy(update={"table_name": INTEGRATIONS_TABLE})
+    with CairnServer(database.endpoint, INTEGRATIONS_TABLE, workdir) as server:
+        return {
+            "integration_calls": measure_integration_calls(settings, plan.repeats),
+            "integration_reads": measure_read_costs(server, served, plan.history, plan.trials),
+            "checkpoint_puts": measure_checkpoint_puts(server, served, plan.seconds, plan.warmup),
+        }
+
+
+def _settings(database: DynamoDBLocal) -> Settings:
+    return Settings(
+        dynamodb_endpoint=database.endpoint,
+        table_name=SERVICE_TABLE,
+        # Limits would refuse the repeated calls; their DynamoDB call is counted either way.
+        poll_rate_per_minute=1_000_000_000,
+        create_rate_per_minute=1_000_000_000,
+    )
 
 
 def _progress(message: str) -> None:

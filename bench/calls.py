@@ -105,7 +105,7 @@ class CairnProcess:
     """The resolver with its own services and counted DynamoDB client."""
 
     def __init__(self, settings: Settings) -> None:
-        client = make_client(settings)
+        self.client = client = make_client(settings)
         self.counter = CallCounter(client)
         # The default waiter is Lambda's; these calls never wait anyway.
         self.app = create_app(Services.build(settings, client=client))

@@ -125,6 +125,29 @@ def _outbound(tables: dict[str, Table]) -> tuple[str, str]:
     return calls, f"{rate} to a local SMTP relay"
 
 
+def _integration_calls(tables: dict[str, Table]) -> tuple[str, str]:
+    labels = ["CairnSession.add_items (1 item)", "CairnSession.pop_item", "CairnSaver.put (continuing the head)",
+              "CairnSaver.get_tuple (latest)", "CairnSessionRepository.create_message (appending)"]  # fmt: skip
+    return _calls(tables["integration_calls"], labels), ""
+
+
+def _integration_reads(tables: dict[str, Table]) -> tuple[str, str]:
+    rows = tables["integration_reads"].rows
+    # Two rows per read, the short history first.
+    pairs = [(rows[index], rows[index + 1]) for index in range(0, len(rows), 2)]
+    longest = " / ".join(f"{long[4]:.1f} ms" for _, long in pairs)
+    shortest = " / ".join(f"{short[4]:.1f} ms" for short, _ in pairs)
+    return f"{longest} at {pairs[0][1][1]}", f"{shortest} at {pairs[0][0][1]}"
+
+
+def _checkpoint_puts(tables: dict[str, Table]) -> tuple[str, str]:
+    unconditional, owned, saver = tables["checkpoint_puts"].rows
+    return (
+        f"{saver[2]:,.0f} over HTTP; {owned[2]:,.0f} as the raw transaction ({owned[6]})",
+        f"unconditional PutItem {unconditional[2]:,.0f}",
+    )
+
+
 def _cold_start(tables: dict[str, Table]) -> tuple[str, str]:
     api = _cells(tables["cold_starts"], "API (cairn.entrypoints.api_handler)")
     boto3 = _cells(tables["cold_starts"], "import boto3 (baseline)")
@@ -152,5 +175,8 @@ _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("email ingest, 1 MB message, 1 address: p50 / p99", _ingest),
     ("largest attachment download, p50", _downloads),
     ("outbound mail calls: code request / verification / send", _outbound),
+    ("integration calls: add_items / pop_item / put / get_tuple / Strands message", _integration_calls),
+    ("integration reads, p50: get_items(limit=20) / get_tuple / list(limit=20)", _integration_reads),
+    ("checkpoint puts/s with write ownership, 1 writer", _checkpoint_puts),
     ("API cold start: import, first answer (fresh processes)", _cold_start),
 ]

@@ -32,6 +32,11 @@ _CERTIFICATE_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate
 # `http` and `state` name inbox posts and state changes, so mail may not take them.
 _SURFACE_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 _RESERVED_SURFACES = frozenset({"http", "state", "outbound"})
+# The application's `outbound_from` rule (functions/cairn/settings.py, EMAIL_PATTERN): one plain address.
+_SENDER = re.compile(
+    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
+)
 _TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}")
 # Wake-up targets: queues, event buses, functions and state machines, `*` allowed after the service.
 _WAKE_TARGET_ARN = re.compile(
@@ -92,7 +97,8 @@ _LIMIT_MINIMUMS = {"max_wait_seconds": 0, "owner_reserved_events": 0}
 
 def cdk_json_context() -> dict[str, Any]:
     """The context defaults declared in cdk.json, shared by app.py and the tests."""
-    return json.loads((PROJECT_DIR / "cdk.json").read_text())["context"]
+    context: dict[str, Any] = json.loads((PROJECT_DIR / "cdk.json").read_text())["context"]
+    return context
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,9 @@ class StageConfig:
     email_domain: str | None = None
     activate_receipt_rule_set: bool = False
     email_ingress_surface: str = "email"
+    # The operator's sender (`CAIRN_OUTBOUND_FROM`): every mail from it, `Reply-To` the address's own email,
+    # as AgentAddress sends. None: each address sends from its own email.
+    outbound_from: str | None = None
     api_domain_name: str | None = None
     api_certificate_arn: str | None = None
     alarm_topic_arn: str | None = None
@@ -163,6 +172,7 @@ class StageConfig:
             raise ValueError(f"'alarm_topic_arn' is not an SNS topic ARN: {self.alarm_topic_arn!r}")
         if self.activate_receipt_rule_set and self.email_domain is None:
             raise ValueError("'activate_receipt_rule_set' needs 'email_domain'")
+        self._check_sender()
         if self.api_throttle_burst < self.api_throttle_rate:
             raise ValueError("'api_throttle_burst' must be at least 'api_throttle_rate'")
         if self.log_retention_days not in _RETENTION_DAYS:
@@ -177,9 +187,18 @@ class StageConfig:
         for pattern in self.wake_target_arns:
             if not _WAKE_TARGET_ARN.fullmatch(pattern):
                 raise ValueError(
-                    f"'wake_target_arns' entries must be SQS, EventBridge, Lambda or Step Functions ARNs "
-                    f"(with * wildcards), got {pattern!r}"
+                    f"'wake_target_arns' entries must be SQS, EventBridge, Lambda, Lambda durable execution or "
+                    f"Step Functions ARNs (with * wildcards), got {pattern!r}"
                 )
+
+    def _check_sender(self) -> None:
+        sender = self.outbound_from
+        if sender is None:
+            return
+        if len(sender) > 254 or not _SENDER.fullmatch(sender):
+            raise ValueError(f"'outbound_from' must be one plain email address like agents@example.com, got {sender!r}")
+        if self.email_domain is None:
+            raise ValueError("'outbound_from' needs 'email_domain': mail is sent only where it can be answered")
 
     def _check_limits(self) -> None:
         unknown = set(self.limits) - set(LIMIT_DEFAULTS)
@@ -224,6 +243,7 @@ class StageConfig:
                 "activate_receipt_rule_set", node.try_get_context("activate_receipt_rule_set")
             ),
             email_ingress_surface=text("email_ingress_surface") or cls.email_ingress_surface,
+            outbound_from=text("outbound_from"),
             api_domain_name=text("api_domain_name"),
             api_certificate_arn=text("api_certificate_arn"),
             alarm_topic_arn=text("alarm_topic_arn"),
@@ -275,6 +295,8 @@ class StageConfig:
         """The CAIRN_* settings this deployment fixes (the table and bucket come from the stack)."""
         environment = {f"CAIRN_{key.upper()}": str(value) for key, value in self.limits.items()}
         environment["CAIRN_EMAIL_INGRESS_SURFACE"] = self.email_ingress_surface
+        if self.outbound_from is not None:
+            environment["CAIRN_OUTBOUND_FROM"] = self.outbound_from
         if self.email_domain is not None:
             environment["CAIRN_EMAIL_DOMAIN"] = self.email_domain
         if self.public_base_url is not None:

@@ -5,7 +5,8 @@ receiving; see docs/deploy.md): the stack names it in IAM and owns the rest.
 
 The API function sends with `ses:SendEmail`, allowed only on this domain's
 identity and this stack's configuration set, and only from an address of
-the domain. The configuration set publishes delivery, bounce, complaint,
+the domain (or only from the operator's sender, `outbound_from`, on its
+identity). The configuration set publishes delivery, bounce, complaint,
 rejection and rendering-failure events to an encrypted SNS topic whose one
 subscriber, the outcome function, appends each as the send's outcome event.
 SES may use the topic's key for this configuration set only. An outcome the
@@ -18,6 +19,7 @@ deadline, it records `email.outcome_unknown` in the slot the send reserved.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from aws_cdk import ArnFormat, Aws, Duration, Stack
 from aws_cdk import aws_events as events
@@ -66,6 +68,7 @@ class OutboundEmail(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._domain = domain
+        self._sender = config.outbound_from
         self.configuration_set_name = f"{config.resource_name_prefix}-outbound"
         self.configuration_set = ses.ConfigurationSet(
             self, "ConfigurationSet", configuration_set_name=self.configuration_set_name
@@ -156,18 +159,34 @@ class OutboundEmail(Construct):
         )
 
     def grant_send(self, function: lambda_.Function) -> None:
-        """Let `function` send: `ses:SendEmail` (API v2) from an address of the domain, through this set only."""
-        identity_arn = Stack.of(self).format_arn(
-            service="ses", resource="identity", resource_name=self._domain, arn_format=ArnFormat.SLASH_RESOURCE_NAME
-        )
+        """Let `function` send: `ses:SendEmail` (API v2) through this set only, from its one sender.
+
+        That is an address of the domain, or the operator's sender
+        (`outbound_from`) when set: then every mail goes from it, and its
+        identity (its domain's, or the address itself where SES verified only
+        that) is the one named.
+        """
+        conditions: dict[str, Any]
+        if self._sender is None:
+            identities = [self._domain]
+            conditions = {
+                "StringLike": {"ses:FromAddress": f"addr_*@{self._domain}"},
+                "StringEquals": {"ses:ApiVersion": "2"},
+            }
+        else:
+            identities = [self._sender.rpartition("@")[2], self._sender]
+            conditions = {"StringEquals": {"ses:FromAddress": self._sender, "ses:ApiVersion": "2"}}
+        identity_arns = [
+            Stack.of(self).format_arn(
+                service="ses", resource="identity", resource_name=name, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+            )
+            for name in identities
+        ]
         function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["ses:SendEmail"],
-                resources=[identity_arn, self.configuration_set_arn],
-                conditions={
-                    "StringLike": {"ses:FromAddress": f"addr_*@{self._domain}"},
-                    "StringEquals": {"ses:ApiVersion": "2"},
-                },
+                resources=[*identity_arns, self.configuration_set_arn],
+                conditions=conditions,
             )
         )
         for name, value in self.environment.items():

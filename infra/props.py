@@ -18,6 +18,7 @@ MEANINGS = {
     "email_domain": "turns on email: addresses receive `<address id>@<domain>` and send from it",
     "activate_receipt_rule_set": "make the service's SES rule set the account's active one (one per region)",
     "email_ingress_surface": "the `ingress_surface` of received mail; not `http`, `state` or `outbound`",
+    "outbound_from": "the operator's sender (needs `email_domain`): all mail from it, `Reply-To` the address's email",
     "api_domain_name": "custom domain of the API (with `api_certificate_arn`); the public base URL",
     "api_certificate_arn": "ACM certificate for `api_domain_name`, in the stack's region",
     "alarm_topic_arn": "existing SNS topic every alarm notifies",

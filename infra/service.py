@@ -32,7 +32,13 @@ from infra.outbound import OutboundEmail
 from infra.server_secret import ServerSecret
 from infra.storage import CairnTable
 from infra.streaming import StreamingFunction
-from infra.wakeups import TARGET_ACTIONS, Wakeups
+from infra.wakeups import (
+    DURABLE_CALLBACK_ACTION,
+    TARGET_ACTIONS,
+    Wakeups,
+    acknowledge_wildcard_grant,
+    durable_executions,
+)
 
 # The construct's props are the stage configuration: one definition, one validation.
 CairnProps = StageConfig
@@ -185,21 +191,42 @@ class CairnService(Construct):
                 )
         return iam.Grant.add_to_principal(grantee=grantee, actions=["execute-api:Invoke"], resource_arns=arns)
 
-    def grant_wake_target(self, target: WakeTarget) -> None:
+    def grant_wake_target(self, target: WakeTarget, *, durable_callbacks: bool = False) -> None:
         """Allow wake-up subscriptions to deliver to `target`, and its senders to reach it with its one action.
 
         The target's ARN joins the application's allow-list (`wake_target_arns`);
         the API function (test deliveries), the dispatcher and the sweep get
         exactly the action that kind of target needs, on exactly that ARN.
+        With `durable_callbacks`, `target` is a durable function (the function
+        itself, not a version or alias): what joins the list is its durable
+        executions, whose callbacks `lambda_durable_callback` subscriptions
+        complete (`lambda:SendDurableExecutionCallbackSuccess`); the function
+        is not invoked.
         """
         service, arn = _target_arn(target)
+        action = TARGET_ACTIONS[service]
+        if durable_callbacks:
+            if service != "lambda":
+                raise TypeError("durable_callbacks needs a Lambda function")
+            arn, action = durable_executions(arn), DURABLE_CALLBACK_ACTION
+            self._acknowledge_durable_executions(arn)
         self._granted_targets.append(arn)
         # The whole list each time: a later grant replaces the value an earlier one set.
         allow_list = Stack.of(self).to_json_string(self.wake_target_arns())
         for function in self._functions:
             function.add_environment(_WAKE_TARGETS_VARIABLE, allow_list)
         for sender in self._wake_senders:
-            sender.add_to_role_policy(iam.PolicyStatement(actions=[TARGET_ACTIONS[service]], resources=[arn]))
+            sender.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=[arn]))
+
+    def _acknowledge_durable_executions(self, pattern: str) -> None:
+        resource = finding_text(Stack.of(self).resolve(pattern))
+        for sender in self._wake_senders:
+            acknowledge_wildcard_grant(
+                sender,
+                resource,
+                "Durable executions are created at run time: the wildcards stand for one granted function's "
+                "versions and executions, and the action only completes their callbacks.",
+            )
 
     def wake_target_arns(self) -> list[str]:
         """The allow-list: the props' patterns, then every target granted."""

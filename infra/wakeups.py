@@ -34,6 +34,25 @@ TARGET_ACTIONS = {
     "lambda": "lambda:InvokeFunction",
     "states": "states:SendTaskSuccess",
 }
+# A Lambda pattern naming durable executions (`<function ARN>:<version>/durable-execution/<name>/<id>`)
+# is there for their callbacks: Cairn completes them and never invokes the function.
+DURABLE_EXECUTIONS = "/durable-execution/"
+DURABLE_CALLBACK_ACTION = "lambda:SendDurableExecutionCallbackSuccess"
+
+
+def target_action(pattern: str) -> str:
+    """The one action a delivery to what the ARN pattern names needs."""
+    service = pattern.split(":")[2]
+    if service == "lambda" and DURABLE_EXECUTIONS in pattern:
+        return DURABLE_CALLBACK_ACTION
+    return TARGET_ACTIONS[service]
+
+
+def durable_executions(function_arn: str) -> str:
+    """The pattern of every durable execution of a function (any version), from its unqualified ARN."""
+    return f"{function_arn}:*{DURABLE_EXECUTIONS}*"
+
+
 # A batch waits behind slow targets (10 s each, in parallel per subscription); give it room.
 DISPATCH_TIMEOUT = Duration.minutes(5)
 SWEEP_RATE = Duration.minutes(1)
@@ -126,21 +145,26 @@ class Wakeups(Construct):
         """Let `function` deliver to the allow-listed targets, each with its one action."""
         by_action: dict[str, list[str]] = {}
         for pattern in self._patterns:
-            by_action.setdefault(TARGET_ACTIONS[pattern.split(":")[2]], []).append(pattern)
+            by_action.setdefault(target_action(pattern), []).append(pattern)
         for action, resources in sorted(by_action.items()):
             function.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=resources))
         _acknowledge_wildcards(function, self._patterns)
 
 
 def _acknowledge_wildcards(function: lambda_.Function, patterns: Iterable[str]) -> None:
-    # The grant sits in the role's policy, a sibling of the function in its ServiceFunction.
-    owner = function.node.scope
-    assert owner is not None
     for pattern in patterns:
         if "*" in pattern:
-            acknowledge(
-                owner,
-                f"AwsSolutions-IAM5[Resource::{pattern}]",
+            acknowledge_wildcard_grant(
+                function,
+                pattern,
                 "The operator's wake_target_arns allow-list names this pattern; subscriptions are "
                 "refused unless their target matches it, and the grant is exactly the pattern.",
             )
+
+
+def acknowledge_wildcard_grant(function: lambda_.Function, resource: str, reason: str) -> None:
+    """Accept cdk-nag's finding on a wildcard `resource` (as the finding writes it) in `function`'s role."""
+    # The grant sits in the role's policy, a sibling of the function in its ServiceFunction.
+    owner = function.node.scope
+    assert owner is not None
+    acknowledge(owner, f"AwsSolutions-IAM5[Resource::{resource}]", reason)

@@ -239,6 +239,12 @@ class CheckpointPartMissing(CairnError):
     code = "checkpoint_part_missing"
 
 
+class CheckpointThreadExists(CairnError):
+    """A LangGraph thread copy whose target thread has checkpoints already; nothing was copied over them."""
+
+    code = "checkpoint_thread_exists"
+
+
 class StoreVersionConflict(CairnError):
     """A LangGraph store put that named the version it read, after the item moved on.
 
@@ -251,3 +257,15 @@ class StoreVersionConflict(CairnError):
     @property
     def current_version(self) -> int:
         return int(self.details.get("current_version") or 0)
+
+
+class SessionConflict(CairnError):
+    """A Strands session write from a run that no longer has the session to itself.
+
+    `reason` says why: `moved` (another run wrote since this one read;
+    `current_version` is the version now), `held` (another run is writing it
+    and holds it until `held_until`, epoch seconds) or `exists` (it was
+    already created). Nothing was stored; the run should stop.
+    """
+
+    code = "session_conflict"

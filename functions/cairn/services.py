@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
@@ -30,9 +30,12 @@ from cairn.server_secret import ServerSecret
 from cairn.settings import Settings
 
 if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
     from cairn.addresses.inbox_config import InboxConfiguration
     from cairn.addresses.provisioning import Provisioning
     from cairn.agent_sessions.conversations import AgentSessions
+    from cairn.agent_sessions.strands import StrandsSessions
     from cairn.checkpoints.threads import Checkpoints
     from cairn.dynamodb.contact_table import ContactTable
     from cairn.dynamodb.subscription_table import SubscriptionTable
@@ -190,6 +193,13 @@ class Services:
         return AgentSessions(self.table, AgentSessionTable(self.client, self.settings.table_name), self.clock)
 
     @cached_property
+    def strands_sessions(self) -> StrandsSessions:
+        from cairn.agent_sessions.strands import StrandsSessions
+        from cairn.dynamodb.strands_session_table import StrandsSessionTable
+
+        return StrandsSessions(self.table, StrandsSessionTable(self.client, self.settings.table_name), self.clock)
+
+    @cached_property
     def graph_store(self) -> GraphStore:
         from cairn.dynamodb.graph_store_table import GraphStoreTable
         from cairn.graphstore.batches import GraphStore
@@ -250,7 +260,7 @@ class Services:
         cls,
         settings: Settings,
         *,
-        client=None,
+        client: DynamoDBClient | None = None,
         waiter: Waiter | None = None,
         clock: Clock = system_clock,
         mailer: OutboundMailer | None = None,
@@ -262,7 +272,8 @@ class Services:
         `runtime` serves the runtime routes from another engine (the in-memory
         one, say); without one they use this table.
         """
-        client = client or LazyClient(settings)
+        # A LazyClient answers every client call by forwarding it to the client it makes on first use.
+        client = client or cast("DynamoDBClient", LazyClient(settings))
         waiter = waiter or PollingWaiter()
         table = AddressTable(
             client,

@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 DAY_SECONDS = 86_400
 SURFACE_NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+# One plain email address, `name@example.com` (cairn.email.composing checks every address it mails with it).
+EMAIL_PATTERN = (
+    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
+)
 # The surfaces of inbox posts, state changes and Cairn's own mail (cairn.addresses.models).
 RESERVED_SURFACES = frozenset({"http", "state", "outbound"})
 
@@ -111,6 +116,9 @@ class Settings(BaseModel):
     # events through `ses_configuration_set`); `cairn serve` picks its own.
     outbound: str = Field(default="none", pattern=r"^(none|ses)$")
     ses_configuration_set: str | None = None
+    # The operator's sender: when set, every mail goes `From` it with `Reply-To` the address's own email,
+    # as AgentAddress sends (its `OUTBOUND_FROM`); unset, `From` is the address's own email.
+    outbound_from: str | None = Field(default=None, pattern=f"^{EMAIL_PATTERN}$", max_length=254)
     outbound_max_sends_per_day: int = Field(default=20, ge=1)
     outbound_max_text_bytes: int = Field(default=10_000, ge=1)
     outbound_max_contacts: int = Field(default=10, ge=1)

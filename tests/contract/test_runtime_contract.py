@@ -555,6 +555,16 @@ def test_record_ids_increase_and_cursors_are_the_last_id(store, running):
     assert store.list_run_records("run", "99", 10).events == []
 
 
+def test_a_limit_past_any_page_answers_the_whole_list(store, running):
+    # A limit comes from the request: one past what a storage page (or a 32-bit integer) holds is
+    # still a limit, not a server error.
+    for n in range(3):
+        store.append_run_record(note(running.run, f"n{n}"))
+    for limit in (2**31, 2**74):
+        assert [r.id for r in store.list_run_records("run", "", limit).events] == ["1", "2", "3", "4"]
+        assert len(store.list_session_run_records("session", "", limit).events) == 4
+
+
 def test_record_lists_reject_unknown_state_and_invalid_cursor(store, running):
     raises(RunNotFoundError, store.list_run_records, "missing", "", 10)
     raises(SessionNotFoundError, store.list_session_run_records, "missing", "", 10)

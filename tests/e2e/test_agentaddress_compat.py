@@ -144,7 +144,7 @@ def test_only_mail_carries_the_mail_surface_an_agent_checks(
         assert by_surface["state"]["type"] == "state.updated"
         # What AgentAddress's email examples check before they act (examples/shared/verified-email.mjs).
         mail = by_surface["resend"]
-        assert mail["type"] == "email.received"
+        assert (mail["type"], mail["source"]) == ("email.received", "resend")
         assert _mailbox(mail["data"]["from"]) == "bank@example.com"
         assert email.lower() in [_mailbox(recipient) for recipient in mail["data"]["to"]]
         assert "your code" in mail["data"]["subject"].lower()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cairn.client import Address
+from cairn.local.dynamodb_local import free_port
 from tests.support.serve import ServeProcess
 
 # Each test works on addresses of its own, so they share one server.
@@ -76,3 +77,13 @@ def test_concurrent_runs_update_one_progress_record_without_losing_a_step(served
     assert result["expected"] == 50
     assert result["progress"] == {"count": 50, "by_run": {"A": 25, "B": 25}}
     assert result["revision"] == 50
+
+
+def test_an_example_that_cannot_reach_the_server_prints_the_cli_error_not_a_traceback(tmp_path: Path):
+    nobody = f"http://127.0.0.1:{free_port()}"
+    command = [sys.executable, "-m", "cairn.client.examples.two_run", "first", "--address", str(tmp_path / "p.json")]
+    done = subprocess.run(command, env={**os.environ, "CAIRN_URL": nobody}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1  # as `cairn` exits when the server could not be reached
+    assert "Traceback" not in done.stderr
+    assert json.loads(done.stderr)["error"]["code"] == "connection_failed"
+    assert done.stdout == ""

@@ -11,6 +11,7 @@ status.
 from __future__ import annotations
 
 import base64
+import os
 import time
 import uuid
 from collections import Counter
@@ -36,20 +37,30 @@ from tests.support.serve import ServeProcess
 # Long or many tests with cheap fixtures: spread over the workers (`tests/conftest.py`).
 pytestmark = pytest.mark.spread
 
+# How deep the run goes: 1 in `make test`, more in `make fuzz` (which also draws new cases each run,
+# where `make test` replays the same ones).
+DEPTH = float(os.environ.get("CAIRN_FUZZ_DEPTH", "1"))
+FRESH_CASES = os.environ.get("CAIRN_FUZZ_FRESH") == "1"
+
+
+def deep(count: int) -> int:
+    return max(1, round(count * DEPTH))
+
+
 # Hypothesis stops early on operations with few distinct inputs, so the richer ones get enough
 # examples to pass the minimum in total. The 21 runtime routes share their shapes (records, run
 # starts), so each gets fewer than the other routes and the run stays bounded.
-EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: 60, GenerationMode.NEGATIVE: 48}
-EXAMPLES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: 25, GenerationMode.NEGATIVE: 15}
-MINIMUM_CASES = {GenerationMode.POSITIVE: 1_200, GenerationMode.NEGATIVE: 720}
-MINIMUM_CASES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: 25, GenerationMode.NEGATIVE: 15}
+EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: deep(30), GenerationMode.NEGATIVE: deep(24)}
+EXAMPLES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: deep(12), GenerationMode.NEGATIVE: deep(8)}
+MINIMUM_CASES = {GenerationMode.POSITIVE: deep(600), GenerationMode.NEGATIVE: deep(360)}
+MINIMUM_CASES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: deep(12), GenerationMode.NEGATIVE: deep(8)}
 RUNTIME_PREFIX = "/api/v1/runtime/"
 WORKER_PREFIXES = (RUNTIME_PREFIX, "/api/v1/memory/")
 CHECKS = [not_a_server_error, response_schema_conformance]
 # Linked sequences: rounds of scenarios of up to this many calls each, until every group has
 # followed enough links.
 ROUNDS = 10
-SCENARIOS = 40
+SCENARIOS = deep(20)
 STEPS_PER_SCENARIO = 15
 LINKED_GROUPS = {"addresses": "^/api/v1/(addresses|inbox)", "runtime": "^/api/v1/(runtime|memory)/"}
 LINKED_TARGETS = {
@@ -70,7 +81,7 @@ LINKED_TARGETS = {
 # Rounds go on until each target was reached this often through a link (or ROUNDS run out);
 # which links Hypothesis picks varies with what the server already holds, so the assertion
 # asks only that each target was reached through a link at all.
-MINIMUM_LINKED_STEPS = 5
+MINIMUM_LINKED_STEPS = deep(3)
 # Memory ids are checked by the store; valid ones let generated events reach the table.
 MEMORY_IDS = {"agent_id": "fuzz.agent", "run_id": "fuzz-run"}
 
@@ -140,7 +151,7 @@ def fuzz(operation, mode: GenerationMode, overrides: dict, base_url: str) -> tup
         max_examples=(EXAMPLES_PER_RUNTIME_OPERATION if runtime else EXAMPLES_PER_OPERATION)[mode],
         deadline=None,
         suppress_health_check=list(HealthCheck),
-        derandomize=True,
+        derandomize=not FRESH_CASES,
         database=None,
         phases=[Phase.explicit, Phase.generate],
     )
@@ -360,8 +371,9 @@ def test_linked_sequences_answer_no_5xx_and_stay_on_schema(
 
     started = time.monotonic()
     for round_seed in range(ROUNDS):
+        machine = LinkedCalls if FRESH_CASES else seed(round_seed)(LinkedCalls)
         try:
-            seed(round_seed)(LinkedCalls).run(
+            machine.run(
                 settings=settings(
                     max_examples=SCENARIOS,
                     stateful_step_count=STEPS_PER_SCENARIO,

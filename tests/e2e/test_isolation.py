@@ -93,6 +93,8 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
         body, params = checkpoint_request(method, template)
     elif template.endswith("/store/batch"):
         body = {"ops": [{"op": "put", "namespace": ["stolen"], "key": "k", "value": {"stolen": True}}]}
+    elif "/strands/" in template:
+        body = strands_request(method, template)
     elif "/sessions/" in template:
         body = (
             {"items": [{"role": "user", "content": "stolen"}]}
@@ -123,6 +125,20 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
     return {"method": method, "url": path, "json": body, "params": params, "headers": headers}
 
 
+def strands_request(method: str, template: str) -> dict | None:
+    """A well-formed body for each Strands session route."""
+    claim = {"if_version": 1, "writer": "stolen"}
+    if method == "GET":
+        return None
+    if template.endswith("/release"):
+        return {"writer": "stolen"}
+    if "/messages" in template:
+        return {"message": {"message_id": 0, "message": {"role": "user"}}, **claim}
+    if template.endswith("/{session_id}"):
+        return {"session": {"session_id": "stolen"}}
+    return {"value": {"stolen": True}, **({} if method == "POST" else claim)}
+
+
 def checkpoint_request(method: str, template: str) -> tuple[dict | None, dict | None]:
     """A well-formed body (or query) for each LangGraph checkpoint route."""
     thread = {"thread_id": "stolen", "checkpoint_ns": ""}
@@ -140,6 +156,12 @@ def checkpoint_request(method: str, template: str) -> tuple[dict | None, dict | 
         return {**thread, "checkpoint_id": "c1", "task_id": "t1", "writes": [write]}, None
     if template.endswith("/search"):
         return {"thread_id": "stolen"}, None
+    if template.endswith("/copy"):
+        return {"source_thread_id": "stolen", "target_thread_id": "stolen-copy"}, None
+    if template.endswith("/prune"):
+        return {"thread_ids": ["stolen"], "strategy": "delete"}, None
+    if template.endswith("/runs/delete"):
+        return {"run_ids": ["stolen"]}, None
     return {**thread, "checkpoint_id": "c1", "checkpoint": blob}, None
 
 
@@ -191,6 +213,8 @@ def test_a_token_for_one_address_opens_no_route_of_another(served: ServeProcess)
             "secret": inbox_secret(mine),
             "digest": hashlib.sha256(b"stolen").hexdigest(),
             "session_id": "stolen",
+            "record_id": "stolen",
+            "message_id": "0",
         }
         for method, template in address_routes(client):
             reply = client.request(**request_for(method, template, values, bearer(read_token(mine))))
@@ -218,6 +242,8 @@ def test_the_inbox_secret_cannot_read_or_change_its_own_address(served: ServePro
             "secret": inbox_secret(created),
             "digest": hashlib.sha256(b"stolen").hexdigest(),
             "session_id": "stolen",
+            "record_id": "stolen",
+            "message_id": "0",
         }
         for method, template in address_routes(client):
             if template.startswith("/api/v1/inbox/"):

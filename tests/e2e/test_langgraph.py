@@ -15,18 +15,24 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
-from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, BASE_CAPABILITIES, EXTENDED_CAPABILITIES
+from langgraph.checkpoint.conformance.spec.test_copy_thread import ALL_COPY_THREAD_TESTS
+from langgraph.checkpoint.conformance.spec.test_delete_for_runs import ALL_DELETE_FOR_RUNS_TESTS
+from langgraph.checkpoint.conformance.spec.test_prune import ALL_PRUNE_TESTS
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
 from langgraph.types import Command
 
 from cairn.client import Address
 from cairn.integrations.langgraph import CairnSaver, CheckpointStale
+from cairn.integrations.langgraph.saver import MAX_INLINE_CHECKPOINT_BYTES
 from tests.support import langgraph_runs
 from tests.support.serve import ServeProcess
 
@@ -34,8 +40,9 @@ from tests.support.serve import ServeProcess
 pytestmark = pytest.mark.one_server
 
 ROOT = Path(__file__).resolve().parents[2]
-# What CairnSaver implements beyond the base: nothing yet (`delete_for_runs`, `copy_thread`, `prune` are not claimed).
-CLAIMED = {capability.value for capability in BASE_CAPABILITIES}
+# What CairnSaver implements: the base and every optional capability the suite knows.
+CLAIMED = {capability.value for capability in ALL_CAPABILITIES}
+OPTIONAL = {capability.value for capability in EXTENDED_CAPABILITIES}
 
 
 @pytest.fixture
@@ -58,8 +65,14 @@ def test_langgraph_conformance_suite_passes_every_capability_claimed(address: Ad
     }
     assert failures == {}
     assert report.passed_all_base() and report.conformance_level() == "FULL"
-    # The suite ran its tests: 58 in the base capabilities of langgraph-checkpoint-conformance 0.0.2.
-    assert sum(report.results[name].tests_passed for name in CLAIMED) >= 58
+    # The suite ran its tests: 58 in the base capabilities of langgraph-checkpoint-conformance 0.0.2,
+    # and every one of each optional capability's.
+    assert sum(report.results[capability.value].tests_passed for capability in BASE_CAPABILITIES) >= 58
+    assert {name: report.results[name].tests_passed for name in OPTIONAL} == {
+        "delete_for_runs": len(ALL_DELETE_FOR_RUNS_TESTS),
+        "copy_thread": len(ALL_COPY_THREAD_TESTS),
+        "prune": len(ALL_PRUNE_TESTS),
+    }
 
 
 def test_of_two_processes_resuming_one_checkpoint_one_commits_and_the_other_is_refused(
@@ -175,6 +188,63 @@ def test_a_ten_megabyte_checkpoint_round_trips_exactly(address: Address):
     assert found.pending_writes == [("task-large", "blob", payload[: 3 * 1024 * 1024])]
 
 
+def test_prunes_and_copies_racing_a_writer_leave_every_thread_whole(address: Address):
+    """A writer continues the thread while prunes and copies run: it is never refused or undone, and no
+    reader of the thread or of a copy finds a missing part or a head that is not the newest checkpoint."""
+    thread, rounds = "churned", 12
+    # Over the inline limit: every checkpoint names an uploaded part.
+    values = [os.urandom(MAX_INLINE_CHECKPOINT_BYTES + 1000) for _ in range(rounds + 1)]
+
+    def checkpoint(step: int) -> dict:
+        return generate_checkpoint(channel_values={"v": values[step]}, channel_versions={"v": step + 1})
+
+    writer, churner, reader = CairnSaver(address), CairnSaver(address), CairnSaver(address)
+    committed = [writer.put(generate_config(thread), checkpoint(0), generate_metadata(step=0), {"v": 1})]
+    done = threading.Event()
+    copies: list[str] = []
+
+    def write() -> None:
+        try:
+            for step in range(1, rounds + 1):
+                latest = writer.get_tuple(generate_config(thread))
+                assert latest is not None
+                committed.append(writer.put(latest.config, checkpoint(step), generate_metadata(step=step), {}))
+        finally:
+            done.set()
+
+    def churn() -> None:
+        while not done.is_set():
+            churner.prune([thread])
+            copies.append(f"copy-{len(copies)}")
+            churner.copy_thread(thread, copies[-1])
+
+    def read() -> int:
+        reads = 0
+        while not done.is_set():
+            for thread_id in (thread, *copies[-1:]):
+                found = reader.get_tuple(generate_config(thread_id))
+                if found is not None:
+                    assert found.checkpoint["channel_values"]["v"] in values  # every part there
+                    reads += 1
+        return reads
+
+    with ThreadPoolExecutor(3) as pool:
+        running = [pool.submit(write), pool.submit(churn), pool.submit(read)]
+        outcomes = [future.result(timeout=600) for future in running]
+
+    assert len(committed) == rounds + 1 and outcomes[2] > 0  # the writer was never refused
+    assert copies
+    for thread_id in (thread, *copies):
+        history = list(reader.list(generate_config(thread_id)))
+        assert history
+        for found in history:
+            assert found.checkpoint["channel_values"]["v"] in values
+        # The newest checkpoint is the head: a writer continuing it commits.
+        reader.put(history[0].config, generate_checkpoint(), generate_metadata(step=rounds + 1), {})
+    # The writer's last checkpoint was the newest until the put above: no prune or copy moved the thread on.
+    assert list(reader.list(generate_config(thread)))[1].config == committed[-1]
+
+
 # -- hostile input -----------------------------------------------------------------
 
 
@@ -238,6 +308,9 @@ def test_requests_without_the_read_token_are_refused_alike(address: Address, ser
             ("POST", "/writes", {"thread_id": "t", "checkpoint_id": "c1", "task_id": "k", "writes": []}),
             ("DELETE", "?thread_id=t", None),
             ("GET", f"/parts/{'0' * 64}?thread_id=t", None),
+            ("POST", "/copy", {"source_thread_id": "t", "target_thread_id": "u"}),
+            ("POST", "/prune", {"thread_ids": ["t"]}),
+            ("POST", "/runs/delete", {"run_ids": ["r"]}),
         ]:
             answer = httpx.request(method, target + path, json=body, headers=headers, timeout=30)
             assert answer.status_code in (401, 422), (method, path, answer.text)

@@ -22,6 +22,7 @@ from aiosmtpd.controller import Controller
 
 from cairn.local.dynamodb_local import DynamoDBLocal, free_port
 from tests.e2e.test_serve import auth, provision
+from tests.support.relay import running_relay
 from tests.support.serve import ServeProcess
 
 PERSON = "ada@example.org"
@@ -117,6 +118,78 @@ def test_verify_send_and_read_the_answer_in_one_feed(relayed: ServeProcess, rela
         assert again.status_code == 200 and again.json()["event"] == sent.json()["event"]
         time.sleep(0.5)
         assert len(mailbox.messages) == 2, "a retry with the same key sent the mail again"
+
+
+def test_a_send_the_relay_refused_goes_out_on_retry_once(
+    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path
+):
+    with running_relay() as (refusing, port):
+        extra = ["--smtp-relay", f"127.0.0.1:{port}"]
+        serving = ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=extra)
+        with serving as served, served.client() as client:
+            created = provision(client)
+            root = created["endpoints"]["address_url"]
+            headers = auth(created)
+            assert client.post(f"{root}/email/contacts", json={"email": PERSON}, headers=headers).status_code == 202
+            code = {"email": PERSON, "code": refusing.last_code()}
+            assert client.post(f"{root}/email/contacts", json=code, headers=headers).status_code == 200
+
+            refusing.refuse_next(1, "554 5.7.1 Relay busy, try later")
+            message = {"to": PERSON, "subject": "Ship it?", "text": "Yes or no."}
+            keyed = {**headers, "Idempotency-Key": "ship-7"}
+            first = client.post(f"{root}/email/send", json=message, headers=keyed)
+            assert (first.status_code, first.json()["status"]) == (202, "failed")
+            retried = client.post(f"{root}/email/send", json=message, headers=keyed)
+            assert (retried.status_code, retried.json()["status"]) == (200, "accepted")
+            again = client.post(f"{root}/email/send", json=message, headers=keyed)
+            assert (again.status_code, again.json()["status"]) == (200, "accepted")
+
+            events = _events_until(client, created, count=3)
+            assert [(e["type"], e["data"].get("attempt")) for e in events] == [
+                ("email.sent", None),
+                ("email.failed", 1),
+                ("email.delivered", 2),
+            ]
+            assert "554" in events[1]["data"]["detail"]
+        # The relay refused once and took the message once: the code, then the message.
+        assert refusing.refused == 1
+        assert [mail["Message-ID"] for mail in refusing.to(PERSON)][1:] == [first.json()["message_id"]]
+
+
+def test_with_an_operator_sender_mail_goes_from_it_and_answers_reach_the_address(
+    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path
+):
+    with running_relay() as (mailbox, port):
+        options = {
+            "dynamodb_endpoint": dynamodb_local.endpoint,
+            "table": local_table,
+            "extra_args": ["--smtp-relay", f"127.0.0.1:{port}"],
+            "env": {"CAIRN_OUTBOUND_FROM": "agents@cairn.localhost"},
+        }
+        with ServeProcess(tmp_path, **options) as served, served.client() as client:
+            created = provision(client)
+            own = created["address"]["email"]
+            root = created["endpoints"]["address_url"]
+            headers = auth(created)
+            assert client.post(f"{root}/email/contacts", json={"email": PERSON}, headers=headers).status_code == 202
+            code = {"email": PERSON, "code": mailbox.last_code()}
+            assert client.post(f"{root}/email/contacts", json=code, headers=headers).status_code == 200
+            message = {"to": PERSON, "subject": "Ship it?", "text": "Yes or no."}
+            sent = client.post(f"{root}/email/send", json=message, headers={**headers, "Idempotency-Key": "k"})
+            assert sent.status_code == 202, sent.text
+            question = mailbox.wait_for(2)
+            assert (question["From"], question["Reply-To"]) == ("agents@cairn.localhost", own)
+            # The person answers where Reply-To says.
+            answer = EmailMessage()
+            answer["From"], answer["To"], answer["Subject"] = PERSON, question["Reply-To"], "Re: Ship it?"
+            answer["In-Reply-To"] = question["Message-ID"]
+            answer.set_content("Ship it.")
+            with smtplib.SMTP("127.0.0.1", served.smtp_port, timeout=10) as smtp:
+                assert smtp.send_message(answer) == {}
+            events = _events_until(client, created, count=3)
+            assert [e["type"] for e in events] == ["email.sent", "email.delivered", "email.received"]
+            assert (events[0]["data"]["from"], events[0]["data"]["reply_to"]) == ("agents@cairn.localhost", own)
+            assert events[2]["data"]["in_reply_to"] == sent.json()["message_id"]
 
 
 def test_without_a_relay_mail_lands_in_the_outbox_folder(served: ServeProcess, tmp_path: Path):

@@ -2,11 +2,11 @@
 
 The README's ten-line tour runs on its own. The site's tour (`docs/tour.md`,
 then the shell and Python blocks of the pages it continues on: state and
-inbox callbacks, email in and out, wake-ups, product memory, the SDK and the
-`cairn` commands; `tests/support/docs.py` lists them) runs in order in one
-shell; only the values the text says to change are changed (`BASE`,
-`SMTP_PORT`, `OUTBOX`, `WAKE_URL`, the runtime key's path, the SDK's URL, and
-`CAIRN_URL` for the `cairn` commands). The server ends event streams after
+inbox callbacks, email in and out, wake-ups, the runtime store and product
+memory, the SDK and the `cairn` commands; `tests/support/docs.py` lists them)
+runs in order in one shell; only the values the text says to change are
+changed (`BASE`, `SMTP_PORT`, `OUTBOX`, `WAKE_URL`, the runtime key's path, the
+runtime store's and the SDK's URL, and `CAIRN_URL` for the `cairn` commands). The server ends event streams after
 2 s, as the tour says the test configures it. skill.md's blocks run with the
 placeholders it names (`<id>`, `<event_id>`, `$READ_TOKEN`) filled in. Every
 `curl` answer is checked for its status and shape, in order.
@@ -104,6 +104,7 @@ def docs_script(served: ServeProcess, wake_url: str) -> str:
         "email.md",  # mail in
         "email.md",  # mail out
         "wakeups.md",
+        "runtime.md",  # the runtime store
         "runtime.md",  # product memory
         "agent-tools.md",  # the SDK
         "agent-tools.md",  # the `cairn` commands
@@ -115,6 +116,8 @@ def docs_script(served: ServeProcess, wake_url: str) -> str:
         ("OUTBOX=.cairn/data/outbox ", f"OUTBOX={served.data_dir / 'outbox'} "),
         ("WAKE_URL=https://agent.example.com/wake ", f"WAKE_URL={wake_url} "),
         ("RUNTIME_KEY=$(cat .cairn/data/runtime-key) ", f"RUNTIME_KEY=$(cat {served.data_dir / 'runtime-key'}) "),
+        ('Path(".cairn/data/runtime-key")', f'Path("{served.data_dir / "runtime-key"}")'),
+        ('HttpRuntimeStore("http://127.0.0.1:8787", ', f'HttpRuntimeStore("{served.base_url}", '),
         ('Address.provision("http://127.0.0.1:8787", ', f'Address.provision("{served.base_url}", '),
     ]:
         assert script.count(documented) == 1, documented
@@ -236,6 +239,7 @@ def test_the_readme_and_the_docs_tours_run_as_written(served: ServeProcess, rece
     signed_event = answers[2][1]["events"][0]  # the tour's own event; the signed one is checked below
     assert signed_event["content_type"] == "application/json"
     assert Address.restore(tmp_path / "nightly.json").state.get("progress")["value"] == {"step": 2}, "the SDK block"
+    assert "['run_started', 'planner_note', 'run_completed']" in stdout, "the runtime store block"
     followed = [json.loads(line) for line in stdout.splitlines()[-2:]]  # the script ends with `follow`
     assert [event["type"] for event in followed] == ["state.updated", "build.done"], "cairn events follow"
     assert [delivery["type"] for delivery in receiver.received] == ["subscription.test"], "the tour's test delivery"

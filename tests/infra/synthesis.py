@@ -26,6 +26,7 @@ FULL_CONTEXT = {
     "stage": "prod",
     "email_domain": "mail.example.com",
     "activate_receipt_rule_set": "true",
+    "outbound_from": "agents@example.com",
     "api_domain_name": "api.example.com",
     "api_certificate_arn": "arn:aws:acm:eu-west-1:123456789012:certificate/0f0e0d0c-1111-2222-3333",
     "alarm_topic_arn": "arn:aws:sns:eu-west-1:123456789012:cairn-alarms",

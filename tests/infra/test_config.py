@@ -8,7 +8,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from cairn.settings import RESERVED_SURFACES, SURFACE_NAME_PATTERN, Settings
+from cairn.settings import EMAIL_PATTERN, RESERVED_SURFACES, SURFACE_NAME_PATTERN, Settings
 from infra import config
 from infra.config import LIMIT_DEFAULTS, StageConfig
 
@@ -91,6 +91,9 @@ def test_public_base_url_comes_only_from_a_custom_domain() -> None:
         {"stage": "dev", "wake_target_arns": "*"},
         {"stage": "dev", "wake_target_arns": ["arn:aws:s3:::bucket"]},
         {"stage": "dev", "wake_target_arns": [7]},
+        {"stage": "dev", "email_domain": "mail.example.com", "outbound_from": "Agents <agents@example.com>"},
+        {"stage": "dev", "email_domain": "mail.example.com", "outbound_from": "agents@example.com\r\nBcc: x@y.z"},
+        {"stage": "dev", "outbound_from": "agents@example.com"},
     ],
 )
 def test_unusable_context_is_refused_before_synthesis(context: dict[str, Any]) -> None:
@@ -115,6 +118,15 @@ def test_the_mail_surface_is_a_context_value_with_the_application_rules() -> Non
     assert config._RESERVED_SURFACES == RESERVED_SURFACES
     moved = from_context({"stage": "dev", "email_ingress_surface": "resend"})
     assert moved.application_environment["CAIRN_EMAIL_INGRESS_SURFACE"] == "resend"
+
+
+def test_the_operator_sender_is_a_context_value_with_the_application_rules() -> None:
+    assert StageConfig(stage="dev").outbound_from is Settings.model_fields["outbound_from"].default is None
+    assert config._SENDER.pattern == EMAIL_PATTERN
+    sending = from_context({"stage": "dev", "email_domain": "mail.example.com", "outbound_from": "agents@example.com"})
+    assert sending.application_environment["CAIRN_OUTBOUND_FROM"] == "agents@example.com"
+    assert Settings(outbound_from=sending.outbound_from).outbound_from == "agents@example.com"
+    assert "CAIRN_OUTBOUND_FROM" not in from_context({"stage": "dev"}).application_environment
 
 
 def test_a_reserve_that_leaves_outsiders_no_slot_is_refused_at_synthesis() -> None:

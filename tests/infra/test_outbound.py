@@ -46,27 +46,44 @@ def test_the_api_function_sends_through_ses_and_the_configuration_set(full: Synt
 
 @pytest.mark.parametrize("handler", [API_HANDLER, STREAMING_HANDLER])
 def test_only_the_functions_behind_the_mail_tools_may_send_and_only_from_the_domain(
-    full: Synthesis, handler: str
+    ephemeral: Synthesis, handler: str
 ) -> None:
     """The API's send and contact routes, and `/mcp`'s send_email and add_contact in the streaming function."""
     senders = {
         properties["Properties"]["Handler"]
-        for properties in cairn_functions(full).values()
-        if send_statements(full, role_of(properties["Properties"]))
+        for properties in cairn_functions(ephemeral).values()
+        if send_statements(ephemeral, role_of(properties["Properties"]))
     }
     assert senders == {API_HANDLER, STREAMING_HANDLER}
-    _, sender = function_by_handler(full, handler)
+    _, sender = function_by_handler(ephemeral, handler)
     variables = sender["Environment"]["Variables"]
-    assert (variables["CAIRN_OUTBOUND"], variables["CAIRN_SES_CONFIGURATION_SET"]) == ("ses", "cairn-prod-outbound")
-    [statement] = send_statements(full, role_of(sender))
+    assert (variables["CAIRN_OUTBOUND"], variables["CAIRN_SES_CONFIGURATION_SET"]) == ("ses", "cairn-preview-outbound")
+    assert "CAIRN_OUTBOUND_FROM" not in variables
+    [statement] = send_statements(ephemeral, role_of(sender))
     assert as_list(statement["Action"]) == ["ses:SendEmail"]
     resources = [str(resource) for resource in as_list(statement["Resource"])]
     assert len(resources) == 2
-    assert any(":identity/mail.example.com" in resource for resource in resources)
+    assert any(":identity/preview.example.com" in resource for resource in resources)
+    assert any(":configuration-set/cairn-preview-outbound" in resource for resource in resources)
+    assert statement["Condition"] == {
+        "StringLike": {"ses:FromAddress": "addr_*@preview.example.com"},
+        "StringEquals": {"ses:ApiVersion": "2"},
+    }
+
+
+@pytest.mark.parametrize("handler", [API_HANDLER, STREAMING_HANDLER])
+def test_with_an_operator_sender_mail_may_go_from_that_sender_only(full: Synthesis, handler: str) -> None:
+    _, sender = function_by_handler(full, handler)
+    assert sender["Environment"]["Variables"]["CAIRN_OUTBOUND_FROM"] == "agents@example.com"
+    [statement] = send_statements(full, role_of(sender))
+    resources = [str(resource) for resource in as_list(statement["Resource"])]
+    # SES authorizes a sender on its domain's identity, or on the address's own where only that is verified.
+    assert len(resources) == 3
+    assert any(":identity/example.com'" in resource for resource in resources)
+    assert any(":identity/agents@example.com'" in resource for resource in resources)
     assert any(":configuration-set/cairn-prod-outbound" in resource for resource in resources)
     assert statement["Condition"] == {
-        "StringLike": {"ses:FromAddress": "addr_*@mail.example.com"},
-        "StringEquals": {"ses:ApiVersion": "2"},
+        "StringEquals": {"ses:FromAddress": "agents@example.com", "ses:ApiVersion": "2"},
     }
 
 

@@ -302,6 +302,35 @@ def verify_session_add(api: LambdaClient, created: dict, first: Reply, retry: Re
     assert stored.json()["items"] == SESSION_ITEMS  # whole, and once
 
 
+def strands_path(created: dict) -> str:
+    return f"/api/v1/addresses/{created['address']['id']}/strands/faults/agents/default"
+
+
+STRANDS_MESSAGE = {"message_id": 0, "message": {"role": "user", "content": [{"text": "once"}]}}
+
+
+def with_strands_agent(api: LambdaClient) -> dict:
+    created = api.provision()
+    reply = api.request(
+        "POST", strands_path(created), json_body={"value": {"agent_id": "default"}}, token=token(created)
+    )
+    assert reply.status == 201, reply.text
+    return created
+
+
+def send_strands_message(api: LambdaClient, created: dict) -> Reply:
+    body = {"message": STRANDS_MESSAGE, "if_version": 1, "writer": "fault-run"}
+    return api.request("POST", f"{strands_path(created)}/messages", json_body=body, token=token(created))
+
+
+def verify_strands_message(api: LambdaClient, created: dict, first: Reply, retry: Reply) -> None:
+    # The run's retry of a write that committed is answered as it was, not refused as another run's.
+    assert retry.status == 201, retry.text
+    assert retry.json()["version"] == 2
+    stored = api.request("GET", f"{strands_path(created)}/messages", token=token(created))
+    assert stored.json()["messages"] == [STRANDS_MESSAGE]  # whole, and once
+
+
 OPERATIONS = {
     "provision": Operation(provisioned, send_provision, verify_provision),
     "inbox_post": Operation(provisioned, send_delivery, verify_delivery),
@@ -314,6 +343,7 @@ OPERATIONS = {
     "subscription_create": Operation(provisioned, send_subscription_create, verify_subscription_create),
     "subscription_delete": Operation(with_subscription, send_subscription_delete, verify_subscription_delete),
     "session_add": Operation(provisioned, send_session_add, verify_session_add),
+    "strands_message": Operation(with_strands_agent, send_strands_message, verify_strands_message),
 }
 
 

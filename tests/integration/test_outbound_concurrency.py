@@ -1,5 +1,6 @@
 """Outbound mail on DynamoDB Local: racing requests never pass a limit, reserved slots hold across processes,
-and nothing is written under an address once its deletion began."""
+racing retries of a send mail it at most once (through a real SMTP relay), and nothing is written under an
+address once its deletion began."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from cairn.dynamodb import keys
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.email.outbound_ports import ComposedMessage, Handoff
+from cairn.local.outbound import SmtpRelayMailer
 from cairn.services import Services
 from cairn.settings import Settings
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services, path_of
+from tests.support.relay import Relay, running_relay
 
 PERSON = "ada@example.org"
 MESSAGE = {"to": PERSON, "subject": "Approve?", "text": "Yes or no."}
@@ -144,6 +147,96 @@ def test_reserved_outcome_slots_hold_against_another_process_and_racing_posts(ma
             assert poster.services.sending.record_outcome(address_id, event["id"], "delivered", message_id=None)
     assert len(poster.poll(created, limit=100).json()["events"]) == 10
     assert poster.post_inbox(created, {"late": True}).error_code == "quota_exceeded"
+
+
+# -- retries of a send, through a real SMTP relay ----------------------------------------------------
+
+
+@pytest.fixture
+def relay():
+    with running_relay() as running:
+        yield running
+
+
+@pytest.fixture
+def make_relayed(dynamodb_local, local_table: str, clock: FakeClock, relay):
+    """A process of its own handing mail to the relay, per call."""
+    _, port = relay
+
+    def make() -> LambdaClient:
+        services = make_services(
+            table_name=local_table,
+            dynamodb_endpoint=dynamodb_local.endpoint,
+            clock=clock,
+            mailer=SmtpRelayMailer("127.0.0.1", port),
+        )
+        return LambdaClient(services)
+
+    return make
+
+
+def verified_through(api: LambdaClient, relay: Relay) -> dict:
+    created = api.provision()
+    root = path_of(created["endpoints"]["address_url"])
+    token = created["credentials"]["read_token"]
+    assert api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON}, token=token).status == 202
+    body = {"email": PERSON, "code": relay.last_code()}
+    assert api.request("POST", f"{root}/email/contacts", json_body=body, token=token).status == 200
+    return created
+
+
+def race(calls) -> list:
+    """Run every call at once, each on its own thread; their answers in order."""
+    start = threading.Barrier(len(calls))
+
+    def run(call):
+        start.wait()
+        return call()
+
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        return list(pool.map(run, calls))
+
+
+def test_racing_retries_of_a_refused_send_mail_it_once_and_never_again(make_relayed, relay):
+    mailbox, _ = relay
+    first_process, second_process = make_relayed(), make_relayed()
+    created = verified_through(first_process, mailbox)
+    mailbox.refuse_next(1)
+    refused = send(first_process, created, "k")
+    assert (refused.status, refused.json()["status"]) == (202, "failed")
+    assert mailbox.refused == 1 and len(mailbox.messages) == 1  # the code only
+
+    retries = race([lambda api=api: send(api, created, "k") for api in (first_process, second_process) * 4])
+    assert {(reply.status, reply.json()["status"]) for reply in retries} == {(200, "accepted")}
+    assert {reply.json()["event"]["id"] for reply in retries} == {refused.json()["event"]["id"]}
+    mailbox.wait_for(2)
+    # Whatever else a racing retry did, none mailed it a second time; nor do retries after it went.
+    race([lambda api=api: send(api, created, "k") for api in (first_process, second_process) * 4])
+    assert len(mailbox.messages) == 2 and mailbox.refused == 1
+    assert mailbox.messages[1]["Message-ID"] == refused.json()["message_id"]
+    events = first_process.poll(created, limit=100).json()["events"]
+    assert [(event["type"], event["data"].get("attempt")) for event in events] == [
+        ("email.sent", None),
+        ("email.failed", 1),
+        ("email.delivered", 2),
+    ]
+
+
+def test_retries_while_the_hand_off_is_in_flight_mail_nothing(make_relayed, relay):
+    mailbox, _ = relay
+    first_process, second_process = make_relayed(), make_relayed()
+    created = verified_through(first_process, mailbox)
+    mailbox.open.clear()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(send, first_process, created, "k")
+        mailbox.wait_until(lambda relay: relay.waiting == 1)
+        retries = race([lambda api=api: send(api, created, "k") for api in (first_process, second_process) * 3])
+        assert {(reply.status, reply.json()["status"]) for reply in retries} == {(200, "accepted")}
+        mailbox.open.set()
+        assert first.result().status == 202
+    assert len(mailbox.messages) == 2  # the code, then the message once
+    types = [event["type"] for event in first_process.poll(created, limit=100).json()["events"]]
+    assert types == ["email.sent", "email.delivered"]
 
 
 # -- contact writes racing the address's deletion ------------------------------------------------

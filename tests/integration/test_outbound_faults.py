@@ -4,7 +4,10 @@ As `test_faults.py` does for the other writes: a botocore hook fails the Nth
 call of one send, for every N and every kind of fault; then the client
 retries with the same `Idempotency-Key` once the failed request's hand-off
 lease has run out, and again. Whatever failed, the person gets the message
-exactly once, and the feed holds one `email.sent` and its one outcome.
+exactly once, and the feed holds one `email.sent` and its one outcome. The
+same holds for the retry that hands a refused send over again: a fault at
+any of its calls, then more retries, and the message goes once, after the
+one refusal.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import pytest
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.table import ensure_table
 from cairn.dynamodb.waiters import NotifyingWaiter
-from cairn.email.outbound_ports import ComposedMessage, Handoff
+from cairn.email.outbound_ports import ComposedMessage, Handoff, MailerError
 from cairn.email.sending import HANDOFF_LEASE_SECONDS
 from cairn.services import Services
 from cairn.settings import Settings
@@ -30,12 +33,18 @@ MESSAGE = {"to": PERSON, "subject": "Approve?", "text": "Yes or no."}
 
 
 class Relay:
+    """Takes every message, except the next `refusals`, which it refuses as a busy relay would."""
+
     def __init__(self) -> None:
         self.sent: list[ComposedMessage] = []
+        self.refusals = 0
         self._lock = threading.Lock()
 
     def send(self, message: ComposedMessage) -> Handoff:
         with self._lock:
+            if self.refusals > 0:
+                self.refusals -= 1
+                raise MailerError("relay answered 451", permanent=False)
             self.sent.append(message)
         return Handoff(provider_message_id=message.message_id, outcome="delivered")
 
@@ -102,3 +111,29 @@ def test_a_fault_at_any_call_of_a_send_still_mails_once(faulty, kind: str):
         events = api.poll(created, limit=100).json()["events"]
         assert [event["type"] for event in events] == ["email.sent", "email.delivered"], (kind, at)
         assert [event["sequence"] for event in events] == [1, 2]
+
+
+@pytest.mark.parametrize("kind", FAULTS)
+def test_a_fault_at_any_call_of_a_refused_send_retried_still_mails_once(faulty, kind: str):
+    api, injector, relay, clock = faulty
+    baseline = verified(api, relay)
+    relay.refusals = 1
+    send(api, baseline)
+    total = calls_made(injector, lambda: send(api, baseline))
+    for at in range(1, total + 1):
+        created = verified(api, relay)
+        before = len(relay.sent)
+        relay.refusals = 1
+        assert send(api, created).json()["status"] == "failed"
+        injector.arm(kind, at)
+        first = send(api, created)
+        injector.disarm()
+        # A call DynamoDB refuses anyway (the refused attempt's outcome, claimed already) has no commit to lose.
+        assert injector.fired or kind == "timeout_after_commit", f"call {at} of {total} was never made"
+        assert_success_or_retryable(first)
+        clock.advance(HANDOFF_LEASE_SECONDS + 1)
+        for retry in (send(api, created), send(api, created)):
+            assert retry.status in (200, 202), retry.text
+        assert len(relay.sent) - before == 1, f"{kind} at call {at}: mailed {len(relay.sent) - before} times"
+        events = api.poll(created, limit=100).json()["events"]
+        assert [event["type"] for event in events] == ["email.sent", "email.failed", "email.delivered"], (kind, at)

@@ -8,6 +8,7 @@ it does Java), and so does `ensure_chromium` for a pytest run started on its own
 
 from __future__ import annotations
 
+import base64
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ def chromium(downloads: Path) -> webdriver.Chrome:
     options.binary_location = str(CHROMIUM)
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=420,900"):
         options.add_argument(argument)
+    # The console, so a test can see what the page reported (a CSP refusal, a script error).
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     options.add_experimental_option(
         "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}
     )
@@ -63,3 +66,31 @@ def downloaded(driver: webdriver.Chrome, path: Path) -> bytes:
     """The bytes of a finished download (Chromium gives it its name only once it is complete)."""
     wait(driver).until(lambda _: path.is_file() and path.stat().st_size > 0, f"{path.name} was not downloaded")
     return path.read_bytes()
+
+
+def viewport(driver: webdriver.Chrome, width: int, height: int, *, phone: bool) -> None:
+    """Lay the page out at `width` × `height` CSS pixels, as a phone (touch, meta viewport) or a desktop."""
+    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": phone}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+
+
+def screenshot(driver: webdriver.Chrome, path: Path) -> Path:
+    """The whole page, beyond the viewport too, as a PNG at `path`."""
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(base64.b64decode(shot["data"]))
+    return path
+
+
+def scrolls_sideways(driver: webdriver.Chrome) -> bool:
+    """Whether a person would have to scroll sideways to see all of the page."""
+    return bool(driver.execute_script("return document.documentElement.scrollWidth > window.innerWidth"))
+
+
+def console_errors(driver: webdriver.Chrome) -> list[str]:
+    """What the page logged as errors since the last call: script errors, CSP refusals, failed loads."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]

@@ -30,14 +30,15 @@ NOT_IN_TOUR = {
     ("docs/index.md", "make serve"): "the set-up commands themselves",
     ("CONTRIBUTING.md", "make serve"): "the set-up commands themselves",
     ("CONTRIBUTING.md", "make docs"): "the documentation's own build (`make test` runs it)",
-    ("docs/runtime.md", "from cairn.runtime import ("): (
-        "a sketch with goa-ai's values left out; tests/contract/test_runtime_contract.py makes each call over HTTP"
-    ),
     ("docs/runtime.md", "from cairn.transcript.replay import"): (
         "a sketch over a store and a model of the reader's; tests/unit/test_transcript_replay.py, "
         "test_transcript_validation.py and test_history_policy.py run each function"
     ),
     ("docs/agent-tools.md", "python -m cairn.client.examples."): "tests/e2e/test_examples.py runs each example",
+    ("docs/wakeups.md", "from aws_durable_execution_sdk_python"): (
+        "a durable function, which runs only in Lambda; tests/e2e/test_durable_callbacks.py subscribes a callback "
+        "id the same way on cairn serve and sees the first reply complete it"
+    ),
     ("docs/langgraph.md", "pip install"): "installs from a package index; `make test` installs the extra with `dev`",
     ("docs/langgraph.md", "from langgraph.types import Command"): (
         "a sketch over a graph of the reader's; tests/e2e/test_langgraph.py runs such a graph in two processes"
@@ -50,6 +51,12 @@ NOT_IN_TOUR = {
     ),
     ("docs/openai-agents.md", "from agents import Agent, Runner"): (
         "a sketch over a model of the reader's; tests/e2e/test_openai_agents.py runs such an agent in two processes"
+    ),
+    ("docs/strands.md", "pip install"): (
+        "installs from a package index; `make test` installs strands-agents with `dev` (see the Makefile)"
+    ),
+    ("docs/strands.md", "from strands import Agent"): (
+        "a sketch over a model of the reader's; tests/e2e/test_strands.py runs such an agent in several processes"
     ),
     ("docs/cdk.md", "from aws_cdk import"): "tests/infra/test_service.py synthesizes it",
     ("docs/deploy.md", "make synth"): "deploys to an AWS account (tests/infra synthesizes the stack)",

@@ -11,7 +11,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 from cairn.checkpoints import threads
 from cairn.client import Address, HttpClient
-from cairn.integrations.langgraph import CairnSaver, saver
+from cairn.integrations.langgraph import CairnSaver, CheckpointStale, CheckpointThreadExists, saver
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient
 
@@ -149,3 +149,183 @@ def test_deleting_a_thread_removes_its_parts_too(api: LambdaClient, address: Add
         reply = api.request("GET", f"{base(address)}/parts/{digest}?thread_id=gone", token=address.read_token)
         assert (reply.status, reply.error_code) == (404, "not_found")
     assert cairn.get_tuple(generate_config("gone")) is None
+
+
+# -- copy, prune and deletion by run -------------------------------------------
+
+
+def checkpoint_ids(cairn: CairnSaver, thread_id: str, checkpoint_ns: str | None = None) -> list[str]:
+    config = generate_config(thread_id) if checkpoint_ns is None else generate_config(thread_id, checkpoint_ns)
+    return [found.config["configurable"]["checkpoint_id"] for found in cairn.list(config)]
+
+
+def chain(cairn: CairnSaver, thread_id: str, steps: int, **metadata: Any) -> list[dict[str, Any]]:
+    configs, config = [], generate_config(thread_id)
+    for step in range(steps):
+        config = cairn.put(config, generate_checkpoint(), generate_metadata(step=step, **metadata), {})
+        configs.append(config)
+    return configs
+
+
+def test_a_copied_thread_has_every_checkpoint_write_and_part_and_outlives_its_source(
+    api: LambdaClient, address: Address
+):
+    cairn = CairnSaver(address)
+    large = os.urandom(threads.PART_BYTES + 10)
+    first = cairn.put(generate_config("src"), generate_checkpoint(), generate_metadata(step=0), {})
+    head = cairn.put(first, generate_checkpoint(channel_values={"v": large}), generate_metadata(step=1), {})
+    cairn.put_writes(head, [("ch", large[:100_000])], "task")
+
+    cairn.copy_thread("src", "dst")
+    cairn.delete_thread("src")
+
+    copied = cairn.get_tuple(generate_config("dst"))
+    assert copied is not None and copied.checkpoint["channel_values"]["v"] == large
+    assert copied.pending_writes == [("task", "ch", large[:100_000])]
+    assert checkpoint_ids(cairn, "dst") == [
+        head["configurable"]["checkpoint_id"],
+        first["configurable"]["checkpoint_id"],
+    ]
+    # The copy's head is its newest checkpoint: a writer continues it, and one continuing an older one is refused.
+    cairn.put(copied.config, generate_checkpoint(), generate_metadata(step=2), {})
+    stale = generate_config("dst", checkpoint_id=first["configurable"]["checkpoint_id"])
+    with pytest.raises(CheckpointStale):
+        cairn.put(stale, generate_checkpoint(), generate_metadata(step=2), {})
+
+
+def test_a_copy_onto_a_thread_with_checkpoints_or_onto_itself_is_refused_and_changes_nothing(
+    api: LambdaClient, address: Address
+):
+    cairn = CairnSaver(address)
+    chain(cairn, "from", 2)
+    chain(cairn, "busy", 1)
+    before = checkpoint_ids(cairn, "busy")
+
+    onto_busy = {"source_thread_id": "from", "target_thread_id": "busy"}
+    reply = api.request("POST", base(address) + "/copy", json_body=onto_busy, token=address.read_token)
+    assert (reply.status, reply.error_code) == (409, "checkpoint_thread_exists")
+    with pytest.raises(CheckpointThreadExists):
+        cairn.copy_thread("from", "busy")
+    onto_itself = {"source_thread_id": "from", "target_thread_id": "from"}
+    reply = api.request("POST", base(address) + "/copy", json_body=onto_itself, token=address.read_token)
+    assert (reply.status, reply.error_code) == (400, "invalid_request")
+
+    assert checkpoint_ids(cairn, "busy") == before
+    assert len(checkpoint_ids(cairn, "from")) == 2
+
+
+def test_a_copy_sent_again_after_it_committed_changes_nothing(address: Address):
+    cairn = CairnSaver(address)
+    chain(cairn, "again", 3)
+
+    cairn.copy_thread("again", "again-copy")
+    cairn.copy_thread("again", "again-copy")
+
+    assert checkpoint_ids(cairn, "again-copy") == checkpoint_ids(cairn, "again")
+
+
+def test_keep_latest_leaves_the_head_with_its_writes_and_parts_readable(address: Address):
+    cairn = CairnSaver(address)
+    large = os.urandom(threads.PART_BYTES + 10)
+    configs = chain(cairn, "pruned", 3)
+    head = cairn.put(configs[-1], generate_checkpoint(channel_values={"v": large}), generate_metadata(step=3), {})
+    cairn.put_writes(head, [("ch", "kept")], "task")
+
+    cairn.prune(["pruned"])
+
+    assert checkpoint_ids(cairn, "pruned") == [head["configurable"]["checkpoint_id"]]
+    kept = cairn.get_tuple(generate_config("pruned"))
+    assert kept is not None and kept.checkpoint["channel_values"]["v"] == large
+    assert kept.pending_writes == [("task", "ch", "kept")]
+    cairn.put(head, generate_checkpoint(), generate_metadata(step=4), {})  # the head is still the head
+
+
+def test_deleting_a_runs_head_moves_the_head_to_the_newest_checkpoint_kept(address: Address):
+    cairn = CairnSaver(address)
+    kept = chain(cairn, "runs", 2, run_id="keep")
+    dropped = cairn.put(kept[-1], generate_checkpoint(), generate_metadata(run_id="drop"), {})
+
+    cairn.delete_for_runs(["drop", "never-ran"])
+
+    assert checkpoint_ids(cairn, "runs") == [config["configurable"]["checkpoint_id"] for config in reversed(kept)]
+    with pytest.raises(CheckpointStale) as refusal:
+        cairn.put(dropped, generate_checkpoint(), generate_metadata(), {})
+    assert refusal.value.details["head"] == kept[-1]["configurable"]["checkpoint_id"]
+    cairn.put(kept[-1], generate_checkpoint(), generate_metadata(), {})
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/runs/delete", {"run_ids": []}),
+        ("/runs/delete", {"run_ids": ["r"] * (threads.MAX_RUN_IDS + 1)}),
+        ("/runs/delete", {"run_ids": ["r\x00"]}),
+        ("/prune", {"thread_ids": ["t"], "strategy": "keep_oldest"}),
+        ("/prune", {"thread_ids": []}),
+        ("/copy", {"source_thread_id": "t"}),
+        ("/copy", {"source_thread_id": "t", "target_thread_id": ""}),
+    ],
+)
+def test_bad_requests_are_refused_with_a_stable_code_and_change_nothing(
+    api: LambdaClient, address: Address, path: str, body: dict[str, Any]
+):
+    cairn = CairnSaver(address)
+    chain(cairn, "t", 2, run_id="r")
+
+    reply = api.request("POST", base(address) + path, json_body=body, token=address.read_token)
+
+    assert reply.status in (400, 422) and reply.error_code, reply.text
+    assert len(checkpoint_ids(cairn, "t")) == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/runs/delete", {"run_ids": ["r"]}),
+        ("/prune", {"thread_ids": ["t"], "strategy": "delete"}),
+        ("/copy", {"source_thread_id": "t", "target_thread_id": "stolen"}),
+    ],
+)
+def test_another_addresss_token_is_refused_and_changes_nothing(
+    api: LambdaClient, address: Address, path: str, body: dict[str, Any]
+):
+    cairn = CairnSaver(address)
+    chain(cairn, "t", 2, run_id="r")
+    other = api.provision()
+
+    for token in (other["credentials"]["read_token"], None):
+        reply = api.request("POST", base(address) + path, json_body=body, token=token)
+        assert (reply.status, reply.error_code) == (401, "unauthorized"), reply.text
+
+    assert len(checkpoint_ids(cairn, "t")) == 2
+    assert checkpoint_ids(cairn, "stolen") == []
+
+
+def test_a_pruned_checkpoint_goes_with_every_write_even_past_one_transaction(api: LambdaClient, address: Address):
+    cairn = CairnSaver(address)
+    old, head = chain(cairn, "many-writes", 2)
+    cairn.put_writes(old, [(f"ch{index}", index) for index in range(150)], "task")
+
+    cairn.prune(["many-writes"])
+
+    assert checkpoint_ids(cairn, "many-writes") == [head["configurable"]["checkpoint_id"]]
+    # A checkpoint put again under the pruned id would find none of the old writes.
+    body = {"thread_id": "many-writes", "checkpoint_id": old["configurable"]["checkpoint_id"]}
+    reply = api.request(
+        "POST",
+        base(address),
+        json_body={**body, "checkpoint": {"type": "bytes", "data": "eA=="}},
+        token=address.read_token,
+    )
+    assert reply.status == 201, reply.text
+    assert search(api, address, **body, checkpoint_ns="")["checkpoints"][0]["writes"] == []
+
+
+def test_runs_are_matched_on_text_run_ids_only(address: Address):
+    cairn = CairnSaver(address)
+    chain(cairn, "odd-runs", 1, run_id={"not": "text"})
+    chain(cairn, "odd-runs-2", 1, run_id=7)
+
+    cairn.delete_for_runs(["7", "not"])
+
+    assert len(checkpoint_ids(cairn, "odd-runs")) == 1 and len(checkpoint_ids(cairn, "odd-runs-2")) == 1

@@ -84,6 +84,15 @@ def test_ses_events_powertools_would_refuse_are_still_delivered(mail: Mailroom):
 # -- what an event holds -------------------------------------------------------------
 
 
+def test_with_agentaddress_surface_mail_says_resend_as_source_and_surface(make_mailroom):
+    mail = make_mailroom(email_ingress_surface="resend")
+    created = mail.api.provision()
+    address = email_of(created)
+    mail.receive(fixture_message("plain.eml", address), [address])
+    [event] = mail.emails(created)
+    assert (event["type"], event["source"], event["ingress_surface"]) == ("email.received", "resend", "resend")
+
+
 def test_a_plain_text_email_becomes_an_email_received_event(mail: Mailroom):
     created = mail.api.provision()
     address = email_of(created)

@@ -12,6 +12,7 @@ import pytest
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email.ingest import Delivery
 from cairn.email.outbound_ports import ComposedMessage, Handoff, MailerError
+from cairn.email.sending import RECOVERY_SECONDS
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, path_of
 
@@ -222,6 +223,21 @@ def test_a_reply_threads_on_the_received_mail(out: Outbound):
     assert sent["Subject"] == "Re: Invoice 42"
     assert sent["In-Reply-To"] == "<q1@example.org>"
     assert sent["References"] == "<q0@example.org> <q1@example.org>"
+    data = out.events()[-2]["data"]
+    assert data["in_reply_to"] == sent["In-Reply-To"]
+    # What the sent mail's References header carries, in its order.
+    assert data["references"] == sent["References"].split()
+
+
+def test_a_reply_to_mail_without_a_usable_message_id_records_no_thread_headers(out: Outbound):
+    out.verified()
+    raw = f"From: {PERSON}\r\nTo: {out.created['address']['email']}\r\nSubject: Hi\r\n\r\nNo id here.\r\n".encode()
+    received = out.receive(raw)
+    assert out.send({"to": PERSON, "text": "Noted.", "reply_to_event_id": received["id"]}).status == 202
+    sent = parsed(out.mailer.sent[-1])
+    assert sent["References"] is None and sent["In-Reply-To"] is None
+    data = out.events()[-2]["data"]
+    assert (data["in_reply_to"], data["references"]) == (None, [])
 
 
 def test_a_reply_to_anything_but_received_mail_is_refused(out: Outbound):
@@ -313,6 +329,99 @@ def test_a_carrier_refusal_is_recorded_as_failed(out: Outbound):
     assert reply.status == 202 and reply.json()["status"] == "failed"
     assert [e["type"] for e in out.events()] == ["email.sent", "email.failed"]
     assert out.events()[1]["data"]["detail"] == "relay answered 550"
+
+
+def test_a_refused_send_retried_with_the_same_key_is_handed_over_again_once(out: Outbound):
+    out.verified()
+    out.mailer.refuse = MailerError("relay answered 451", permanent=False)
+    first = out.send(message())
+    assert first.json()["status"] == "failed"
+    out.mailer.refuse = None
+    retried = out.send(message())
+    assert (retried.status, retried.json()["status"], retried.json()["duplicate"]) == (200, "accepted", True)
+    assert retried.json()["event"] == first.json()["event"]
+    mailed = parsed(out.mailer.sent[-1])
+    assert len(out.mailer.sent) == 2  # the code, then the message once
+    assert mailed["Message-ID"] == first.json()["message_id"] and mailed.get_content().strip() == "Reply YES or NO."
+    # Once handed over, further retries mail nothing.
+    assert out.send(message()).json()["status"] == "accepted"
+    assert len(out.mailer.sent) == 2
+    events = out.events()
+    assert [(e["type"], e["data"].get("attempt")) for e in events] == [
+        ("email.sent", None),
+        ("email.failed", 1),
+        ("email.delivered", 2),
+    ]
+    assert {e["data"]["send_event_id"] for e in events[1:]} == {first.json()["event"]["id"]}
+
+
+def test_each_retry_of_a_refused_send_is_one_more_attempt_with_its_own_outcome(out: Outbound):
+    out.verified()
+    out.mailer.refuse = MailerError("relay answered 550", permanent=True)
+    assert [out.send(message()).json()["status"] for _ in range(3)] == ["failed"] * 3
+    assert [(e["type"], e["data"].get("attempt")) for e in out.events()] == [
+        ("email.sent", None),
+        ("email.failed", 1),
+        ("email.failed", 2),
+        ("email.failed", 3),
+    ]
+    assert len(out.mailer.sent) == 1  # the code only
+
+
+def test_a_refused_send_is_not_tried_again_a_day_later(out: Outbound, clock: FakeClock):
+    out.verified()
+    out.mailer.refuse = MailerError("relay answered 451", permanent=False)
+    out.send(message())
+    out.mailer.refuse = None
+    clock.advance(RECOVERY_SECONDS + 1)
+    late = out.send(message())
+    assert (late.status, late.json()["status"]) == (200, "accepted")
+    assert len(out.mailer.sent) == 1
+    assert [e["type"] for e in out.events()] == ["email.sent", "email.failed"]
+
+
+def test_a_retry_of_a_refused_send_needs_a_free_slot_for_its_outcome(moto_env, clock: FakeClock):
+    mailer = RecordingMailer()
+    out = Outbound(LambdaClient.on_moto(clock, mailer=mailer, max_events=3, owner_reserved_events=0), mailer)
+    out.verified()
+    mailer.refuse = MailerError("relay answered 451", permanent=False)
+    out.send(message())
+    assert out.api.post_inbox(out.created, {"fills": "the feed"}).status == 202
+    mailer.refuse = None
+    refused = out.send(message())
+    assert (refused.status, refused.error_code) == (409, "quota_exceeded")
+    assert len(mailer.sent) == 1 and len(out.events()) == 3
+
+
+def test_an_operator_sender_sends_from_itself_with_replies_to_the_address(moto_env, clock: FakeClock):
+    mailer = RecordingMailer()
+    api = LambdaClient.on_moto(clock, mailer=mailer, outbound_from="agents@mail.example.com")
+    out = Outbound(api, mailer)
+    own = out.created["address"]["email"]
+    out.verified()
+    code_mail = parsed(mailer.sent[-1])
+    assert (code_mail["From"], code_mail["Reply-To"]) == ("agents@mail.example.com", own)
+    reply = out.send(message())
+    sent = parsed(mailer.sent[-1])
+    assert (sent["From"], sent["Reply-To"], sent["To"]) == ("agents@mail.example.com", own, PERSON)
+    assert mailer.sent[-1].sender == "agents@mail.example.com"
+    data = out.events()[0]["data"]
+    assert (data["from"], data["reply_to"]) == ("agents@mail.example.com", own)
+    # A refused hand-off tried again goes out as it was recorded.
+    mailer.refuse = MailerError("relay answered 451", permanent=False)
+    assert out.send(message(), key="k2").json()["status"] == "failed"
+    mailer.refuse = None
+    assert out.send(message(), key="k2").json()["status"] == "accepted"
+    again = parsed(mailer.sent[-1])
+    assert (again["From"], again["Reply-To"]) == ("agents@mail.example.com", own)
+    assert reply.json()["message_id"] != again["Message-ID"]
+
+
+def test_without_an_operator_sender_mail_has_no_reply_to(out: Outbound):
+    out.verified()
+    out.send(message())
+    assert parsed(out.mailer.sent[-1])["Reply-To"] is None
+    assert out.events()[0]["data"]["reply_to"] is None
 
 
 def test_without_a_mailer_the_routes_say_outbound_is_not_configured(moto_api: LambdaClient):

@@ -55,14 +55,19 @@ def test_the_ses_mailer_sends_the_raw_message_from_a_verified_identity(ses):
     assert refused.value.permanent
 
 
-def ses_record(event_type: str, address_id: str, send_event_id: str, **part: Any) -> dict[str, Any]:
+def ses_record(
+    event_type: str, address_id: str, send_event_id: str, *, attempt: str | None = None, **part: Any
+) -> dict[str, Any]:
     """An SNS notification carrying one SES event-publishing record, as the configuration set sends it."""
+    tags = {"cairn_address": [address_id], "cairn_send": [send_event_id], "ses:configuration-set": ["x"]}
+    if attempt is not None:
+        tags["cairn_attempt"] = [attempt]
     record = {
         "eventType": event_type,
         "mail": {
             "messageId": "0100018c-ses-id",
             "commonHeaders": {"messageId": "<m@mail.example.com>"},
-            "tags": {"cairn_address": [address_id], "cairn_send": [send_event_id], "ses:configuration-set": ["x"]},
+            "tags": tags,
         },
         **part,
     }
@@ -113,6 +118,12 @@ def test_a_send_goes_out_through_ses_and_its_outcome_arrives_later(api: LambdaCl
         json.dumps({"eventType": "Delivery", "mail": {"tags": {}}}),
         json.dumps({"eventType": "Delivery", "mail": {"tags": {"cairn_address": ["../x"], "cairn_send": ["e"]}}}),
         json.dumps([1, 2]),
+        json.dumps(
+            {
+                "eventType": "Delivery",
+                "mail": {"tags": {"cairn_address": ["x"], "cairn_send": ["evt_1_00000000"], "cairn_attempt": ["0"]}},
+            }
+        ),
     ],
 )
 def test_records_that_report_no_outcome_of_a_cairn_send_are_ignored(text: str):
@@ -124,3 +135,30 @@ def test_an_outcome_for_a_deleted_address_is_dropped_quietly(api: LambdaClient):
     api.request("DELETE", path_of(created["endpoints"]["address_url"]), token=created["credentials"]["read_token"])
     event = ses_record("Delivery", created["address"]["id"], "evt_1_00000000")
     outbound_events_handler.lambda_handler(event, LambdaContext())
+
+
+def test_a_send_ses_refused_goes_out_on_retry_and_its_later_outcome_is_the_new_attempts(api: LambdaClient, ses):
+    created = api.provision()
+    root = path_of(created["endpoints"]["address_url"])
+    token = created["credentials"]["read_token"]
+    api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON}, token=token)
+    code = re.search(r"code is: (\d{6})", sent_by_ses()[-1].raw_data.replace("=\r\n", "")).group(1)
+    api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON, "code": code}, token=token)
+    message, key = {"to": PERSON, "subject": "Approve?", "text": "Yes or no."}, {"Idempotency-Key": "a"}
+    ses.delete_email_identity(EmailIdentity=DOMAIN)  # SES refuses the sender now
+    refused = api.request("POST", f"{root}/email/send", json_body=message, headers=key, token=token)
+    assert refused.json()["status"] == "failed"
+    ses.create_email_identity(EmailIdentity=DOMAIN)
+    retried = api.request("POST", f"{root}/email/send", json_body=message, headers=key, token=token)
+    assert (retried.status, retried.json()["status"]) == (200, "accepted")
+    assert len(sent_by_ses()) == 2  # the code, then the message once
+    send_id = refused.json()["event"]["id"]
+    delivery = ses_record("Delivery", created["address"]["id"], send_id, attempt="2")
+    outbound_events_handler.lambda_handler(delivery, LambdaContext())
+    outbound_events_handler.lambda_handler(delivery, LambdaContext())
+    events = api.poll(created).json()["events"]
+    assert [(e["type"], e["data"].get("attempt")) for e in events] == [
+        ("email.sent", None),
+        ("email.failed", 1),
+        ("email.delivered", 2),
+    ]

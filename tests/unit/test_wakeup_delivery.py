@@ -176,6 +176,8 @@ def test_after_the_retry_window_the_subscription_fails_and_an_event_says_so(
     assert engine.feed_types() == ["job.done", "subscription.failed"]
     failed_event = engine.api.poll(engine.created).json()["events"][1]
     assert failed_event["data"]["subscription_id"] == bad
+    # A webhook's answer carries no error text: its status is the reason.
+    assert failed_event["data"]["reason"] == "HTTP 503"
     assert failed_event["ingress_surface"] == "wakeups"
     # The good subscription hears of the failure; the failed one hears nothing more.
     engine.services.dispatcher.dispatch([EventNotice(engine.address_id, 2, "subscription.failed", "2")])

@@ -82,6 +82,18 @@ class AppendRequest:
     # The inbox settings revision the events were checked against (inbox posts): `InboxSettingsMoved`
     # when the head holds another, after the credential is checked.
     inbox_revision: int | None = None
+    # A send's failed hand-off attempt that this commit opens the next attempt of (with no events, one
+    # reserved slot and its deadline): `HandoffMoved` unless that attempt is still the send's last and failed.
+    retried_handoff: RetriedHandoff | None = None
+
+
+@dataclass(frozen=True)
+class RetriedHandoff:
+    """The send at `sequence`, whose hand-off attempt `attempt` the carrier refused, leased until `lease_until`."""
+
+    sequence: int
+    attempt: int
+    lease_until: float
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,10 @@ class OutcomeDeadline:
 
     at: float
     message_id: str
+    # The send whose outcome it waits for, when the commit appends no event (a retried hand-off), and
+    # which hand-off attempt of it: each attempt has its own slot and outcome.
+    send: EventRef | None = None
+    attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,13 @@ class SendAllowance:
     """At most `limit` sends per address per UTC day; a refusal is `RateLimited` until the next day."""
 
     limit: int
+
+
+class HandoffMoved(Exception):
+    """The send's last hand-off attempt is no longer the failed one a retry read: another retry opened the next."""
+
+    def __init__(self) -> None:
+        super().__init__("the send's hand-off moved since it was read")
 
 
 class StateMoved(Exception):

@@ -37,3 +37,81 @@ class SessionItemStore(Protocol):
     def clear(self, owner: Owner, session_id: str, *, now: float) -> None:
         """Empty the session in one commit; the items it held are removed after."""
         ...
+
+
+# -- Strands sessions ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a write to an agent or multi-agent asserts: the version its run last saw, and the run.
+
+    `writer` None (a multi-agent) conditions on the version alone; otherwise the write also needs that no
+    other writer holds the record, and holds it itself until `held_until` (epoch seconds).
+    """
+
+    version: int
+    writer: str | None = None
+    held_until: float = 0.0
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """An agent's or multi-agent's stored JSON text, its version, and (agents) how many messages it has."""
+
+    text: str
+    version: int
+    messages: int
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    """Message texts from an offset on, in index order; `next` is the offset to go on from when more remain."""
+
+    messages: list[str]
+    next: int | None
+
+
+class StrandsSessionStore(Protocol):
+    """Strands' session repository in an address's partition; `kind` is `A` (agent) or `X` (multi-agent).
+
+    Every write that names a `Claim` commits only while the record is at its version and, for a claim with a
+    writer, no other writer's hold is live; it moves the version on. A refusal is `SessionConflict` (`moved`,
+    `held`, `exists`) and stores nothing.
+    """
+
+    def create_session(self, owner: Owner, session_id: str, text: str, *, now: float) -> None: ...
+
+    def read_session(self, address_id: str, session_id: str) -> str | None: ...
+
+    def create_record(self, owner: Owner, session_id: str, kind: str, record_id: str, text: str, *, now: float) -> None:
+        """Store a new record at version 1 with no messages; `exists` when it is there already."""
+        ...
+
+    def read_record(self, address_id: str, session_id: str, kind: str, record_id: str) -> StoredRecord | None: ...
+
+    def update_record(
+        self, owner: Owner, session_id: str, kind: str, record_id: str, text: str, claim: Claim, *, now: float
+    ) -> int:
+        """Replace the record's text; its new version."""
+        ...
+
+    def create_message(
+        self, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str, claim: Claim, *, now: float
+    ) -> int:
+        """Add message `message_id`, which must be the agent's next index; the agent's new version."""
+        ...
+
+    def update_message(
+        self, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str, claim: Claim, *, now: float
+    ) -> int:
+        """Replace a stored message; the agent's new version."""
+        ...
+
+    def messages(
+        self, address_id: str, session_id: str, agent_id: str, *, offset: int, limit: int, max_bytes: int
+    ) -> MessagePage: ...
+
+    def release(self, owner: Owner, session_id: str, agent_id: str, writer: str, *, now: float) -> bool:
+        """End `writer`'s hold on the agent; False when it held none."""
+        ...

@@ -40,9 +40,10 @@ DEFERRED_GROUPS = (
     ("subscriptions", ADDRESS + r"/subscriptions(/|$)"),
     ("checkpoints", ADDRESS + r"/checkpoints(/|$)"),
     ("agent_sessions", ADDRESS + r"/sessions/"),
+    ("strands", ADDRESS + r"/strands/"),
     ("store", ADDRESS + r"/store(/|$)"),
     ("discovery", r"^/(skill\.md|llms\.txt|llms-full\.txt|openapi\.json|\.well-known/|healthz$)"),
-    ("viewer", r"^/inbox(\.js|\.css)?$"),
+    ("viewer", r"^/inbox(/[a-z]+\.(js|css|svg))?$"),
 )
 
 

@@ -1,6 +1,6 @@
 """Wire shapes of the LangGraph checkpoint routes, used for validation and OpenAPI."""
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -207,3 +207,51 @@ class PartResponse(PartOut):
 class ThreadDeletedResponse(Schema):
     thread_id: str
     deleted: bool
+
+
+class ThreadCopyRequest(Schema):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    source_thread_id: str = ThreadId
+    target_thread_id: str = Field(
+        min_length=1,
+        max_length=MAX_THREAD_ID,
+        pattern=TEXT,
+        description="A thread with no checkpoint yet (else 409 `checkpoint_thread_exists`).",
+    )
+
+
+class ThreadCopyResponse(Schema):
+    source_thread_id: str
+    target_thread_id: str
+    copied: int = Field(description="Checkpoints copied, every namespace counted.")
+
+
+class PruneRequest(Schema):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    thread_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_THREAD_ID, pattern=TEXT)]] = Field(
+        min_length=1, max_length=threads.MAX_PRUNE_THREADS
+    )
+    strategy: Literal["keep_latest", "delete"] = Field(
+        default="keep_latest",
+        description="`keep_latest`: each namespace keeps its newest checkpoint and its writes; "
+        "`delete`: the threads go whole.",
+    )
+
+
+class PruneResponse(Schema):
+    threads: int
+    removed: int = Field(description="Checkpoints removed by `keep_latest` (0 for `delete`).")
+
+
+class RunsDeleteRequest(Schema):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    run_ids: list[Annotated[str, Field(min_length=1, max_length=256, pattern=TEXT)]] = Field(
+        min_length=1, max_length=threads.MAX_RUN_IDS, description="Metadata `run_id`s, as LangGraph records them."
+    )
+
+
+class RunsDeleteResponse(Schema):
+    removed: int = Field(description="Checkpoints removed, in every thread of the address.")

@@ -7,7 +7,7 @@ from cairn.clock import iso
 from cairn.wakeups.models import Attempt, Created, Subscription, TargetKind
 
 # Parameters that are credentials: accepted once, never shown again.
-_HIDDEN = {TargetKind.STEP_FUNCTIONS: {"task_token"}}
+_HIDDEN = {TargetKind.STEP_FUNCTIONS: {"task_token"}, TargetKind.LAMBDA_DURABLE_CALLBACK: {"callback_id"}}
 
 
 def attempt(item: Attempt) -> schemas.AttemptOut:

@@ -40,8 +40,23 @@ class StepFunctionsTargetIn(_Target):
     )
 
 
+class LambdaDurableCallbackTargetIn(_Target):
+    kind: Literal["lambda_durable_callback"]
+    callback_id: str = Field(
+        max_length=1024,
+        description="A Lambda durable execution's callback id (`create_callback` / `wait_for_callback`). One-shot: "
+        "the first matching event completes the callback with the delivery as its JSON result (without the "
+        "event's data above 262,144 bytes), then the subscription ends.",
+    )
+
+
 TargetIn = Annotated[
-    WebhookTargetIn | SqsTargetIn | EventBridgeTargetIn | LambdaTargetIn | StepFunctionsTargetIn,
+    WebhookTargetIn
+    | SqsTargetIn
+    | EventBridgeTargetIn
+    | LambdaTargetIn
+    | StepFunctionsTargetIn
+    | LambdaDurableCallbackTargetIn,
     Field(discriminator="kind"),
 ]
 EventType = Annotated[str, Field(min_length=1, max_length=256)]
@@ -68,12 +83,17 @@ class AttemptOut(Schema):
 
 class SubscriptionOut(Schema):
     id: str
-    target: dict[str, str] = Field(description="The target; a Step Functions task token is not shown again.")
+    target: dict[str, str] = Field(
+        description="The target; a Step Functions task token or a durable callback id is not shown again."
+    )
     types: list[str]
     description: str | None
     status: Literal["active", "failed", "ended"]
     created_at: str
-    delivered_through: int = Field(description="Sequence up to which events were delivered or skipped by `types`.")
+    delivered_through: int = Field(
+        description="Sequence up to which events were delivered or skipped by `types`; at creation, the address's "
+        "last sequence (earlier events are never delivered)."
+    )
     failures: int = Field(description="Consecutive failed attempts of the pending delivery.")
     next_retry_at: str | None
     attempts: list[AttemptOut] = Field(description="Recent delivery attempts, newest first.")

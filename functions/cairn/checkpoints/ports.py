@@ -55,3 +55,23 @@ class CheckpointStore(Protocol):
     def delete_thread(self, address_id: str, thread_id: str) -> None:
         """Remove every checkpoint, write, head and part of the thread, in every namespace."""
         ...
+
+    def copy_thread(self, owner: Owner, source_thread_id: str, target_thread_id: str, *, now: float) -> int:
+        """Copy every checkpoint, write and part of the source thread to the target, heads last; the count copied.
+
+        `CheckpointThreadExists` when the target has a head the copy would
+        not give it. Sending a copy again after it failed midway finishes it.
+        """
+        ...
+
+    def prune(self, address_id: str, thread_id: str) -> int:
+        """Keep only the newest checkpoint of each namespace of the thread, with its writes; the count removed."""
+        ...
+
+    def delete_for_runs(self, address_id: str, run_ids: frozenset[str]) -> int:
+        """Remove every checkpoint whose metadata's `run_id` is one of `run_ids`, with its writes; the count removed.
+
+        A head on a removed checkpoint moves to the newest one its namespace
+        keeps (or goes), in the same commit.
+        """
+        ...

@@ -51,6 +51,10 @@ MAX_ACTIONS = 100
 # What one answer carries (its JSON, roughly), far below Lambda's 6 MB.
 ANSWER_BUDGET = 4_000_000
 _ENTRY_OVERHEAD = 512
+# Runs or threads one prune or deletion names; a saver sends more in several requests.
+MAX_RUN_IDS = 100
+MAX_PRUNE_THREADS = 100
+PRUNE_STRATEGIES = ("keep_latest", "delete")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
@@ -111,6 +115,35 @@ class Checkpoints:
         """Remove the thread's checkpoints, writes and parts in every namespace; nothing to remove is no error."""
         self._owner(address_id, read_token)
         self._store.delete_thread(address_id, thread_id)
+
+    def copy_thread(self, address_id: str, read_token: str | None, *, source: str, target: str) -> int:
+        """Copy a thread (every namespace, checkpoint, write and part) to a thread that has none yet."""
+        if source == target:
+            raise InvalidRequest("A thread cannot be copied onto itself.", field="target_thread_id")
+        owner = self._owner(address_id, read_token)
+        return self._store.copy_thread(owner, source, target, now=self._clock())
+
+    def prune(self, address_id: str, read_token: str | None, *, thread_ids: Sequence[str], strategy: str) -> int:
+        """`keep_latest`: each namespace keeps its newest checkpoint; `delete`: the threads go, as `delete_thread`."""
+        if strategy not in PRUNE_STRATEGIES:
+            raise InvalidRequest(f"The strategy is one of {', '.join(PRUNE_STRATEGIES)}.", field="strategy")
+        if not thread_ids or len(thread_ids) > MAX_PRUNE_THREADS:
+            raise InvalidRequest(f"Name 1 to {MAX_PRUNE_THREADS} threads at once.", field="thread_ids")
+        self._owner(address_id, read_token)
+        removed = 0
+        for thread_id in dict.fromkeys(thread_ids):
+            if strategy == "delete":
+                self._store.delete_thread(address_id, thread_id)
+            else:
+                removed += self._store.prune(address_id, thread_id)
+        return removed
+
+    def delete_for_runs(self, address_id: str, read_token: str | None, run_ids: Sequence[str]) -> int:
+        """Remove the checkpoints of these runs (metadata `run_id`) in every thread of the address."""
+        if not run_ids or len(run_ids) > MAX_RUN_IDS:
+            raise InvalidRequest(f"Name 1 to {MAX_RUN_IDS} runs at once.", field="run_ids")
+        self._owner(address_id, read_token)
+        return self._store.delete_for_runs(address_id, frozenset(run_ids))
 
     # -- reads ---------------------------------------------------------------
 

@@ -182,6 +182,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("task")
     target = create.add_mutually_exclusive_group(required=True)
     target.add_argument("--webhook", metavar="URL", help="an https URL to POST each event to")
+    target.add_argument(
+        "--durable-callback",
+        metavar="CALLBACK_ID",
+        help="a Lambda durable function's callback id: the next matching event resumes it, once",
+    )
     target.add_argument("--target", metavar="JSON", help='any target, e.g. {"kind": "sqs", "queue_url": "..."}')
     create.add_argument("--type", action="append", dest="types", help="deliver only this event type (repeatable)")
     create.add_argument("--description", help="what the subscription is for")
@@ -203,11 +208,8 @@ def run(args: argparse.Namespace) -> int:
             answer = handler(args, Context(TaskStore.from_environment(), http))
     except CommandError as error:
         return _fail(error.exit_code, {"code": error.code, "message": error.message})
-    except CairnError as error:
-        exit_code = _EXIT_BY_CODE.get(error.code, EXIT_FAILED)
-        return _fail(exit_code, {"code": error.code, "message": error.message, **error.details})
-    except UnsafeFile as error:
-        return _fail(EXIT_USAGE, {"code": "unsafe_file", "message": str(error)})
+    except (CairnError, UnsafeFile) as error:
+        return report(error)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     if answer is not None:
@@ -318,7 +320,12 @@ def run_mail_send(args: argparse.Namespace, context: Context) -> Any:
 
 
 def run_subscriptions_create(args: argparse.Namespace, context: Context) -> Any:
-    target = {"kind": "webhook", "url": args.webhook} if args.webhook else _json_argument(args.target)
+    if args.webhook:
+        target = {"kind": "webhook", "url": args.webhook}
+    elif args.durable_callback:
+        target = {"kind": "lambda_durable_callback", "callback_id": args.durable_callback}
+    else:
+        target = _json_argument(args.target)
     return context.address(args.task).subscriptions.create(target, types=args.types, description=args.description)
 
 
@@ -348,6 +355,14 @@ def _waiting(long_poll: bool) -> Iterator[None]:
 
     with Console(stderr=True).status("Waiting for events…"):
         yield
+
+
+def report(error: CairnError | UnsafeFile) -> int:
+    """Print a refusal (the server's, or an unsafe credential file) as `{"error": …}` on stderr; its exit code."""
+    if isinstance(error, UnsafeFile):
+        return _fail(EXIT_USAGE, {"code": "unsafe_file", "message": str(error)})
+    exit_code = _EXIT_BY_CODE.get(error.code, EXIT_FAILED)
+    return _fail(exit_code, {"code": error.code, "message": error.message, **error.details})
 
 
 def _fail(exit_code: int, error: dict[str, Any]) -> int:

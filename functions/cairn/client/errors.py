@@ -19,6 +19,7 @@ from cairn.errors import (
     CairnError,
     CheckpointPartMissing,
     CheckpointStale,
+    CheckpointThreadExists,
     CodeExpired,
     ContactLimitReached,
     HeaderInjection,
@@ -35,6 +36,7 @@ from cairn.errors import (
     RateLimited,
     RecipientNotVerified,
     RevisionConflict,
+    SessionConflict,
     SignatureInvalid,
     StateLimitExceeded,
     StoreVersionConflict,
@@ -81,7 +83,9 @@ _PLAIN: dict[str, type[CairnError]] = {
         SubscriptionNotFound,
         CheckpointStale,
         CheckpointPartMissing,
+        CheckpointThreadExists,
         StoreVersionConflict,
+        SessionConflict,
     )
 }
 

@@ -24,7 +24,11 @@ class Subscriptions:
 
         The answer is `{subscription, secret}`: a webhook's `secret`
         (`whsec_...`) is shown this once; keep it to verify deliveries with
-        `cairn.client.webhooks.verify`.
+        `cairn.client.webhooks.verify`. AWS targets the deployment allows:
+        `sqs`, `eventbridge`, `lambda`, `step_functions` and
+        `{"kind": "lambda_durable_callback", "callback_id": ...}`, which resumes
+        a Lambda durable function waiting on that callback with the first
+        matching event, once.
         """
         request: dict[str, Any] = {"target": target}
         if types is not None:

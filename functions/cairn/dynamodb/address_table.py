@@ -38,6 +38,7 @@ from cairn.addresses.ports import (
     AlreadyProvisioned,
     AppendRequest,
     CredentialDerivation,
+    HandoffMoved,
     InboxSettingsMoved,
     ProvisionClaim,
     RateCount,
@@ -54,6 +55,7 @@ from cairn.dynamodb import (
     outcome_deadlines,
     ratelimit,
     read_count,
+    send_ledger,
     state_items,
     table_ops,
 )
@@ -90,6 +92,7 @@ class _Layout:
     earlier_claims: int = 0
     quota: int | None = None
     allowance: int | None = None
+    handoff: int | None = None
     state: int = 0
 
 
@@ -427,7 +430,7 @@ class AddressTable:
         # that many places back is gone (reserved outcome slots count as
         # events already there).
         oldest_allowed = new_last + new_pending - self._quota.capacity(request.writer)
-        if oldest_allowed >= 1:
+        if oldest_allowed >= 1 and not _is_retried_send(request, oldest_allowed):
             layout.quota = len(actions)
             actions.append(
                 {
@@ -446,15 +449,35 @@ class AddressTable:
                     self._table, request.address_id, limit=request.send_allowance.limit, now=now
                 )
             )
-        if request.outcome_slots > 0 and request.outcome_deadline is not None:
-            # Unconditional: the slot and its deadline commit together, or neither does.
-            actions.append(
-                outcome_deadlines.deadline_put(self._table, request.address_id, refs[0], request.outcome_deadline)
-            )
+        actions.extend(self._outcome_actions(request, refs, oldest_allowed, layout, len(actions)))
         layout.state = len(actions)
         if request.state is not None:
             actions.extend(state_items.change_actions(self._table, request.address_id, request.state, now=now))
         return actions, refs, layout
+
+    def _outcome_actions(
+        self, request: AppendRequest, refs: list[EventRef], oldest_allowed: int, layout: _Layout, at: int
+    ) -> list[dict[str, Any]]:
+        """A reserved slot's deadline, and the retried hand-off it is for (its actions start at index `at`)."""
+        actions: list[dict[str, Any]] = []
+        if request.outcome_slots > 0 and request.outcome_deadline is not None:
+            # Unconditional: the slot and its deadline commit together, or neither does.
+            send = request.outcome_deadline.send or refs[0]
+            actions.append(
+                outcome_deadlines.deadline_put(self._table, request.address_id, send, request.outcome_deadline)
+            )
+        if request.retried_handoff is not None:
+            layout.handoff = at + len(actions)
+            # One item takes one action: when the quota's event is the send itself, its action checks both.
+            with_quota = _is_retried_send(request, oldest_allowed)
+            if with_quota:
+                layout.quota = layout.handoff
+            actions.append(
+                send_ledger.retry_action(
+                    self._table, request.address_id, request.retried_handoff, now=request.now, feed_quota=with_quota
+                )
+            )
+        return actions
 
     def _put(self, item: dict[str, Any], condition: str | None = None) -> dict[str, Any]:
         put: dict[str, Any] = {"TableName": self._table, "Item": item}
@@ -512,6 +535,8 @@ class AddressTable:
             )
         if layout.quota is not None and reasons[layout.quota].get("Code") == CONDITION_FAILED:
             raise self._quota.refusal(request.writer)
+        if layout.handoff is not None and reasons[layout.handoff].get("Code") == CONDITION_FAILED:
+            raise HandoffMoved()
         if any(reason.get("Code") == CONDITION_FAILED for reason in reasons[layout.state :]):
             raise StateMoved()
 
@@ -742,6 +767,11 @@ class AddressTable:
             self._hints.pop(address_id, None)
             self._pending.pop(address_id, None)
             self._read_windows.pop(address_id, None)
+
+
+def _is_retried_send(request: AppendRequest, sequence: int) -> bool:
+    """Whether `sequence` is the send whose refused hand-off the request retries."""
+    return request.retried_handoff is not None and request.retried_handoff.sequence == sequence
 
 
 def _head_admits(head: dict[str, Any], request: AppendRequest) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cairn import jsontext
@@ -156,3 +157,130 @@ def checkpoint_from(item: Item, writes: list[Write]) -> StoredCheckpoint:
         writes=tuple(writes),
         position=item["sk"]["S"],
     )
+
+
+def write_sk_of(item: Item, checkpoint_sk: str) -> bool:
+    """Whether `item` is a write of the checkpoint at `checkpoint_sk` (its writes sort right after it)."""
+    return is_write(item) and str(item["sk"]["S"]).startswith(checkpoint_sk + "#")
+
+
+def grouped(items: Iterable[Item]) -> Iterator[tuple[Item, list[Item]]]:
+    """Checkpoints with their writes, lazily, from an ascending range of one thread or address.
+
+    Writes whose checkpoint is not there (a put not yet committed, or
+    refused) belong to none and are left out: a put may still name them.
+    """
+    current: tuple[Item, list[Item]] | None = None
+    for item in items:
+        if not is_write(item):
+            if current is not None:
+                yield current
+            current = (item, [])
+        elif current is not None and write_sk_of(item, current[0]["sk"]["S"]):
+            current[1].append(item)
+    if current is not None:
+        yield current
+
+
+def head_key(address_id: str, item: Item) -> Item:
+    """The key of the head of the checkpoint item's thread and namespace."""
+    thread_id, checkpoint_ns = get_s(item, "thread_id") or "", get_s(item, "checkpoint_ns") or ""
+    return key(keys.address_pk(address_id), keys.thread_head_sk(thread_id, checkpoint_ns))
+
+
+def parts_of(item: Item) -> list[str]:
+    return [part["S"] for part in item.get(_PARTS, {"L": []})["L"]]
+
+
+def item_bytes(item: Item) -> int:
+    """Roughly what an item weighs in a transaction (its value and its names)."""
+    data = item.get("data")
+    inline = len(data["B"]) if data is not None and "B" in data else 0
+    return inline + len(item.get("metadata", {}).get("S", "")) + 1024
+
+
+def copied(item: Item, owner: Owner, source_prefix: str, target_prefix: str, target_thread_id: str) -> Item:
+    """A checkpoint or write item of the source thread as the target thread's: its key, thread id and expiry."""
+    sk = target_prefix + item["sk"]["S"][len(source_prefix) :]
+    result = {**item, "sk": s(sk), **expiry(owner)}
+    if not is_write(item):
+        result["thread_id"] = s(target_thread_id)
+    return result
+
+
+def namespace_of(item: Item) -> str:
+    return get_s(item, "checkpoint_ns") or ""
+
+
+def run_of(item: Item) -> str | None:
+    """The `run_id` in a checkpoint's metadata (None: it has none, or one that is not text)."""
+    metadata = jsontext.parse(get_s(item, "metadata") or "{}")
+    run_id = metadata.get("run_id") if isinstance(metadata, dict) else None
+    return run_id if isinstance(run_id, str) else None
+
+
+def delete(table: str, item: Item) -> Item:
+    return {"Delete": {"TableName": table, "Key": {"pk": item["pk"], "sk": item["sk"]}}}
+
+
+def exists_check(table: str, item: Item) -> Item:
+    """The checkpoint is still there: a head moved to it points at something."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": {"pk": item["pk"], "sk": item["sk"]},
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+    }
+
+
+def head_after_drop(table: str, address_id: str, found: Item, head: str | None, replacement: Item | None) -> Item:
+    """What a checkpoint's deletion does to its thread's head, under the head as it was read.
+
+    Not the head: the head is checked to be still another checkpoint. The
+    head: it moves to `replacement`, or goes when there is none, only while
+    it is still this checkpoint, so a writer that continued it meanwhile is
+    never undone.
+    """
+    item_key = head_key(address_id, found)
+    names = {"#head": HEAD_ID}
+    values = {":id": s(get_s(found, HEAD_ID) or "")}
+    if head != get_s(found, HEAD_ID):
+        condition = "attribute_not_exists(#head) OR #head <> :id"
+        return {
+            "ConditionCheck": {
+                "TableName": table,
+                "Key": item_key,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+    guarded = {
+        "ConditionExpression": "#head = :id",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    if replacement is None:
+        return {"Delete": {"TableName": table, "Key": item_key, **guarded}}
+    moved = {**item_key, HEAD_ID: s(get_s(replacement, HEAD_ID) or "")}
+    if "expires_at" in found:
+        moved["expires_at"] = found["expires_at"]
+    return {"Put": {"TableName": table, "Item": moved, **guarded}}
+
+
+def copied_head(table: str, owner: Owner, head_sk: str, checkpoint_id: str | None) -> Item:
+    """A copy's head: put only where the target has none, or has this one (a copy sent again)."""
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": {
+                **key(keys.address_pk(owner.address_id), head_sk),
+                HEAD_ID: s(checkpoint_id or ""),
+                **expiry(owner),
+            },
+            "ConditionExpression": "attribute_not_exists(pk) OR #head = :id",
+            "ExpressionAttributeNames": {"#head": HEAD_ID},
+            "ExpressionAttributeValues": {":id": s(checkpoint_id or "")},
+        }
+    }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from cairn.checkpoints.models import NewCheckpoint, Owner, Search, StoredCheckpoint, Write
 from cairn.dynamodb import blobs, checkpoint_items, keys, table_ops
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_s, key
-from cairn.errors import CheckpointPartMissing, CheckpointStale, Unauthorized, Unavailable
+from cairn.errors import CheckpointPartMissing, CheckpointStale, CheckpointThreadExists, Unauthorized, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -31,10 +31,16 @@ Item = dict[str, Any]
 _ATTEMPTS = 8
 _FAILED = "ConditionalCheckFailed"
 _CONFLICT = "TransactionConflict"
+HEAD = checkpoint_items.HEAD_ID
+# A copy's puts per transaction beside its address check, and the bytes they may weigh (DynamoDB: 100, 4 MB).
+MAX_PUTS = 99
+_TRANSACTION_BYTES = 3_500_000
+# Writes deleted in their checkpoint's own transaction (beside it, its head and a check); the rest go after it.
+_DROP_WRITES = 96
 
 
-class _Conflict(Exception):
-    """Another transaction held one of the items: send again."""
+class _Refused(Exception):
+    """A condition of the transaction failed."""
 
 
 class CheckpointTable:
@@ -135,6 +141,14 @@ class CheckpointTable:
         ]
         self._commit([checkpoint_items.address_check(self._table, owner, now=now), *puts], _unauthorized)
 
+    def _committed(self, actions: list[Item]) -> bool:
+        """Send the transaction; False when a condition failed."""
+        try:
+            self._commit(actions, _refused)
+        except _Refused:
+            return False
+        return True
+
     def _commit(self, actions: list[Item], refused: Callable[[list[Item]], None]) -> None:
         """Send the transaction; `refused` decides a failed condition, a conflict is sent again."""
         for attempt in range(_ATTEMPTS):
@@ -169,6 +183,149 @@ class CheckpointTable:
                 keys.upper_bound(prefix),
                 exhausted=lambda: Unavailable("Deletion is throttled; retry shortly."),
             )
+
+    # -- copies, prunes and deletions by run -----------------------------------
+
+    def copy_thread(self, owner: Owner, source_thread_id: str, target_thread_id: str, *, now: float) -> int:
+        pk = keys.address_pk(owner.address_id)
+        source_heads = keys.thread_heads_prefix(source_thread_id)
+        # Each namespace as far as its head: what a later writer adds is not copied, so the copy's newest
+        # checkpoint is its head. The heads' keys end in their namespace's digest, as their ranges do.
+        heads = {
+            item["sk"]["S"][len(source_heads) :]: get_s(item, HEAD) or ""
+            for item in table_ops.query_range(
+                self._client, self._table, pk, source_heads, keys.upper_bound(source_heads)
+            )
+        }
+        if not heads:
+            return 0  # nothing to copy, whatever the target holds
+        target_heads = {keys.thread_heads_prefix(target_thread_id) + ns: head for ns, head in heads.items()}
+        self._refuse_a_used_target(pk, target_thread_id, target_heads)
+        source = keys.thread_checkpoints_prefix(source_thread_id)
+        target = keys.thread_checkpoints_prefix(target_thread_id)
+        ranges = (
+            table_ops.query_range(
+                self._client, self._table, pk, f"{source}{ns}#", keys.upper_bound(f"{source}{ns}#{head}#W#")
+            )
+            for ns, head in heads.items()
+        )
+        counted = _Counted(source, (item for items in ranges for item in items))
+        # Each checkpoint after its writes and the heads last: until its head lands, no put continues the
+        # copy, and a reader finds whole checkpoints only. Sending it again writes the same items.
+        puts = (
+            checkpoint_items.copied(item, owner, source, target, target_thread_id)
+            for found, writes in checkpoint_items.grouped(counted)
+            for item in (*writes, found)
+        )
+        parts: set[str] = set()
+        for batch in _batches(self._table, puts):
+            self._copy_parts(owner, source_thread_id, target_thread_id, batch, parts, now=now)
+            self._commit([checkpoint_items.address_check(self._table, owner, now=now), *batch], _unauthorized)
+        # The heads as copied: a deletion by run may have taken a head read above before its range was.
+        head_puts = [
+            checkpoint_items.copied_head(self._table, owner, keys.thread_heads_prefix(target_thread_id) + ns, head)
+            for ns, head in counted.newest.items()
+        ]
+        for start in range(0, len(head_puts), MAX_PUTS):
+            self._commit(
+                [checkpoint_items.address_check(self._table, owner, now=now), *head_puts[start : start + MAX_PUTS]],
+                lambda reasons: _used_target(reasons, target_thread_id),
+            )
+        return counted.checkpoints
+
+    def _copy_parts(
+        self, owner: Owner, source: str, target: str, batch: list[Item], done: set[str], *, now: float
+    ) -> None:
+        """The parts a batch of copied items names, under the target, before the batch commits."""
+        for action in batch:
+            for part in checkpoint_items.parts_of(action["Put"]["Item"]):
+                if part in done:
+                    continue
+                data = self.read_part(owner.address_id, source, part)
+                if data is None:
+                    raise CheckpointPartMissing("A part of the source thread is gone: was it deleted?", parts=[part])
+                self.put_part(owner, target, part, data, now=now)
+                done.add(part)
+
+    def _refuse_a_used_target(self, pk: str, target_thread_id: str, heads: dict[str, str]) -> None:
+        """`CheckpointThreadExists` when the target has a head this copy would not give it (a retry's are its own)."""
+        prefix = keys.thread_heads_prefix(target_thread_id)
+        for item in table_ops.query_range(self._client, self._table, pk, prefix, keys.upper_bound(prefix)):
+            if heads.get(item["sk"]["S"]) != get_s(item, HEAD):
+                raise CheckpointThreadExists("The target thread has checkpoints already.", thread_id=target_thread_id)
+
+    def prune(self, address_id: str, thread_id: str) -> int:
+        """Keep only the newest checkpoint of each namespace of the thread, with its writes."""
+        pk = keys.address_pk(address_id)
+        prefix = keys.thread_checkpoints_prefix(thread_id)
+        groups = list(checkpoint_items.grouped(self._outline(pk, prefix)))
+        newest = {checkpoint_items.namespace_of(found): found for found, _ in groups}
+        dropped = 0
+        for found, writes in groups:
+            kept = newest[checkpoint_items.namespace_of(found)]
+            # A head on an older line moves to the checkpoint kept, the one readers take as the latest.
+            if kept is not found and self._drop(address_id, found, writes, replacement=kept):
+                dropped += 1
+        return dropped
+
+    def delete_for_runs(self, address_id: str, run_ids: frozenset[str]) -> int:
+        """Remove every checkpoint (with its writes) whose metadata's `run_id` is one of `run_ids`, in every thread."""
+        pk = keys.address_pk(address_id)
+        groups = list(checkpoint_items.grouped(self._outline(pk, keys.thread_checkpoints_prefix(None))))
+        doomed = {found["sk"]["S"] for found, _ in groups if checkpoint_items.run_of(found) in run_ids}
+        # What a namespace's head moves to when its checkpoint goes: the newest one that stays.
+        kept: dict[str, Item] = {}
+        for found, _ in groups:
+            if found["sk"]["S"] not in doomed:
+                kept[checkpoint_items.head_key(address_id, found)["sk"]["S"]] = found
+        dropped = 0
+        for found, writes in reversed(groups):
+            if found["sk"]["S"] in doomed:
+                replacement = kept.get(checkpoint_items.head_key(address_id, found)["sk"]["S"])
+                if not self._drop(address_id, found, writes, replacement=replacement):
+                    raise Unavailable("Writers kept moving this thread during the deletion; retry shortly.")
+                dropped += 1
+        return dropped
+
+    def _outline(self, pk: str, prefix: str) -> Iterator[Item]:
+        """A range's checkpoints and writes without their values: what a prune or deletion decides on."""
+        return table_ops.query_range(
+            self._client,
+            self._table,
+            pk,
+            prefix,
+            keys.upper_bound(prefix),
+            ProjectionExpression="pk, sk, thread_id, checkpoint_ns, checkpoint_id, metadata, task_id, expires_at",
+        )
+
+    def _drop(self, address_id: str, found: Item, writes: list[Item], *, replacement: Item | None) -> bool:
+        """Delete the checkpoint with its writes, keeping its thread's head on a checkpoint that is there.
+
+        While the checkpoint is not the head, the head is only checked; when
+        it is, the head moves to `replacement` (or goes) in the same commit.
+        A writer that moved the head meanwhile is re-read once. Writes beyond
+        one transaction go after their checkpoint: no reader shows them then.
+        """
+        inline, rest = writes[:_DROP_WRITES], writes[_DROP_WRITES:]
+        for _ in range(2):
+            head = self._client.get_item(
+                TableName=self._table, Key=checkpoint_items.head_key(address_id, found), ConsistentRead=True
+            ).get("Item")
+            actions = [
+                checkpoint_items.head_after_drop(self._table, address_id, found, get_s(head or {}, HEAD), replacement),
+                *(checkpoint_items.delete(self._table, item) for item in (found, *inline)),
+            ]
+            if replacement is not None and get_s(head or {}, HEAD) == get_s(found, HEAD):
+                actions.append(checkpoint_items.exists_check(self._table, replacement))
+            if self._committed(actions):
+                table_ops.batch_delete(
+                    self._client,
+                    self._table,
+                    [{"pk": item["pk"], "sk": item["sk"]} for item in rest],
+                    exhausted=lambda: Unavailable("Deletion is throttled; retry shortly."),
+                )
+                return True
+        return False
 
     # -- reads ---------------------------------------------------------------
 
@@ -230,8 +387,52 @@ def _failed(reasons: list[Item], index: int) -> bool:
     return index < len(reasons) and reasons[index].get("Code") == _FAILED
 
 
+def _refused(reasons: list[Item]) -> None:
+    raise _Refused()
+
+
 def _unauthorized(reasons: list[Item]) -> None:
     raise Unauthorized()
+
+
+def _used_target(reasons: list[Item], target_thread_id: str) -> None:
+    if _failed(reasons, 0):
+        raise Unauthorized()
+    raise CheckpointThreadExists(
+        "Another writer started the target thread during the copy.", thread_id=target_thread_id
+    )
+
+
+class _Counted(Iterator[Item]):
+    """A thread's items read lazily, noting as they pass how many checkpoints, and each namespace's newest."""
+
+    def __init__(self, prefix: str, items: Iterator[Item]) -> None:
+        self._prefix = prefix
+        self._items = items
+        self.checkpoints = 0
+        self.newest: dict[str, str] = {}  # the namespace's digest (as in its keys): checkpoint id
+
+    def __next__(self) -> Item:
+        item = next(self._items)
+        if not checkpoint_items.is_write(item):
+            self.checkpoints += 1
+            namespace = item["sk"]["S"][len(self._prefix) :].split("#", 1)[0]
+            self.newest[namespace] = get_s(item, HEAD) or ""
+        return item
+
+
+def _batches(table: str, items: Iterable[Item]) -> Iterator[list[Item]]:
+    """Puts in transactions DynamoDB takes: under its action count and its 4 MB, beside the address check."""
+    batch: list[Item] = []
+    weight = 0
+    for item in items:
+        if batch and (len(batch) == MAX_PUTS or weight + checkpoint_items.item_bytes(item) > _TRANSACTION_BYTES):
+            yield batch
+            batch, weight = [], 0
+        batch.append({"Put": {"TableName": table, "Item": item}})
+        weight += checkpoint_items.item_bytes(item)
+    if batch:
+        yield batch
 
 
 def _skipped(item: Item, search: Search, upper: str) -> bool:

@@ -61,6 +61,9 @@ class HeadUpdate:
 def on_append(last: int, count: int, expires_at: int, max_events: int) -> HeadUpdate:
     """Count `count` events after sequence `last`, expiring at `expires_at`; drop blocks gone behind."""
     update = HeadUpdate()
+    if count == 0:
+        # A commit that only reserves an outcome slot: no block gains an event or a later expiry.
+        return update
     first, new_last = last + 1, last + count
     for index, block in enumerate(range(block_of(first), block_of(new_last) + 1)):
         in_block = min(new_last, (block + 1) * BLOCK - 1) - max(first, block * BLOCK) + 1

@@ -10,6 +10,8 @@ Sequences are zero-padded so that string order equals numeric order.
                        (<t> = sha256(thread id), <n> = sha256(checkpoint namespace), <task> = sha256(task id))
                      | AGS#<s> agent session head | AGS#<s>#<seq> its item | AGS#<s>#A#<sha256(add id)> add claim
                        (<s> = sha256(session id))
+                     | RS#<s> Strands session | RS#<s>#A#<a> its agent's head | RS#<s>#A#<a>#M#<index> a message
+                       | RS#<s>#X#<m> a multi-agent's state   (<a>, <m> = sha256(agent id, multi-agent id))
                      | LS#<l1>/<l2>/…/#<sha256(key)> LangGraph store item
                        (<l> = the first 32 hex digits of sha256(namespace label), one per label)
   WAKE#DUE           <due ms>#<address>#<subscription> scheduled delivery retry
@@ -308,6 +310,27 @@ def agent_session_add_sk(session_id: str, add_id: str) -> str:
     return f"{agent_session_head_sk(session_id)}#A#{credentials.digest(add_id)}"
 
 
+# -- Strands sessions (in the address partition) ------------------------------------
+
+# Not `S` (state's listing) and not `AGS#`: a Strands session is a repository of its own.
+STRANDS_SESSION_PREFIX = "RS#"
+
+
+def strands_session_sk(session_id: str) -> str:
+    """A Strands session's record; its agents and their messages sort right after it."""
+    return f"{STRANDS_SESSION_PREFIX}{credentials.digest(session_id)}"
+
+
+def strands_record_sk(session_id: str, kind: str, record_id: str) -> str:
+    """The head of an agent (`kind` `A`: its state, version, message count, writer) or of a multi-agent (`X`)."""
+    return f"{strands_session_sk(session_id)}#{kind}#{credentials.digest(record_id)}"
+
+
+def strands_message_sk(session_id: str, agent_id: str, message_id: int) -> str:
+    """One message of an agent, in index order; its pieces at `payload_chunk_sk` of this."""
+    return f"{strands_record_sk(session_id, 'A', agent_id)}#M#{_seq(message_id)}"
+
+
 # -- wake-up subscriptions ---------------------------------------------------------
 
 SUBSCRIPTION_PREFIX = "W#"
@@ -341,8 +364,10 @@ def due_upper_bound(now: float) -> str:
 OUTCOME_DUE_PK = "OUTCOME#DUE"
 
 
-def outcome_due_sk(at: float, address_id: str, send_sequence: int) -> str:
-    return f"{_due_at(at)}#{address_id}#{_seq(send_sequence)}"
+def outcome_due_sk(at: float, address_id: str, send_sequence: int, attempt: int = 1) -> str:
+    # A later hand-off attempt of the same send is its own slot, so its own item even at the same instant.
+    suffix = f"#{attempt}" if attempt > 1 else ""
+    return f"{_due_at(at)}#{address_id}#{_seq(send_sequence)}{suffix}"
 
 
 def address_of_event_key(pk: str, sk: str) -> tuple[str, int] | None:

@@ -48,6 +48,9 @@ HANDOFF_LEASE = "handoff_lease"
 HANDED_OFF_AT = "handed_off_at"
 HANDOFF_OUTCOME = "handoff_outcome"
 PROVIDER_MESSAGE_ID = "provider_message_id"
+# Which hand-off attempt the three above are of, absent for the first: a retry after a refused
+# hand-off opens the next.
+HANDOFF_ATTEMPT = "handoff_attempt"
 
 
 def seconds_to_next_day(now: float) -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cairn.addresses.models import EventRef
 from cairn.addresses.ports import OutcomeDeadline
 from cairn.dynamodb import keys
-from cairn.dynamodb.items import get_s, key, n, s
+from cairn.dynamodb.items import get_int, get_s, key, n, s
 from cairn.email.outbound_ports import DueOutcome
 
 if TYPE_CHECKING:
@@ -21,22 +21,22 @@ if TYPE_CHECKING:
 # TTL is a last resort for an item no sweep could settle in this long after its deadline; the sweep
 # removes every other within minutes of it.
 _KEPT_AFTER_DEADLINE_SECONDS = 7 * 86_400
+# Which hand-off attempt of the send the slot is for; absent for the first.
+_ATTEMPT = "attempt"
 
 
 def deadline_put(table: str, address_id: str, send: EventRef, deadline: OutcomeDeadline) -> dict[str, Any]:
     """The transaction action that stores the deadline of the outcome slot `send` reserves."""
-    return {
-        "Put": {
-            "TableName": table,
-            "Item": {
-                **key(keys.OUTCOME_DUE_PK, keys.outcome_due_sk(deadline.at, address_id, send.sequence)),
-                "address_id": s(address_id),
-                "send_event_id": s(send.id),
-                "message_id": s(deadline.message_id),
-                "expires_at": n(int(deadline.at) + _KEPT_AFTER_DEADLINE_SECONDS),
-            },
-        }
+    item = {
+        **key(keys.OUTCOME_DUE_PK, keys.outcome_due_sk(deadline.at, address_id, send.sequence, deadline.attempt)),
+        "address_id": s(address_id),
+        "send_event_id": s(send.id),
+        "message_id": s(deadline.message_id),
+        "expires_at": n(int(deadline.at) + _KEPT_AFTER_DEADLINE_SECONDS),
     }
+    if deadline.attempt > 1:
+        item[_ATTEMPT] = n(deadline.attempt)
+    return {"Put": {"TableName": table, "Item": item}}
 
 
 class OutcomeDeadlineTable:
@@ -57,6 +57,7 @@ class OutcomeDeadlineTable:
                 send_event_id=get_s(item, "send_event_id") or "",
                 message_id=get_s(item, "message_id"),
                 token=get_s(item, "sk") or "",
+                attempt=get_int(item, _ATTEMPT, 1),
             )
             for item in response.get("Items", [])
         ]

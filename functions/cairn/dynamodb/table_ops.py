@@ -24,6 +24,8 @@ Item = dict[str, Any]
 _BATCH_WRITE_SIZE = 25
 _BATCH_GET_SIZE = 100
 _ATTEMPTS = 10
+# The most items one Query page asks for (see `query`).
+MAX_QUERY_PAGE_ITEMS = 1_000
 
 
 def transact_write(client: DynamoDBClient, actions: Sequence[Item]) -> None:
@@ -34,8 +36,11 @@ def transact_write(client: DynamoDBClient, actions: Sequence[Item]) -> None:
 def query(client: DynamoDBClient, table: str, *, page_size: int | None = None, **params: Any) -> Iterator[Item]:
     """Every item a consistent query returns, page after page, lazily."""
     request: dict[str, Any] = {"TableName": table, "ConsistentRead": True, **params}
-    if page_size is not None:
-        request["Limit"] = page_size
+    limit = page_size if page_size is not None else request.get("Limit")
+    if limit is not None:
+        # A page size may come from a request (a runtime list's `limit`). DynamoDB refuses a Limit
+        # past 32 bits, and a page holds at most 1 MB anyway: a larger size asks for this many.
+        request["Limit"] = min(limit, MAX_QUERY_PAGE_ITEMS)
     while True:
         response = client.query(**request)
         yield from response.get("Items", [])

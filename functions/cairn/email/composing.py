@@ -19,14 +19,12 @@ from email.utils import format_datetime
 
 from cairn.email.outbound_ports import ComposedMessage
 from cairn.errors import HeaderInjection, InvalidRequest
+from cairn.settings import EMAIL_PATTERN
 
 MAX_EMAIL_LENGTH = 254
 MAX_SUBJECT_CHARS = 500
 MAX_REFERENCES = 20
-_EMAIL = re.compile(
-    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@"
-    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
-)
+_EMAIL = re.compile(EMAIL_PATTERN)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _MESSAGE_ID = re.compile(r"<[\x21-\x3b\x3d\x3f-\x7e]{1,250}>")
 
@@ -69,6 +67,26 @@ def reply_subject(thread: Thread) -> str:
     return original if original.lower().startswith("re:") else f"Re: {original}".rstrip()
 
 
+def thread_headers(thread: Thread | None) -> tuple[str | None, tuple[str, ...]]:
+    """`In-Reply-To` and `References` of a reply to `thread` (RFC 5322 §3.6.4), as the message carries them.
+
+    None and () when there is no thread or its `Message-ID` is not one a
+    header can carry; the references keep the last `MAX_REFERENCES`, ending
+    with the mail answered.
+    """
+    if thread is None or not thread.message_id or not _MESSAGE_ID.fullmatch(thread.message_id):
+        return None, ()
+    earlier = [ref for ref in thread.references if _MESSAGE_ID.fullmatch(ref)]
+    return thread.message_id, (*earlier[-(MAX_REFERENCES - 1) :], thread.message_id)
+
+
+def senders(address_email: str, operator_sender: str | None) -> tuple[str, str | None]:
+    """`From` and `Reply-To` of an address's mail: its own email, or the operator's sender answered to it."""
+    if operator_sender is None:
+        return address_email, None
+    return operator_sender, address_email
+
+
 def new_message_id(domain: str) -> str:
     """A `Message-ID` with 128 random bits, on the sending domain."""
     return f"<{secrets.token_hex(16)}@{domain}>"
@@ -83,19 +101,22 @@ def compose(
     message_id: str,
     now: float,
     thread: Thread | None = None,
+    reply_to: str | None = None,
     auto_submitted: bool = False,
 ) -> ComposedMessage:
-    """The message's bytes; `thread` adds `In-Reply-To` and `References` (RFC 5322 §3.6.4)."""
+    """The message's bytes; `thread` adds `In-Reply-To` and `References` (`thread_headers`)."""
     message = EmailMessage(policy=policy.SMTP)
     message["From"] = sender
     message["To"] = recipient
+    if reply_to is not None:
+        message["Reply-To"] = reply_to
     message["Subject"] = subject
     message["Date"] = format_datetime(datetime.fromtimestamp(now, UTC))
     message["Message-ID"] = message_id
-    if thread is not None and thread.message_id and _MESSAGE_ID.fullmatch(thread.message_id):
-        earlier = [ref for ref in thread.references if _MESSAGE_ID.fullmatch(ref)]
-        message["In-Reply-To"] = thread.message_id
-        message["References"] = " ".join([*earlier[-(MAX_REFERENCES - 1) :], thread.message_id])
+    in_reply_to, references = thread_headers(thread)
+    if in_reply_to is not None:
+        message["In-Reply-To"] = in_reply_to
+        message["References"] = " ".join(references)
     if auto_submitted:
         # RFC 3834: no vacation or other automatic answer should come back to it.
         message["Auto-Submitted"] = "auto-generated"

@@ -131,8 +131,10 @@ class Contacts:
             break
         else:
             raise Unavailable("This contact is changing too fast; retry shortly.")
+        sender, reply_to = composing.senders(record.email, self._settings.outbound_from)
         message = composing.compose(
-            sender=record.email,
+            sender=sender,
+            reply_to=reply_to,
             recipient=email,
             subject="Your verification code",
             text=_code_text(record, code, CODE_TTL_SECONDS),

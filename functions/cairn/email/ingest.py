@@ -29,7 +29,6 @@ from cairn.errors import NotFound, QuotaExceeded, RateLimited, Unauthorized
 from cairn.settings import Settings
 
 EVENT_TYPE = "email.received"
-EVENT_SOURCE = "email"
 # The local part of an address's email is its id (see credentials.new_address_id).
 _ADDRESS_ID = re.compile(r"addr_[a-z2-7]{26}")
 
@@ -212,7 +211,8 @@ class EmailIngest:
         }
         return NewEvent(
             type=EVENT_TYPE,
-            source=EVENT_SOURCE,
+            # The mail surface's name is its source too: `email`, or AgentAddress's `resend` on both fields.
+            source=self._settings.email_ingress_surface,
             data_json=jsontext.canonical(data),
             ingress_surface=self._settings.email_ingress_surface,
         )

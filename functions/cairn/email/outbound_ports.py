@@ -166,13 +166,15 @@ class HandoffTurn:
     """Whose turn it is to hand a recorded send to the carrier.
 
     `yours`: this caller's; `busy`: another caller's, within its lease;
-    `done`: nobody's, the carrier had it (with what it said, to record the
-    outcome again if that was lost) or the send is gone.
+    `done`: nobody's, the carrier had it or refused it (with what it said,
+    to record the outcome again if that was lost) or the send is gone.
+    `attempt` is the hand-off attempt it is about (1, or more after refusals).
     """
 
     kind: Literal["yours", "done", "busy"]
     outcome: CarrierOutcome | None = None
     provider_message_id: str | None = None
+    attempt: int = 1
 
 
 class HandoffLedger(Protocol):
@@ -187,10 +189,15 @@ class HandoffLedger(Protocol):
         sequence: int,
         *,
         now: float,
+        attempt: int,
         outcome: CarrierOutcome | None,
         provider_message_id: str | None,
     ) -> None:
-        """Record that the carrier had the send, and the outcome it gave at once (`failed` for a refusal)."""
+        """Record that the carrier had attempt `attempt` of the send, and the outcome it gave at once.
+
+        `failed` for a refusal, which a retry may follow with the next
+        attempt; nothing is recorded once a later attempt has begun.
+        """
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,7 @@ class DueOutcome:
     send_event_id: str
     message_id: str | None
     token: str  # what `done` needs to remove it
+    attempt: int = 1  # the send's hand-off attempt whose slot it is
 
 
 class OutcomeDeadlines(Protocol):

@@ -65,6 +65,7 @@ class OutcomeSweep:
                 OUTCOME_UNKNOWN,
                 message_id=item.message_id,
                 detail=UNKNOWN_DETAIL,
+                attempt=item.attempt,
             )
             self._deadlines.done(item)
         except Exception:

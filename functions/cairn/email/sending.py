@@ -7,14 +7,17 @@ message handed to the carrier, under a lease in the `HandoffLedger`. A
 retry with the same key and body finds the claim and answers with the
 original: if that send never reached the carrier (its answer or its process
 was lost after the commit) and is less than a day old, the retry takes the
-lease and hands the same message (same `Message-ID`) over itself; otherwise
+lease and hands the same message (same `Message-ID`) over itself; if the
+carrier refused it, the retry opens the next hand-off attempt (one commit:
+the attempt leased to it, one more outcome slot and its deadline, so of two
+racing retries one opens it) and hands the message over again; otherwise
 nothing is sent again, for as long as the `email.sent` event is retained.
 The outcome (`email.delivered`, `email.bounced`,
 `email.complained` or `email.failed`) spends the reserved slot, once per
-send: it is claimed under the send's event id. The same append stores the
-slot's deadline; if no outcome has come by then, the outcome sweep
-(`outcome_sweep.py`) records `email.outcome_unknown` in the slot instead,
-and a report arriving after that is a duplicate.
+hand-off attempt: it is claimed under the send's event id and the attempt.
+The same append stores the slot's deadline; if no outcome has come by then,
+the outcome sweep (`outcome_sweep.py`) records `email.outcome_unknown` in
+the slot instead, and a report arriving after that is a duplicate.
 """
 
 from __future__ import annotations
@@ -27,13 +30,23 @@ from aws_lambda_powertools import Logger
 
 from cairn import credentials, jsontext
 from cairn.addresses.access import authenticate
-from cairn.addresses.models import OUTBOUND_SURFACE, AppendResult, EventRef, IdempotencyClaim, NewEvent, sequence_of
+from cairn.addresses.models import (
+    OUTBOUND_SURFACE,
+    AddressRecord,
+    AppendResult,
+    EventRef,
+    IdempotencyClaim,
+    NewEvent,
+    sequence_of,
+)
 from cairn.addresses.ports import (
     AddressStore,
     AppendRequest,
     Credential,
     CredentialKind,
+    HandoffMoved,
     OutcomeDeadline,
+    RetriedHandoff,
     SendAllowance,
     Waiter,
 )
@@ -68,6 +81,8 @@ EVENT_SOURCE = "email"
 # Carrier tags (SES message tags) that lead an outcome back to its send.
 ADDRESS_TAG = "cairn_address"
 SEND_TAG = "cairn_send"
+# The hand-off attempt, on attempts after a refused first one (absent: the first).
+ATTEMPT_TAG = "cairn_attempt"
 _RECIPIENT_FIELDS = ("cc", "bcc")
 _NON_TEXT_FIELDS = ("html", "attachments", "headers", "content_type")
 _FIELDS = ("to", "subject", "text", "reply_to_event_id")
@@ -128,8 +143,10 @@ class Sending:
             if thread is None:
                 raise InvalidRequest("subject is required unless reply_to_event_id is given.", field="subject")
             subject = composing.reply_subject(thread)
+        sender, reply_to = composing.senders(record.email, self._settings.outbound_from)
         message = composing.compose(
-            sender=record.email,
+            sender=sender,
+            reply_to=reply_to,
             recipient=recipient,
             subject=subject,
             text=fields["text"],
@@ -137,16 +154,18 @@ class Sending:
             now=now,
             thread=thread,
         )
+        in_reply_to, references = composing.thread_headers(thread)
+        # The message's own headers: what a reader sees, and what a retry composes the same message from.
         data = {
             "message_id": message.message_id,
-            "from": record.email,
+            "from": sender,
+            "reply_to": reply_to,
             "to": recipient,
             "subject": subject,
             "text": fields["text"],
             "reply_to_event_id": fields["reply_to_event_id"],
-            # What a retry needs to compose the same message again.
-            "in_reply_to": None if thread is None else thread.message_id,
-            "references": [] if thread is None else list(thread.references),
+            "in_reply_to": in_reply_to,
+            "references": list(references),
         }
         event = NewEvent(
             type=SENT_TYPE, source=EVENT_SOURCE, data_json=jsontext.canonical(data), ingress_surface=OUTBOUND_SURFACE
@@ -166,13 +185,13 @@ class Sending:
         )
         (ref,) = result.events
         if result.duplicate:
-            return self._original(address_id, ref, now=now)
+            return self._original(record, ref, now=now)
         self._waiter.notify(address_id)
         turn = self._ledger.take_turn(address_id, ref.sequence, now=now, lease_seconds=HANDOFF_LEASE_SECONDS)
         if turn.kind != "yours":
             # A retry racing this very request took the hand-off: the message goes once, from there.
             return SendResult(status="accepted", message_id=message.message_id, event=ref, duplicate=False)
-        status = self._hand_off(address_id, ref, message)
+        status = self._hand_off(address_id, ref, message, attempt=turn.attempt)
         return SendResult(status=status, message_id=message.message_id, event=ref, duplicate=False)
 
     def _outcome_wait(self) -> int:
@@ -185,23 +204,30 @@ class Sending:
         """
         return min(self._settings.outbound_outcome_deadline_seconds, self._settings.event_retention_seconds)
 
-    def _hand_off(self, address_id: str, ref: EventRef, message: ComposedMessage) -> str:
-        """Give the message to the carrier and record what it said; `accepted` or `failed`."""
+    def _hand_off(self, address_id: str, ref: EventRef, message: ComposedMessage, *, attempt: int) -> str:
+        """Give the message to the carrier as hand-off `attempt` and record what it said; `accepted` or `failed`."""
         mailer = self._mailer
         assert mailer is not None  # checked before anything was recorded
-        tagged = dataclasses.replace(message, tags=((ADDRESS_TAG, address_id), (SEND_TAG, ref.id)))
+        tags: tuple[tuple[str, str], ...] = ((ADDRESS_TAG, address_id), (SEND_TAG, ref.id))
+        if attempt > 1:
+            tags += ((ATTEMPT_TAG, str(attempt)),)
         try:
-            handoff = mailer.send(tagged)
+            handoff = mailer.send(dataclasses.replace(message, tags=tags))
         except MailerError as error:
             logger.warning("outbound mail refused", extra={"address_id": address_id, "reason": error.reason})
-            self._ledger.done(address_id, ref.sequence, now=self._clock(), outcome="failed", provider_message_id=None)
-            self.record_outcome(address_id, ref.id, "failed", message_id=message.message_id, detail=error.reason)
+            self._ledger.done(
+                address_id, ref.sequence, now=self._clock(), attempt=attempt, outcome="failed", provider_message_id=None
+            )
+            self.record_outcome(
+                address_id, ref.id, "failed", message_id=message.message_id, detail=error.reason, attempt=attempt
+            )
             return "failed"
         # Recorded before the outcome: a retry that finds it done records a lost outcome, never mails again.
         self._ledger.done(
             address_id,
             ref.sequence,
             now=self._clock(),
+            attempt=attempt,
             outcome=handoff.outcome,
             provider_message_id=handoff.provider_message_id,
         )
@@ -212,6 +238,7 @@ class Sending:
                 handoff.outcome,
                 message_id=message.message_id,
                 provider_message_id=handoff.provider_message_id,
+                attempt=attempt,
             )
         return "accepted"
 
@@ -224,8 +251,9 @@ class Sending:
         message_id: str | None,
         provider_message_id: str | None = None,
         detail: str | None = None,
+        attempt: int = 1,
     ) -> AppendResult | None:
-        """Append the send's one outcome event in the slot its send reserved; later reports are duplicates.
+        """Append the outcome event of hand-off `attempt` in the slot it reserved; later reports are duplicates.
 
         An address deleted or expired since the send is logged and skipped:
         the carrier would only report again into the same refusal.
@@ -235,8 +263,10 @@ class Sending:
             "message_id": message_id,
             "provider_message_id": provider_message_id,
             "detail": detail,
+            "attempt": attempt,
         }
-        claim_key = "email-outcome\x00" + send_event_id
+        # The first attempt's claim is the one every send had before retries of refused hand-offs.
+        claim_key = "email-outcome\x00" + send_event_id + ("" if attempt == 1 else f"\x00{attempt}")
         try:
             result = self._table.append(
                 AppendRequest(
@@ -265,28 +295,67 @@ class Sending:
             self._waiter.notify(address_id)
         return result
 
-    def _original(self, address_id: str, ref: EventRef, *, now: float) -> SendResult:
-        """The first send's answer; a hand-off it lost (less than a day ago) is finished now, once."""
+    def _original(self, record: AddressRecord, ref: EventRef, *, now: float) -> SendResult:
+        """The first send's answer; within a day of it, a lost hand-off is finished and a refused one tried again."""
+        address_id = record.id
         event = self._table.load_event(address_id, ref.sequence, now=now)
         data = event.data if event is not None and isinstance(event.data, dict) else {}
         message_id = str(data.get("message_id", ""))
+        if event is None or now - event.created_at >= RECOVERY_SECONDS:
+            return SendResult(status="accepted", message_id=message_id, event=ref, duplicate=True)
         status = "accepted"
-        if event is not None and now - event.created_at < RECOVERY_SECONDS:
-            turn = self._ledger.take_turn(address_id, ref.sequence, now=now, lease_seconds=HANDOFF_LEASE_SECONDS)
-            if turn.kind == "yours":
-                logger.info("finishing a lost hand-off", extra={"address_id": address_id, "event_id": ref.id})
-                status = self._hand_off(address_id, ref, _recomposed(data, now=now))
-            elif turn.outcome is not None:
-                # The carrier's answer came, but its outcome event may not have: it is claimed once.
-                self.record_outcome(
-                    address_id,
-                    ref.id,
-                    turn.outcome,
-                    message_id=message_id,
-                    provider_message_id=turn.provider_message_id,
-                )
-                status = "failed" if turn.outcome == "failed" else "accepted"
+        turn = self._ledger.take_turn(address_id, ref.sequence, now=now, lease_seconds=HANDOFF_LEASE_SECONDS)
+        if turn.kind == "yours":
+            logger.info("finishing a lost hand-off", extra={"address_id": address_id, "event_id": ref.id})
+            status = self._hand_off(address_id, ref, _recomposed(data, now=now), attempt=turn.attempt)
+        elif turn.outcome is not None:
+            # The carrier's answer came, but its outcome event may not have: it is claimed once.
+            self.record_outcome(
+                address_id,
+                ref.id,
+                turn.outcome,
+                message_id=message_id,
+                provider_message_id=turn.provider_message_id,
+                attempt=turn.attempt,
+            )
+            status = "accepted"
+            if turn.outcome == "failed":
+                status = self._retry_refused(record, ref, data, attempt=turn.attempt, now=now)
         return SendResult(status=status, message_id=message_id, event=ref, duplicate=True)
+
+    def _retry_refused(
+        self, record: AddressRecord, ref: EventRef, data: dict[str, Any], *, attempt: int, now: float
+    ) -> str:
+        """Open the hand-off attempt after the refused `attempt` and hand the same message over again.
+
+        One commit leases the new attempt to this caller, reserves its outcome
+        slot and stores the slot's deadline; it passes only while `attempt` is
+        the last and refused, so of racing retries exactly one mails. The
+        others answer `accepted`, as for a hand-off in progress. A feed with no
+        free slot refuses (`quota_exceeded`), as a new send would.
+        """
+        message = _recomposed(data, now=now)
+        try:
+            self._table.append(
+                AppendRequest(
+                    address_id=record.id,
+                    events=[],
+                    credential=Credential(CredentialKind.READ_TOKEN, record.read_token_digest),
+                    now=now,
+                    outcome_slots=1,
+                    outcome_deadline=OutcomeDeadline(
+                        at=now + self._outcome_wait(), message_id=message.message_id, send=ref, attempt=attempt + 1
+                    ),
+                    retried_handoff=RetriedHandoff(
+                        sequence=ref.sequence, attempt=attempt, lease_until=now + HANDOFF_LEASE_SECONDS
+                    ),
+                    writer=Writer.OWNER,
+                )
+            )
+        except HandoffMoved:
+            return "accepted"
+        logger.info("retrying a refused hand-off", extra={"address_id": record.id, "event_id": ref.id})
+        return self._hand_off(record.id, ref, message, attempt=attempt + 1)
 
     def _fields(self, body: Any) -> dict[str, Any]:
         """The message a body asks for, or the refusal that says what is wrong with it."""
@@ -361,15 +430,18 @@ class Sending:
 
 
 def _recomposed(data: dict[str, Any], *, now: float) -> ComposedMessage:
-    """The message a recorded `email.sent` event describes, with its original `Message-ID`."""
+    """The message a recorded `email.sent` event describes, with its original `Message-ID` and headers."""
+    in_reply_to = data.get("in_reply_to")
     references = data.get("references")
-    thread = composing.Thread(
-        message_id=data.get("in_reply_to"),
-        references=tuple(references) if isinstance(references, list) else (),
-        subject="",
-    )
+    earlier = tuple(str(ref) for ref in references) if isinstance(references, list) else ()
+    # `references` ends with the mail answered (events recorded before it did hold only the earlier ones).
+    if earlier and earlier[-1] == in_reply_to:
+        earlier = earlier[:-1]
+    thread = composing.Thread(message_id=in_reply_to, references=earlier, subject="")
+    reply_to = data.get("reply_to")
     return composing.compose(
         sender=str(data["from"]),
+        reply_to=reply_to if isinstance(reply_to, str) else None,
         recipient=str(data["to"]),
         subject=str(data["subject"]),
         text=str(data["text"]),

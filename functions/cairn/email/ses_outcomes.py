@@ -2,8 +2,9 @@
 
 SES publishes one JSON record per event of a message sent through the
 configuration set (delivered to the outcome function through SNS). The
-message tags Cairn set when sending (`cairn_address`, `cairn_send`) lead
-back to the address and its `email.sent` event, so no lookup is needed.
+message tags Cairn set when sending (`cairn_address`, `cairn_send`, and
+`cairn_attempt` on a hand-off tried again after a refusal) lead back to the
+address, its `email.sent` event and the attempt, so no lookup is needed.
 Events that do not end a send (Send, Open, Click, DeliveryDelay,
 Subscription) and records without Cairn's tags are not outcomes.
 """
@@ -17,7 +18,7 @@ from typing import Any
 from cairn import credentials
 from cairn.addresses.models import sequence_of
 from cairn.email.outbound_ports import CarrierOutcome
-from cairn.email.sending import ADDRESS_TAG, SEND_TAG
+from cairn.email.sending import ADDRESS_TAG, ATTEMPT_TAG, SEND_TAG
 
 # SES event type → the outcome event Cairn appends.
 _OUTCOMES: dict[str, CarrierOutcome] = {
@@ -28,6 +29,8 @@ _OUTCOMES: dict[str, CarrierOutcome] = {
     "Rendering Failure": "failed",
 }
 _DETAIL_CHARS = 500
+# More than any retry could open: one attempt per refusal, and retries end a day after the send.
+_MAX_ATTEMPT = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class OutcomeReport:
     message_id: str | None
     provider_message_id: str | None
     detail: str | None
+    attempt: int = 1
 
 
 def outcome_report(record_text: str) -> OutcomeReport | None:
@@ -57,6 +61,9 @@ def outcome_report(record_text: str) -> OutcomeReport | None:
     if not credentials.is_address_id(address_id) or sequence_of(send_event_id) is None:
         return None
     headers = _object(mail.get("commonHeaders"))
+    attempt = _tag(tags, ATTEMPT_TAG) or "1"
+    if not attempt.isdigit() or not 0 < int(attempt) <= _MAX_ATTEMPT:
+        return None
     return OutcomeReport(
         address_id=address_id,
         send_event_id=send_event_id,
@@ -64,6 +71,7 @@ def outcome_report(record_text: str) -> OutcomeReport | None:
         message_id=_text(headers.get("messageId")),
         provider_message_id=_text(mail.get("messageId")),
         detail=_detail(record),
+        attempt=int(attempt),
     )
 
 

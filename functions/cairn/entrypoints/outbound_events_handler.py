@@ -47,6 +47,7 @@ def lambda_handler(event: SNSEvent, context: LambdaContext) -> None:
             message_id=report.message_id,
             provider_message_id=report.provider_message_id,
             detail=report.detail,
+            attempt=report.attempt,
         )
         logger.info(
             "outcome recorded",

@@ -116,7 +116,9 @@ class SendEmail(AddressArguments):
         default=None, description="An `email.received` event of this address to answer in its thread."
     )
     idempotency_key: str = Field(
-        min_length=1, max_length=255, description="Your key for this message; repeat it on retry: never mails twice."
+        min_length=1,
+        max_length=255,
+        description="Your key for this message; repeat it on retry: never mails twice, tries a refused send again.",
     )
 
 
@@ -124,7 +126,8 @@ class CreateSubscription(AddressArguments):
     target: dict[str, str] = Field(
         description='Where to push new events: {"kind": "webhook", "url": "https://..."}, or an AWS target the '
         'deployment allows: {"kind": "sqs", "queue_url"}, {"kind": "eventbridge", "event_bus_arn"}, '
-        '{"kind": "lambda", "function_arn"}, {"kind": "step_functions", "task_token"}.'
+        '{"kind": "lambda", "function_arn"}, {"kind": "step_functions", "task_token"}, '
+        '{"kind": "lambda_durable_callback", "callback_id"} (resumes a waiting Lambda durable function once).'
     )
     types: list[str] | None = Field(default=None, max_length=32, description="Only these event types (default: all).")
     description: str | None = Field(default=None, max_length=500)
@@ -329,7 +332,8 @@ SEND_EMAIL = ToolSpec(
     "`email.received` event in the feed. Appends `email.sent` now and one outcome event later "
     "(`email.delivered`, `email.bounced`, `email.complained`, `email.failed`, or `email.outcome_unknown` when "
     "the carrier never reported). Repeating the same "
-    "`idempotency_key` and message returns the original without mailing again (use it after a timeout); "
+    "`idempotency_key` and message returns the original without mailing again (use it after a timeout), "
+    "or, within a day, hands a send the carrier refused (`status` `failed`) over again; "
     "another message under the key fails with `idempotency_key_reused`. Fails with `unknown_recipient`, "
     "`recipient_not_verified`, `header_injection`, `invalid_reply_to_event`, `quota_exceeded` (full feed) "
     "and `rate_limited` (sends per day).",

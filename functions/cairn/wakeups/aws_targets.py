@@ -1,4 +1,4 @@
-"""Deliveries to AWS services: SQS, EventBridge, Lambda (asynchronous) and Step Functions callbacks."""
+"""Deliveries to AWS services: SQS, EventBridge, Lambda (asynchronous), Step Functions and durable callbacks."""
 
 from __future__ import annotations
 
@@ -10,16 +10,22 @@ from botocore.exceptions import BotoCoreError, ClientError
 from cairn.wakeups.models import Delivery, Outcome, Subscription, TargetKind
 
 # Message size limits: SQS 1 MiB, Lambda asynchronous 1 MB, EventBridge 256 KB an entry,
-# Step Functions 262,144 characters of output. A larger delivery goes without the event's data.
+# Step Functions 262,144 characters of output, a durable callback's result 262,144 bytes (what a
+# durable execution checkpoints). A larger delivery goes without the event's data: what is left
+# names the address, the sequence and the event id, to read the event from the feed.
 MAX_BODY = {
     TargetKind.SQS: 1_000_000,
     TargetKind.LAMBDA: 1_000_000,
     TargetKind.EVENTBRIDGE: 250_000,
     TargetKind.STEP_FUNCTIONS: 262_144,
+    TargetKind.LAMBDA_DURABLE_CALLBACK: 262_144,
 }
 EVENT_SOURCE = "cairn"
 # A task that no longer waits: the callback can never succeed.
 _GONE_TASK_CODES = {"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"}
+# A durable callback that no longer waits (timed out, already completed, its execution gone) or
+# that Lambda does not take as a callback id: no retry can complete it.
+_GONE_CALLBACK_CODES = {"CallbackTimeoutException", "ResourceNotFoundException", "InvalidParameterValueException"}
 
 
 class AwsTargets:
@@ -32,26 +38,37 @@ class AwsTargets:
     def send(self, subscription: Subscription, delivery: Delivery) -> Outcome:
         kind = subscription.target.kind
         body = delivery.body if len(delivery.body.encode()) <= MAX_BODY[kind] else delivery.compact_body
-        params = subscription.target.params
         try:
-            if kind is TargetKind.SQS:
-                return self._sqs(subscription, delivery, body)
-            if kind is TargetKind.EVENTBRIDGE:
-                return self._eventbridge(params, delivery, body)
-            if kind is TargetKind.LAMBDA:
-                answer = self._client("lambda").invoke(
-                    FunctionName=params["function_arn"], InvocationType="Event", Payload=body.encode()
-                )
-                return Outcome(delivered=answer.get("StatusCode") == 202, status_code=answer.get("StatusCode"))
-            self._client("stepfunctions").send_task_success(taskToken=params["task_token"], output=body)
-            return Outcome(delivered=True)
+            return self._deliver(subscription, delivery, body)
         except ClientError as error:
             details = error.response.get("Error", {})
             code = details.get("Code", "")
             gone = kind is TargetKind.STEP_FUNCTIONS and code in _GONE_TASK_CODES
-            return Outcome(delivered=False, gone=gone, error=f"{code}: {details.get('Message')}")
+            permanent = kind is TargetKind.LAMBDA_DURABLE_CALLBACK and code in _GONE_CALLBACK_CODES
+            return Outcome(delivered=False, gone=gone, permanent=permanent, error=f"{code}: {details.get('Message')}")
         except BotoCoreError as error:
             return Outcome(delivered=False, error=f"{type(error).__name__}: {error}")
+
+    def _deliver(self, subscription: Subscription, delivery: Delivery, body: str) -> Outcome:
+        kind = subscription.target.kind
+        params = subscription.target.params
+        if kind is TargetKind.SQS:
+            return self._sqs(subscription, delivery, body)
+        if kind is TargetKind.EVENTBRIDGE:
+            return self._eventbridge(params, delivery, body)
+        if kind is TargetKind.LAMBDA:
+            answer = self._client("lambda").invoke(
+                FunctionName=params["function_arn"], InvocationType="Event", Payload=body.encode()
+            )
+            return Outcome(delivered=answer.get("StatusCode") == 202, status_code=answer.get("StatusCode"))
+        if kind is TargetKind.LAMBDA_DURABLE_CALLBACK:
+            # What the waiting function's callback resolves to: the delivery, as JSON text.
+            self._client("lambda").send_durable_execution_callback_success(
+                CallbackId=params["callback_id"], Result=body.encode()
+            )
+            return Outcome(delivered=True)
+        self._client("stepfunctions").send_task_success(taskToken=params["task_token"], output=body)
+        return Outcome(delivered=True)
 
     def _sqs(self, subscription: Subscription, delivery: Delivery, body: str) -> Outcome:
         queue_url = subscription.target.params["queue_url"]

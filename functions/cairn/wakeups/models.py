@@ -13,6 +13,7 @@ class TargetKind(enum.StrEnum):
     EVENTBRIDGE = "eventbridge"
     LAMBDA = "lambda"
     STEP_FUNCTIONS = "step_functions"
+    LAMBDA_DURABLE_CALLBACK = "lambda_durable_callback"
 
 
 class SubscriptionStatus(enum.StrEnum):
@@ -21,6 +22,11 @@ class SubscriptionStatus(enum.StrEnum):
     FAILED = "failed"
     # The target said it wants no more (410), or a one-shot target was used.
     ENDED = "ended"
+
+
+# Targets that resume one waiting execution: the first matching event completes it, and then
+# nothing is left to deliver to.
+ONE_SHOT_KINDS = frozenset({TargetKind.STEP_FUNCTIONS, TargetKind.LAMBDA_DURABLE_CALLBACK})
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,8 @@ class Target:
 
     @property
     def one_shot(self) -> bool:
-        """A Step Functions task token completes one task, once."""
-        return self.kind is TargetKind.STEP_FUNCTIONS
+        """A Step Functions task token or a durable function's callback id completes one wait, once."""
+        return self.kind in ONE_SHOT_KINDS
 
 
 # A webhook is signed by its current secret and, for a day after a rotation, the one it replaced.
@@ -117,10 +123,16 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a target answered: delivered, gone (ends the subscription), or a failure to retry."""
+    """What a target answered: delivered, gone (ends the subscription), or a failure.
+
+    A failure is retried, unless `permanent`: the target can never take this
+    delivery (a durable callback that no longer waits), so the subscription
+    fails at once with the error as its reason.
+    """
 
     delivered: bool
     gone: bool = False
+    permanent: bool = False
     status_code: int | None = None
     error: str | None = None
 

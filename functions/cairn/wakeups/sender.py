@@ -3,10 +3,11 @@
 One sender at a time holds a subscription's lease, so deliveries to it are
 attempted in order; a failure schedules the next attempt (doubling from
 `wake_retry_base_seconds`) and gives the lease back, so a failing target
-holds up nothing but itself. After `wake_retry_window_seconds` of failures
-the subscription is marked failed and a `subscription.failed` event is
-appended to the address (a failed subscription receives nothing more, that
-event included).
+holds up nothing but itself. After `wake_retry_window_seconds` of failures,
+or at once when the target can never take the delivery (a permanent
+failure), the subscription is marked failed and a `subscription.failed`
+event, with the last attempt's error as its reason, is appended to the
+address (a failed subscription receives nothing more, that event included).
 """
 
 from __future__ import annotations
@@ -149,13 +150,13 @@ class Sender:
         failing_since = subscription.failing_since or now
         failures = subscription.failures + 1
         settings = self._settings
-        if now - failing_since >= settings.wake_retry_window_seconds:
+        if outcome.permanent or now - failing_since >= settings.wake_retry_window_seconds:
             attempt = _attempt(now, "failed", event.sequence, outcome)
             progress = self._progress(
                 subscription, event.sequence - 1, attempt, status=SubscriptionStatus.FAILED, failures=failures
             )
             if self._advance(subscription, owner, progress):
-                self._announce_failure(subscription, event, failures, now)
+                self._announce_failure(subscription, event, failures, outcome, now)
             return
         delay = min(settings.wake_retry_base_seconds * 2 ** (failures - 1), settings.wake_retry_max_interval_seconds)
         retry_at = round(now + delay, 3)
@@ -171,12 +172,16 @@ class Sender:
         if self._advance(subscription, owner, progress):
             self._subscriptions.schedule(subscription.address_id, subscription.id, retry_at)
 
-    def _announce_failure(self, subscription: Subscription, event: Event, failures: int, now: float) -> None:
+    def _announce_failure(
+        self, subscription: Subscription, event: Event, failures: int, outcome: Outcome, now: float
+    ) -> None:
         data = {
             "subscription_id": subscription.id,
             "target_kind": subscription.target.kind.value,
             "undelivered_sequence": event.sequence,
             "attempts": failures,
+            # What the last attempt met: why the subscription stopped (a webhook's answer has no error text).
+            "reason": outcome.error or f"HTTP {outcome.status_code}",
         }
         notice = NewEvent(FAILED_TYPE, "cairn", json.dumps(data, sort_keys=True), WAKEUP_SURFACE)
         try:

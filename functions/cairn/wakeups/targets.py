@@ -3,7 +3,10 @@
 AWS targets are refused unless their ARN matches a pattern of the
 deployment's `wake_target_arns` (shell-style `*` wildcards); the stack
 grants its functions exactly those ARNs, so a subscription can never make
-Cairn call what the operator did not name.
+Cairn call what the operator did not name. A Step Functions task token and
+a durable execution's callback id name no ARN: they are taken when the
+allow-list names state machines, or durable executions, and the grant on
+those patterns decides which ones Cairn can complete.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ _ARN = {
     ),
 }
 _STATES_SERVICE = re.compile(r"arn:aws[a-z-*]*:states:")
+# A pattern of durable executions (`<function ARN>:<qualifier>/durable-execution/<name>/<id>`,
+# wildcards allowed): what the stack grants `lambda:SendDurableExecutionCallbackSuccess` on.
+_DURABLE_EXECUTIONS = re.compile(r"arn:aws[a-z-*]*:lambda:[^/]*/durable-execution/")
+# Lambda's own shape of a callback id (base64 text, at most 1,024 characters).
+_CALLBACK_ID = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+MAX_CALLBACK_ID_LENGTH = 1024
 MAX_TASK_TOKEN_LENGTH = 1024
 MAX_DETAIL_TYPE_LENGTH = 128
 
@@ -35,6 +44,7 @@ PARAMETERS: Mapping[TargetKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     TargetKind.EVENTBRIDGE: (("event_bus_arn",), ("detail_type",)),
     TargetKind.LAMBDA: (("function_arn",), ()),
     TargetKind.STEP_FUNCTIONS: (("task_token",), ()),
+    TargetKind.LAMBDA_DURABLE_CALLBACK: (("callback_id",), ()),
 }
 
 
@@ -55,6 +65,9 @@ def check_target(
     patterns = list(allowed_arns)
     if target.kind is TargetKind.STEP_FUNCTIONS:
         _check_task_token(target.params["task_token"], patterns)
+        return
+    if target.kind is TargetKind.LAMBDA_DURABLE_CALLBACK:
+        _check_callback_id(target.params["callback_id"], patterns)
         return
     arn = target_arn(target)
     if not any(fnmatch.fnmatchcase(arn, pattern) for pattern in patterns):
@@ -91,3 +104,15 @@ def _check_task_token(token: str, patterns: list[str]) -> None:
         raise TargetRefused(f"task_token must be 1 to {MAX_TASK_TOKEN_LENGTH} printable characters.")
     if not any(_STATES_SERVICE.match(pattern) for pattern in patterns):
         raise TargetRefused("This deployment does not complete Step Functions tasks.")
+
+
+def _check_callback_id(callback_id: str, patterns: list[str]) -> None:
+    # A callback id names no function either; callbacks are admitted when the allow-list names durable
+    # executions, which is also what the stack grants `lambda:SendDurableExecutionCallbackSuccess` on.
+    if len(callback_id) > MAX_CALLBACK_ID_LENGTH or not _CALLBACK_ID.fullmatch(callback_id):
+        raise TargetRefused(
+            f"callback_id must be a durable execution's callback id: 1 to {MAX_CALLBACK_ID_LENGTH} base64 characters.",
+            field="callback_id",
+        )
+    if not any(_DURABLE_EXECUTIONS.match(pattern) for pattern in patterns):
+        raise TargetRefused("This deployment does not complete Lambda durable execution callbacks.")

@@ -21,6 +21,12 @@ from cairn.api.checkpoint_schemas import (
     PartOut,
     PartPutRequest,
     PartResponse,
+    PruneRequest,
+    PruneResponse,
+    RunsDeleteRequest,
+    RunsDeleteResponse,
+    ThreadCopyRequest,
+    ThreadCopyResponse,
     ThreadDeletedResponse,
     WritesPutRequest,
     WritesPutResponse,
@@ -168,3 +174,43 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
     ) -> ThreadDeletedResponse:
         services.checkpoints.delete_thread(address_id, token(), thread_id)
         return ThreadDeletedResponse(thread_id=thread_id, deleted=True)
+
+    @app.post(
+        f"{BASE}/copy",
+        summary="Copy a thread to a new thread id: every namespace, checkpoint, pending write and part",
+        description="The target's heads are written last, so no put continues a half-made copy; a target that "
+        "has checkpoints already gets 409 `checkpoint_thread_exists`. Sending a copy again after it failed midway "
+        "finishes it. The source is unchanged.",
+        tags=TAGS,
+        security=BEARER,
+    )
+    def copy_thread(address_id: str, body: Annotated[ThreadCopyRequest, Body()]) -> ThreadCopyResponse:
+        copied = services.checkpoints.copy_thread(
+            address_id, token(), source=body.source_thread_id, target=body.target_thread_id
+        )
+        return ThreadCopyResponse(
+            source_thread_id=body.source_thread_id, target_thread_id=body.target_thread_id, copied=copied
+        )
+
+    @app.post(
+        f"{BASE}/prune",
+        summary="Prune threads: keep each namespace's newest checkpoint, or delete them whole",
+        description="Each checkpoint goes with its writes in one commit, checked against its thread's head, "
+        "so a writer continuing the newest checkpoint is never undone.",
+        tags=TAGS,
+        security=BEARER,
+    )
+    def prune(address_id: str, body: Annotated[PruneRequest, Body()]) -> PruneResponse:
+        removed = services.checkpoints.prune(address_id, token(), thread_ids=body.thread_ids, strategy=body.strategy)
+        return PruneResponse(threads=len(set(body.thread_ids)), removed=removed)
+
+    @app.post(
+        f"{BASE}/runs/delete",
+        summary="Delete the checkpoints of runs (metadata `run_id`) in every thread",
+        description="Each goes with its writes in one commit; a thread whose head goes has it moved to the "
+        "newest checkpoint it keeps, in the same commit.",
+        tags=TAGS,
+        security=BEARER,
+    )
+    def delete_for_runs(address_id: str, body: Annotated[RunsDeleteRequest, Body()]) -> RunsDeleteResponse:
+        return RunsDeleteResponse(removed=services.checkpoints.delete_for_runs(address_id, token(), body.run_ids))

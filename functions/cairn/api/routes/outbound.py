@@ -86,8 +86,10 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         "/api/v1/addresses/<address_id>/email/send",
         summary="Send plain text to one verified contact",
         description="Requires an `Idempotency-Key` header: the same key and body again answer the original (200, "
-        "nothing sent); another body under the key is 422 `idempotency_key_reused`. From is the address's own "
-        "email, so replies arrive in its feed. Each send appends `email.sent` and holds one more feed slot for "
+        "nothing sent, except that within a day a send the carrier refused is handed over again); another body "
+        "under the key is 422 `idempotency_key_reused`. From is the address's own email (or the operator's "
+        "sender with Reply-To the address's email), so replies arrive in its feed. Each send appends "
+        "`email.sent` and holds one more feed slot for "
         "its outcome (`email.delivered`, `email.bounced`, `email.complained`, `email.failed`, or "
         "`email.outcome_unknown` when the carrier reported nothing by the deadline); a full feed "
         "refuses with `quota_exceeded`. Sends per address per UTC day are limited (429 `rate_limited`).",

@@ -1,4 +1,4 @@
-"""The inbox page for people: `/inbox` with its script and style sheet.
+"""The inbox page for people: `/inbox`, its script modules and style sheet under `/inbox/`.
 
 Static files served by the resolver: no build step, no framework, nothing
 from other origins. The page calls the JSON API with the read token in an
@@ -19,10 +19,12 @@ CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
+MODULES = ("main", "api", "dom", "feed", "summary", "events", "detail", "mail", "thread", "reply", "contacts", "state")
 FILES = {
     "/inbox": ("inbox.html", "text/html; charset=utf-8"),
-    "/inbox.js": ("inbox.js", "text/javascript; charset=utf-8"),
-    "/inbox.css": ("inbox.css", "text/css; charset=utf-8"),
+    "/inbox/inbox.css": ("inbox.css", "text/css; charset=utf-8"),
+    "/inbox/icon.svg": ("icon.svg", "image/svg+xml"),
+    **{f"/inbox/{name}.js": (f"{name}.js", "text/javascript; charset=utf-8") for name in MODULES},
 }
 
 

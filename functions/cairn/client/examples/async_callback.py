@@ -20,7 +20,7 @@ from typing import Any
 
 from cairn.client import Address, Inbox
 from cairn.client.commands import url_option
-from cairn.client.examples.common import show
+from cairn.client.examples.common import run_example, show
 from cairn.client.models import Delivery
 
 RESULT_TYPE = "render.completed"
@@ -78,4 +78,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_example(main)

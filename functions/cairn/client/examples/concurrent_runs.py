@@ -23,7 +23,7 @@ from typing import Any
 
 from cairn.client import Address
 from cairn.client.commands import url_option
-from cairn.client.examples.common import show
+from cairn.client.examples.common import run_example, show
 
 
 def record_step(progress: dict[str, Any], name: str) -> dict[str, Any]:
@@ -82,4 +82,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_example(main)

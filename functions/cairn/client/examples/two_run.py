@@ -18,7 +18,7 @@ from typing import Any
 
 from cairn.client import Address
 from cairn.client.commands import url_option
-from cairn.client.examples.common import show
+from cairn.client.examples.common import run_example, show
 
 PLAN = ["fetch", "render", "publish"]
 
@@ -66,4 +66,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_example(main)

@@ -9,8 +9,15 @@
 Needs the `langgraph` extra: `pip install "cairn-state[langgraph]"`.
 """
 
-from cairn.errors import CheckpointPartMissing, CheckpointStale, StoreVersionConflict
+from cairn.errors import CheckpointPartMissing, CheckpointStale, CheckpointThreadExists, StoreVersionConflict
 from cairn.integrations.langgraph.saver import CairnSaver
 from cairn.integrations.langgraph.store import CairnStore
 
-__all__ = ["CairnSaver", "CairnStore", "CheckpointPartMissing", "CheckpointStale", "StoreVersionConflict"]
+__all__ = [
+    "CairnSaver",
+    "CairnStore",
+    "CheckpointPartMissing",
+    "CheckpointStale",
+    "CheckpointThreadExists",
+    "StoreVersionConflict",
+]

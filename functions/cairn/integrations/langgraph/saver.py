@@ -50,6 +50,8 @@ MAX_INLINE_WRITE_BYTES = 49_152
 PART_BYTES = 2_097_152
 MAX_WRITES = 64
 MAX_ACTIONS = 100
+# Runs or threads one prune or deletion request names (`MAX_RUN_IDS`, `MAX_PRUNE_THREADS`).
+MAX_NAMED = 100
 # Threads this saver found empty and has not written since (a bound on what it remembers).
 _EMPTY_REMEMBERED = 4096
 
@@ -218,8 +220,41 @@ class CairnSaver(BaseCheckpointSaver[int]):
     def delete_thread(self, thread_id: str) -> None:
         """Remove the thread's checkpoints and writes in every namespace."""
         self._http.request("DELETE", self._url, token=self._token, params={"thread_id": str(thread_id)})
+        self._forget(str(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove the checkpoints (and their writes) whose metadata's `run_id` is one of these, in every thread.
+
+        A thread whose head goes has it moved to the newest checkpoint it keeps.
+        """
+        unique = list(dict.fromkeys(str(run_id) for run_id in run_ids))
+        for start in range(0, len(unique), MAX_NAMED):
+            self._post("/runs/delete", {"run_ids": unique[start : start + MAX_NAMED]})
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, write and part of a thread to a thread that has none yet.
+
+        `CheckpointThreadExists` when the target has checkpoints already.
+        """
+        self._post("/copy", {"source_thread_id": str(source_thread_id), "target_thread_id": str(target_thread_id)})
+        self._forget(str(target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`keep_latest`: each namespace of each thread keeps only its newest checkpoint; `delete`: the threads go.
+
+        `keep_latest` is not `DeltaChannel`-aware: it drops the ancestors a
+        `DeltaChannel` rebuilds its value from.
+        """
+        unique = list(dict.fromkeys(str(thread_id) for thread_id in thread_ids))
+        for start in range(0, len(unique), MAX_NAMED):
+            self._post("/prune", {"thread_ids": unique[start : start + MAX_NAMED], "strategy": strategy})
+        for thread_id in unique:
+            self._forget(thread_id)
+
+    def _forget(self, thread_id: str) -> None:
+        """What this saver remembers of a thread it has just changed as a whole: nothing holds any more."""
         with self._lock:
-            for remembered in [key for key in self._found_empty if key[0] == str(thread_id)]:
+            for remembered in [key for key in self._found_empty if key[0] == thread_id]:
                 del self._found_empty[remembered]
 
     # -- async twins: the same calls, on a worker thread --------------------------
@@ -260,6 +295,15 @@ class CairnSaver(BaseCheckpointSaver[int]):
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
     # -- values on the wire --------------------------------------------------
 
     def _dump(self, thread_id: str, value: Any, max_inline: int) -> dict[str, Any]:
@@ -293,7 +337,10 @@ class CairnSaver(BaseCheckpointSaver[int]):
         return self.serde.loads_typed((value["type"], data))
 
     def _post(self, path: str, request: dict[str, Any]) -> dict[str, Any]:
-        return self._http.request("POST", self._url + path, token=self._token, body=json_body(request)).json()
+        answer: dict[str, Any] = self._http.request(
+            "POST", self._url + path, token=self._token, body=json_body(request)
+        ).json()
+        return answer
 
     def _note_empty(self, thread: tuple[str, str], empty: bool) -> None:
         with self._lock:

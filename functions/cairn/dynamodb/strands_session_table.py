@@ -1,0 +1,238 @@
+"""`StrandsSessionStore` on the single table: a Strands session lives in its address's partition.
+
+Every write is one transaction: the address's head checked (live, this
+token), then the agent's (or multi-agent's) head updated under the claim
+(still the version the run read, no other run's live hold) with the message
+it adds or replaces. The head's failed condition returns it (`ALL_OLD`), and
+the refusal is decided on that: another version is `moved`, another live
+holder `held`. A message is read by index with one range query, never by
+reading the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from botocore.exceptions import ClientError
+
+from cairn.agent_sessions.ports import Claim, MessagePage, StoredRecord
+from cairn.checkpoints.models import Owner
+from cairn.dynamodb import blobs, keys, strands_session_items, table_ops
+from cairn.dynamodb.checkpoint_items import address_check
+from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_s, key
+from cairn.errors import NotFound, SessionConflict, Unauthorized, Unavailable
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
+Item = dict[str, Any]
+_T = TypeVar("_T")
+
+_FAILED = "ConditionalCheckFailed"
+# A transaction conflict means another write was in flight on the same items: sending it again lets the
+# conditions decide. The bound ends a pathological run.
+_ATTEMPTS = 10
+
+
+class StrandsSessionTable:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    # -- writes --------------------------------------------------------------
+
+    def create_session(self, owner: Owner, session_id: str, text: str, *, now: float) -> None:
+        put = strands_session_items.session_put(self._table, owner, session_id, text)
+        self._commit(owner, [put], now=now, refused=lambda _: _exists("session"))
+
+    def create_record(self, owner: Owner, session_id: str, kind: str, record_id: str, text: str, *, now: float) -> None:
+        put = strands_session_items.record_put(self._table, owner, session_id, kind, record_id, text)
+        self._commit(owner, [put], now=now, refused=lambda _: _exists("agent" if kind == "A" else "multi-agent"))
+
+    def update_record(
+        self, owner: Owner, session_id: str, kind: str, record_id: str, text: str, claim: Claim, *, now: float
+    ) -> int:
+        head = strands_session_items.head_update(
+            self._table, owner, session_id, kind, record_id, claim, now=now, text=text
+        )
+        same = lambda old: get_s(old, "data") == text  # noqa: E731
+        self._commit(owner, [head], now=now, refused=lambda old: _refusal(old, claim, now=now, written=same))
+        return claim.version + 1
+
+    def create_message(
+        self, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str, claim: Claim, *, now: float
+    ) -> int:
+        head = strands_session_items.head_update(
+            self._table,
+            owner,
+            session_id,
+            "A",
+            agent_id,
+            claim,
+            now=now,
+            message_condition="next",
+            message_id=message_id,
+        )
+        puts = strands_session_items.message_puts(self._table, owner, session_id, agent_id, message_id, text)
+        same = self._holds(owner.address_id, session_id, agent_id, message_id, text)
+        refused = lambda old: _refusal(old, claim, now=now, written=same, index=message_id)  # noqa: E731
+        self._commit(owner, [head, *puts], now=now, refused=refused)
+        return claim.version + 1
+
+    def update_message(
+        self, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str, claim: Claim, *, now: float
+    ) -> int:
+        head = strands_session_items.head_update(
+            self._table,
+            owner,
+            session_id,
+            "A",
+            agent_id,
+            claim,
+            now=now,
+            message_condition="stored",
+            message_id=message_id,
+        )
+        puts = strands_session_items.message_puts(self._table, owner, session_id, agent_id, message_id, text)
+        # The pieces the message held beyond the new text's go with the same commit; the head's condition
+        # makes sure no other write changed the message since this read.
+        stored = self._message(owner.address_id, session_id, agent_id, message_id)
+        stale = (
+            []
+            if stored is None
+            else strands_session_items.stale_pieces(self._table, stored, strands_session_items.pieces_in(puts))
+        )
+        same = self._holds(owner.address_id, session_id, agent_id, message_id, text)
+        refused = lambda old: _refusal(old, claim, now=now, written=same, index=message_id, replacing=True)  # noqa: E731
+        self._commit(owner, [head, *puts, *stale], now=now, refused=refused)
+        return claim.version + 1
+
+    def release(self, owner: Owner, session_id: str, agent_id: str, writer: str, *, now: float) -> bool:
+        try:
+            self._client.update_item(
+                **strands_session_items.release_update(self._table, owner, session_id, agent_id, writer)
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def _commit(
+        self, owner: Owner, actions: list[Item], *, now: float, refused: Callable[[Item | None], Exception | None]
+    ) -> None:
+        """Commit `actions` after the address check.
+
+        `refused` words the first action's failed condition from the item it returned, or answers None when
+        that item shows this very write committed already (a retry after a lost answer).
+        """
+        transaction = [address_check(self._table, owner, now=now), *actions]
+        for attempt in range(_ATTEMPTS):
+            try:
+                table_ops.transact_write(self._client, transaction)
+                return
+            except ClientError as error:
+                if error_code(error) != "TransactionCanceledException":
+                    raise
+                reasons = cancellation_reasons(error)
+                if reasons and reasons[0].get("Code") == _FAILED:
+                    raise Unauthorized() from error
+                if len(reasons) > 1 and reasons[1].get("Code") == _FAILED:
+                    refusal = refused(reasons[1].get("Item"))
+                    if refusal is None:
+                        return
+                    raise refusal from error
+            table_ops.pause_after_conflict(attempt)
+        raise Unavailable("The session is too busy right now; retry shortly.")
+
+    # -- reads ---------------------------------------------------------------
+
+    def read_session(self, address_id: str, session_id: str) -> str | None:
+        item = self._get(address_id, keys.strands_session_sk(session_id))
+        return None if item is None else strands_session_items.record_from(item).text
+
+    def read_record(self, address_id: str, session_id: str, kind: str, record_id: str) -> StoredRecord | None:
+        item = self._get(address_id, keys.strands_record_sk(session_id, kind, record_id))
+        return None if item is None else strands_session_items.record_from(item)
+
+    def messages(
+        self, address_id: str, session_id: str, agent_id: str, *, offset: int, limit: int, max_bytes: int
+    ) -> MessagePage:
+        texts: list[str] = []
+        budget = max_bytes
+        found = table_ops.query_range(
+            self._client,
+            self._table,
+            keys.address_pk(address_id),
+            keys.strands_message_sk(session_id, agent_id, offset),
+            keys.strands_message_sk(session_id, agent_id, 10**keys.SEQ_WIDTH - 1),
+            page_size=limit + 1,
+        )
+        for item in found:
+            size = strands_session_items.size_of(item)
+            if len(texts) == limit or (texts and size > budget):
+                return MessagePage(texts, get_int(item, "message_id"))
+            texts.append(self._text(item))
+            budget -= size
+        return MessagePage(texts, None)
+
+    def _holds(
+        self, address_id: str, session_id: str, agent_id: str, message_id: int, text: str
+    ) -> Callable[[Item], bool]:
+        """Whether message `message_id` is stored as `text`, asked once a refusal needs it."""
+
+        def holds(_: Item) -> bool:
+            stored = self._message(address_id, session_id, agent_id, message_id)
+            return stored is not None and self._text(stored) == text
+
+        return holds
+
+    def _message(self, address_id: str, session_id: str, agent_id: str, message_id: int) -> Item | None:
+        return self._get(address_id, keys.strands_message_sk(session_id, agent_id, message_id))
+
+    def _get(self, address_id: str, sk: str) -> Item | None:
+        return self._client.get_item(
+            TableName=self._table, Key=key(keys.address_pk(address_id), sk), ConsistentRead=True
+        ).get("Item")
+
+    def _text(self, item: Item) -> str:
+        data = blobs.read(self._client, self._table, item, legacy_prefix=keys.payload_chunk_prefix(item["sk"]["S"]))
+        return (data or b"").decode("utf-8")
+
+
+def _exists(what: str) -> SessionConflict:
+    return SessionConflict(f"This {what} exists already.", reason="exists")
+
+
+def _refusal(
+    old: Item | None,
+    claim: Claim,
+    *,
+    now: float,
+    written: Callable[[Item], bool],
+    index: int | None = None,
+    replacing: bool = False,
+) -> Exception | None:
+    """Why the head refused the claim, from the head as it was; None when this write is the one it holds."""
+    if old is None:
+        return NotFound("No such agent or multi-agent in this session: create it first.")
+    version = get_int(old, strands_session_items.VERSION)
+    mine = claim.writer is not None and get_s(old, strands_session_items.WRITER) == claim.writer
+    if mine and version == claim.version + 1 and written(old):
+        return None
+    if version != claim.version:
+        return SessionConflict(
+            "Another run wrote this session since this one read it.", reason="moved", current_version=version
+        )
+    held = strands_session_items.holder(old, now=now)
+    if held is not None and held[0] != claim.writer:
+        return SessionConflict("Another run is writing this session.", reason="held", held_until=held[1])
+    if replacing:
+        return NotFound(f"The agent has no message {index}.")
+    return SessionConflict(
+        f"Message {index} is not the agent's next one.",
+        reason="moved",
+        current_version=version,
+        messages=get_int(old, strands_session_items.MESSAGES),
+    )

@@ -1,0 +1,124 @@
+"""What the Strands tests run in processes of their own: an agent on a scripted model, and overlapping runs.
+
+Importable by module name, so `multiprocessing`'s spawn and `python -m` can
+start it afresh, as a new Lambda invocation or queue redelivery would.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncGenerator, Callable
+from multiprocessing.synchronize import Barrier, Event
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from strands import Agent
+from strands.models import Model
+from strands.types.content import Messages
+
+from cairn.integrations.strands import CairnSessionManager, SessionConflict
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class EchoingModel(Model):
+    """A scripted model, no network: it answers with every user text it was given, in order.
+
+    So an answer shows exactly what history the run handed the model. It
+    streams Strands' own events, as the SDK's tests' mocked provider does.
+    `before_answer` runs when it is called, after the run stored the prompt.
+    """
+
+    def __init__(self, before_answer: Callable[[], None] | None = None) -> None:
+        self.before_answer = before_answer
+
+    def update_config(self, **model_config: Any) -> None:
+        pass
+
+    def get_config(self) -> Any:
+        return {}
+
+    def structured_output(
+        self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncGenerator[dict[str, T | Any], None]:
+        raise NotImplementedError("the scripted model gives no structured output")
+
+    async def stream(self, messages: Messages, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        if self.before_answer is not None:
+            self.before_answer()
+        said = [
+            block["text"]
+            for message in messages
+            if message["role"] == "user"
+            for block in message["content"]
+            if "text" in block
+        ]
+        yield {"messageStart": {"role": "assistant"}}
+        yield {"contentBlockStart": {"start": {}}}
+        yield {"contentBlockDelta": {"delta": {"text": "heard: " + " | ".join(said)}}}
+        yield {"contentBlockStop": {}}
+        yield {"messageStop": {"stopReason": "end_turn"}}
+
+
+def agent(base_url: str, address_id: str, token: str, session_id: str, model: Model | None = None) -> Agent:
+    manager = CairnSessionManager.connect(base_url, address_id, token, session_id)
+    return Agent(model=model or EchoingModel(), session_manager=manager, callback_handler=None)
+
+
+def turn(base_url: str, address_id: str, token: str, session_id: str, message: str) -> dict[str, Any]:
+    """One invocation of the agent on the Cairn session: its answer, or why it was refused."""
+    try:
+        return {"answer": str(agent(base_url, address_id, token, session_id)(message)).strip()}
+    except SessionConflict as refused:
+        return {"refused": refused.details["reason"]}
+
+
+def held_turn(
+    base_url: str,
+    address_id: str,
+    token: str,
+    session_id: str,
+    message: str,
+    entered: Event,
+    proceed: Event,
+    results: Any,
+) -> None:
+    """A run that, once it stored its prompt and called the model, waits for `proceed` before answering."""
+
+    def hold() -> None:
+        entered.set()
+        proceed.wait(timeout=120)
+
+    answer = agent(base_url, address_id, token, session_id, EchoingModel(hold))(message)
+    results.put({"answer": str(answer).strip()})
+
+
+def racing_turn(
+    base_url: str, address_id: str, token: str, session_id: str, message: str, barrier: Barrier, results: Any
+) -> None:
+    """A run that loads the session, waits until the other run loaded it too, then goes.
+
+    A refusal while loading (first runs create the session and its agent) is this run's outcome too.
+    """
+    outcome: dict[str, Any] = {"message": message}
+    try:
+        loaded = agent(base_url, address_id, token, session_id)
+    except SessionConflict as refused:
+        loaded, outcome["refused"] = None, refused.details["reason"]
+    barrier.wait(timeout=120)
+    if loaded is not None:
+        try:
+            outcome["answer"] = str(loaded(message)).strip()
+        except SessionConflict as refused:
+            outcome["refused"] = refused.details["reason"]
+    results.put(outcome)
+
+
+def main(argv: list[str]) -> None:
+    """`turn <base url> <address id> <token> <session id> <message>`: prints the outcome as JSON."""
+    print(json.dumps(turn(*argv[1:6])))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
