@@ -92,8 +92,8 @@ def measure_integration_calls(settings: Settings, repeats: int) -> Table:
         "changes what the next meets); setting them up is not counted.",
         "HTTP requests: what the SDK's class sent per call; each is one request to the API function.",
         "Every session, checkpoint and message write commits in one transaction whose first condition is the "
-        "address's token; the reads before it are the address (whose expiry the new items copy) and, for "
-        "sessions, the session's head (and for a pop the newest item).",
+        "address's token; the reads before it are the address (whose expiry the new items copy), with a "
+        "session's head in the same batch for an add; a pop reads the head and the newest item in one query.",
     ]
     return counting.table
 

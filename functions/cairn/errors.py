@@ -1,24 +1,40 @@
 """Errors a client can cause or must react to, each with a stable code.
 
-Use cases raise them and know nothing of HTTP: the API edge
-(`cairn.api.errors`) picks each class's status and headers and turns the
-error into `{"error": {"code": ..., "message": ..., **details}}`. The Python
-SDK (`cairn.client`) rebuilds the same classes from that body, so
-`except RevisionConflict` reads the same on either side of the wire.
+Each class is listed once, here, with its code and the HTTP status the API
+answers it with (`http_status`); use cases raise them and the API edge
+(`cairn.api.errors`) turns one into `{"error": {"code": ..., "message": ...,
+**details}}` with that status and its headers. The Python SDK
+(`cairn.client`) rebuilds the same classes from that body by code
+(`CairnError.for_code`), so `except RevisionConflict` reads the same on either
+side of the wire.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 
 class CairnError(Exception):
     """Base of every error with a stable, client-visible code."""
 
     code = "bad_request"
+    # The HTTP status the API answers this error with (a subclass names its own where it differs).
+    http_status = 400
     # The HTTP status of the answer the SDK rebuilt this error from; None for
-    # an error raised in this process, whose status only the API edge decides.
+    # an error raised in this process.
     status: int | None = None
+    # Each class that names a code of its own, by that code: how the SDK rebuilds an answer.
+    _by_code: ClassVar[dict[str, type[CairnError]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in vars(cls):
+            CairnError._by_code[cls.code] = cls
+
+    @classmethod
+    def for_code(cls, code: str) -> type[CairnError] | None:
+        """The class whose own code is `code`, if one is known."""
+        return CairnError._by_code.get(code)
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -38,6 +54,7 @@ class Unauthorized(CairnError):
     """Wrong token, unknown, expired or deleted address: deliberately one answer."""
 
     code = "unauthorized"
+    http_status = 401
 
     def __init__(self, message: str = "Missing or invalid credentials for this address.") -> None:
         super().__init__(message)
@@ -47,16 +64,19 @@ class SignatureInvalid(CairnError):
     """An inbox post failed every provider signature check its address registered; `reasons` by kind."""
 
     code = "signature_invalid"
+    http_status = 401
 
 
 class NotFound(CairnError):
     code = "not_found"
+    http_status = 404
 
 
 class RevisionConflict(CairnError):
     """A compare-and-set lost: `current_revision` (or `conflicts`) says what is there now."""
 
     code = "revision_conflict"
+    http_status = 409
 
     @property
     def current_revision(self) -> int | None:
@@ -68,44 +88,56 @@ class StateLimitExceeded(CairnError):
     """Too many keys or too many bytes in an address's state; `limit` says which."""
 
     code = "state_limit_exceeded"
+    http_status = 409
+
+    # Too many keys is a conflict with what is stored; too many bytes, a body too large.
+    STATUS_BY_LIMIT: ClassVar[dict[str, int]] = {"keys": 409, "bytes": 413}
 
     def __init__(self, message: str, *, limit: Literal["keys", "bytes"], **details: Any) -> None:
         super().__init__(message, **details)
         self.limit = limit
+        self.http_status = self.STATUS_BY_LIMIT[limit]
 
 
 class QuotaExceeded(CairnError):
     code = "quota_exceeded"
+    http_status = 409
 
 
 class PayloadTooLarge(CairnError):
     code = "payload_too_large"
+    http_status = 413
 
 
 class CrossOriginRefused(CairnError):
     """A browser's preflight for a route that no page of another origin may call."""
 
     code = "cross_origin_refused"
+    http_status = 403
 
 
 class UnsupportedMediaType(CairnError):
     code = "unsupported_media_type"
+    http_status = 415
 
 
 class StreamUnavailable(CairnError):
     """An event stream was asked of a server process that can only answer buffered."""
 
     code = "stream_unavailable"
+    http_status = 406
 
 
 class AttachmentUnavailable(CairnError):
     """The stored message an attachment came from has expired or was removed."""
 
     code = "attachment_unavailable"
+    http_status = 410
 
 
 class IdempotencyKeyReused(CairnError):
     code = "idempotency_key_reused"
+    http_status = 422
 
 
 class IdempotencyKeyNotRandom(InvalidRequest):
@@ -124,6 +156,7 @@ class RetryLater(CairnError):
 
 class RateLimited(RetryLater):
     code = "rate_limited"
+    http_status = 429
 
 
 class TooManyHeldReads(RateLimited):
@@ -136,6 +169,7 @@ class Unavailable(RetryLater):
     """The store is throttled or unreachable: safe to retry the same request."""
 
     code = "temporarily_unavailable"
+    http_status = 503
 
     def __init__(self, message: str = "Storage is busy; retry shortly.", *, retry_after: int = 1) -> None:
         super().__init__(message, retry_after=retry_after)
@@ -145,6 +179,7 @@ class OutboundNotConfigured(CairnError):
     """This deployment has no way to send mail."""
 
     code = "outbound_not_configured"
+    http_status = 409
 
     def __init__(self, message: str = "Outbound email is not configured on this server.", **details: Any) -> None:
         super().__init__(message, **details)
@@ -154,12 +189,14 @@ class UnknownRecipient(CairnError):
     """The recipient is not one of the address's contacts."""
 
     code = "unknown_recipient"
+    http_status = 422
 
 
 class RecipientNotVerified(CairnError):
     """The recipient is a contact whose code has not been confirmed."""
 
     code = "recipient_not_verified"
+    http_status = 409
 
 
 class TooManyRecipients(CairnError):
@@ -182,10 +219,12 @@ class InvalidReplyTo(CairnError):
     """`reply_to_event_id` is not a retained mail this address received."""
 
     code = "invalid_reply_to_event"
+    http_status = 422
 
 
 class ContactLimitReached(CairnError):
     code = "contact_limit_reached"
+    http_status = 409
 
 
 class WrongCode(CairnError):
@@ -196,10 +235,12 @@ class TooManyAttempts(CairnError):
     """Every attempt at the current code is used: ask for a new one."""
 
     code = "too_many_attempts"
+    http_status = 409
 
 
 class CodeExpired(CairnError):
     code = "code_expired"
+    http_status = 409
 
 
 class TargetRefused(InvalidRequest):
@@ -220,6 +261,7 @@ class WakeupRefused(CairnError):
     """A Cairn wake-up posted to a Cairn inbox: refused for good, which ends the subscription that sent it."""
 
     code = "wakeup_refused"
+    http_status = 410
 
 
 class CheckpointStale(CairnError):
@@ -231,18 +273,21 @@ class CheckpointStale(CairnError):
     """
 
     code = "checkpoint_stale"
+    http_status = 409
 
 
 class CheckpointPartMissing(CairnError):
     """A checkpoint or write names an uploaded part that is not there (never uploaded, or its thread deleted)."""
 
     code = "checkpoint_part_missing"
+    http_status = 409
 
 
 class CheckpointThreadExists(CairnError):
     """A LangGraph thread copy whose target thread has checkpoints already; nothing was copied over them."""
 
     code = "checkpoint_thread_exists"
+    http_status = 409
 
 
 class StoreVersionConflict(CairnError):
@@ -253,6 +298,7 @@ class StoreVersionConflict(CairnError):
     """
 
     code = "store_version_conflict"
+    http_status = 409
 
     @property
     def current_version(self) -> int:
@@ -269,3 +315,4 @@ class SessionConflict(CairnError):
     """
 
     code = "session_conflict"
+    http_status = 409

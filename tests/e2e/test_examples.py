@@ -1,20 +1,26 @@
-"""The SDK examples, each run as a user would: separate processes against `cairn serve`."""
+"""The SDK examples and examples/langgraph-wakeup, each run as a user would: separate processes against `cairn serve`."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from cairn.client import Address
+from cairn.integrations.langgraph import CairnSaver
 from cairn.local.dynamodb_local import free_port
-from tests.support.serve import ServeProcess
+from tests.support.serve import ServeProcess, wait_until
 
 # Each test works on addresses of its own, so they share one server.
 pytestmark = pytest.mark.one_server
@@ -22,7 +28,10 @@ pytestmark = pytest.mark.one_server
 
 def example(name: str, *args: str, url: str | None = None, background: bool = False) -> Any:
     """Run one example; its JSON answer, or the process when it runs in the background."""
-    command = [sys.executable, "-m", f"cairn.client.examples.{name}", *args]
+    return _run([sys.executable, "-m", f"cairn.client.examples.{name}", *args], url=url, background=background)
+
+
+def _run(command: list[str], *, url: str | None = None, background: bool = False) -> Any:
     env = {**os.environ, **({"CAIRN_URL": url} if url else {})}
     if background:
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -87,3 +96,138 @@ def test_an_example_that_cannot_reach_the_server_prints_the_cli_error_not_a_trac
     assert "Traceback" not in done.stderr
     assert json.loads(done.stderr)["error"]["code"] == "connection_failed"
     assert done.stdout == ""
+
+
+# -- examples/langgraph-wakeup: a LangGraph graph resumed by a wake-up -------------
+
+APPROVAL = Path(__file__).resolve().parents[2] / "examples" / "langgraph-wakeup" / "approval.py"
+DECIDED = {"type": "approval.decided", "source": "review-app", "data": {"approved": True, "by": "grace"}}
+FINISHED_STEPS = ["Release 1.4: 3 fixes, 1 migration. Ship it?", "decided by grace", "shipped"]
+
+
+def approval(*args: str, url: str | None = None, background: bool = False) -> Any:
+    return _run([sys.executable, str(APPROVAL), *args], url=url, background=background)
+
+
+class ApprovalRunner:
+    """`approval.py runner` in the background: its JSON lines, each read within a deadline."""
+
+    def __init__(self, saved: str, thread: str) -> None:
+        self.process: subprocess.Popen = approval("runner", "--address", saved, "--thread", thread, background=True)
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        try:
+            self.ready = self.next_line()
+        except BaseException:
+            self.__exit__()
+            raise
+        self.url = self.ready["listening"]
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+
+    def next_line(self, timeout: float = 90.0) -> dict[str, Any]:
+        try:
+            return json.loads(self._lines.get(timeout=timeout))
+        except queue.Empty:
+            raise AssertionError(f"the runner printed nothing more; exit code {self.process.poll()}") from None
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Ctrl-C: it ends its subscription and waits for its runs; the lines it had not been asked for."""
+        self.process.send_signal(signal.SIGINT)
+        assert self.process.wait(timeout=60) == 0, self.process.stderr.read() if self.process.stderr else ""
+        self._reader.join(timeout=30)  # it reaches the end of the output once the runner has exited
+        rest = []
+        while not self._lines.empty():
+            rest.append(json.loads(self._lines.get_nowait()))
+        return rest
+
+    def __enter__(self) -> ApprovalRunner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+
+def _history(saved: str, thread: str) -> list:
+    """The thread's checkpoints, newest first; fails on a fork (a checkpoint continued twice)."""
+    history = list(CairnSaver(Address.restore(saved)).list({"configurable": {"thread_id": thread}}))
+    parents = Counter(found.parent_config["configurable"]["checkpoint_id"] for found in history if found.parent_config)
+    assert [parent for parent, children in parents.items() if children > 1] == []
+    return history
+
+
+def test_a_langgraph_graph_waiting_for_a_callback_is_finished_by_the_run_its_wake_up_starts(
+    served: ServeProcess, tmp_path: Path
+):
+    saved, thread = str(tmp_path / "review.json"), "release-1.4"
+    started = approval("start", "--address", saved, "--thread", thread, url=served.base_url)
+    assert started["waiting_for"] == [{"question": "Release 1.4: 3 fixes, 1 migration. Ship it?"}]
+    waiting = len(_history(saved, thread))
+
+    with ApprovalRunner(saved, thread) as runner:
+        # Not signed by the subscription's secret: refused, and no run starts.
+        forged = {
+            "webhook-id": "evt_forged",
+            "webhook-timestamp": str(int(time.time())),
+            "webhook-signature": "v1,Zm9v",
+        }
+        assert httpx.post(runner.url, json={"type": "approval.decided"}, headers=forged).status_code == 401
+        # The deciding service posts its callback, and retries it under the same key.
+        key = {"Idempotency-Key": "release-1.4:decided"}
+        first = httpx.post(started["inbox_url"], json=DECIDED, headers=key).json()
+        retried = httpx.post(started["inbox_url"], json=DECIDED, headers=key).json()
+        assert retried == {**first, "duplicate": True}
+
+        woke = runner.next_line()
+        event = first["event"]["id"]
+        assert woke["delivery"] == event
+        assert woke["run"] == {
+            "thread": thread,
+            "event": event,
+            "outcome": "finished",
+            "decision": DECIDED["data"],
+            "steps": FINISHED_STEPS,
+        }
+        address = Address.restore(saved)
+        (subscription,) = address.subscriptions.list()
+        assert subscription["id"] == runner.ready["subscription"]
+        # Cairn records the attempt once the runner has answered, which it did before the run began.
+        assert wait_until(lambda: address.subscriptions.get(subscription["id"])["attempts"])
+        attempts = address.subscriptions.get(subscription["id"])["attempts"]
+        assert [(attempt["outcome"], attempt["status_code"]) for attempt in attempts] == [("delivered", 202)]
+        rest = runner.stop()
+
+    # One event for the two posts, one delivery, one run: the retry started nothing.
+    assert [e["id"] for e in address.events.poll()["events"] if e["type"] == "approval.decided"] == [event]
+    assert rest == []
+    assert address.subscriptions.list() == []  # the runner ended its subscription on the way out
+    assert len(_history(saved, thread)) == waiting + 2  # the resumed `ask`, then `act`
+
+
+def test_a_callback_delivered_twice_finishes_the_graph_once(served: ServeProcess, tmp_path: Path):
+    """Two runners, each with its subscription: both get the callback and start a run; one finishes the graph."""
+    saved, thread = str(tmp_path / "review.json"), "release-1.5"
+    started = approval("start", "--address", saved, "--thread", thread, url=served.base_url)
+    waiting = len(_history(saved, thread))
+
+    with ApprovalRunner(saved, thread) as one, ApprovalRunner(saved, thread) as other:
+        posted = httpx.post(started["inbox_url"], json=DECIDED, headers={"Idempotency-Key": "decided"}).json()
+        runs = [one.next_line(), other.next_line()]
+        assert one.stop() == [] and other.stop() == []
+
+    event = posted["event"]["id"]
+    assert [woke["delivery"] for woke in runs] == [event, event]
+    outcomes = Counter(woke["run"]["outcome"] for woke in runs)
+    # The second run found the thread no longer waiting, or lost its put to the first: it stored nothing.
+    assert outcomes["finished"] == 1 and outcomes["not_waiting"] + outcomes["resumed_elsewhere"] == 1
+    (finished,) = [woke["run"] for woke in runs if woke["run"]["outcome"] == "finished"]
+    assert finished["steps"] == FINISHED_STEPS and finished["decision"] == DECIDED["data"]
+    history = _history(saved, thread)
+    assert len(history) == waiting + 2  # as after one run
+    assert history[0].checkpoint["channel_values"]["steps"] == FINISHED_STEPS

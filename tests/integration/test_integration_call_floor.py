@@ -4,10 +4,10 @@ Each SDK call is one request, and each request reads what it must, then
 commits once with the address's token as the first condition. A checkpoint
 put reads the address (whose expiry its items copy) and commits: a stale
 writer is refused by the failed condition's returned head, with no read
-after it. A session add reads the address and the session's head; a pop
-also reads the newest item. `make bench` prints these beside the minimum
-each could have (`bench/floor.py`): a put and a read of the latest
-checkpoint are at it; an add (3, minimum 2) and a pop (4, minimum 2) are not.
+after it. A session add reads the address and the session's head in one
+batch; a pop reads the head and the newest item in one query (the head
+sorts right above the items), and its commit checks the token. `make bench`
+prints these beside the minimum each could have (`bench/floor.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from cairn.checkpoints.models import Blob, NewCheckpoint, Search
 from cairn.dynamodb.client import make_client
-from cairn.errors import CheckpointStale
+from cairn.errors import CheckpointStale, Unauthorized
 from cairn.services import Services
 from cairn.settings import Settings
 
@@ -61,39 +61,48 @@ def step(thread_id: str, checkpoint_id: str, parent_id: str | None) -> NewCheckp
     )
 
 
-def test_an_add_reads_the_address_and_the_head_then_commits_once(process) -> None:
+def test_an_add_reads_the_address_and_the_head_in_one_batch_then_commits_once(process) -> None:
     services, calls = process()
     address_id, token = provision(services)
     sessions = services.agent_sessions
     calls.clear()
     assert sessions.add(address_id, token, "s", [item(1)], add_id="a1") == 1  # the first add makes the session
-    assert calls == Counter(GetItem=2, TransactWriteItems=1)
+    assert calls == Counter(BatchGetItem=1, TransactWriteItems=1)
 
     fresh, fresh_calls = process()
     assert fresh.agent_sessions.add(address_id, token, "s", [item(2), item(3)], add_id="a2") == 3
-    assert fresh_calls == Counter(GetItem=2, TransactWriteItems=1)
+    assert fresh_calls == Counter(BatchGetItem=1, TransactWriteItems=1)
     fresh_calls.clear()
     # A retry of a committed add is told by its claim's failed condition: nothing added, no more calls.
     assert fresh.agent_sessions.add(address_id, token, "s", [item(2), item(3)], add_id="a2") == 3
-    assert fresh_calls == Counter(GetItem=2, TransactWriteItems=1)
+    assert fresh_calls == Counter(BatchGetItem=1, TransactWriteItems=1)
     items, _ = sessions.items(address_id, token, "s", limit=10, before=None)
     assert items == [item(1), item(2), item(3)]
 
 
-def test_a_pop_reads_the_head_and_the_newest_item_then_commits_once(process) -> None:
+def test_a_pop_reads_the_head_and_the_newest_item_in_one_query_then_commits_once(process) -> None:
     services, calls = process()
     address_id, token = provision(services)
     services.agent_sessions.add(address_id, token, "s", [item(1), item(2)], add_id="a1")
 
     fresh, fresh_calls = process()
     assert fresh.agent_sessions.pop(address_id, token, "s") == item(2)
-    assert fresh_calls == Counter(GetItem=2, Query=1, TransactWriteItems=1)
+    assert fresh_calls == Counter(Query=1, TransactWriteItems=1)
     calls.clear()
     assert services.agent_sessions.pop(address_id, token, "s") == item(1)  # not the item the other process took
-    assert calls == Counter(GetItem=2, Query=1, TransactWriteItems=1)
+    assert calls == Counter(Query=1, TransactWriteItems=1)
     calls.clear()
     assert services.agent_sessions.pop(address_id, token, "s") is None
-    assert calls == Counter(GetItem=2)  # an empty head says so: nothing to query or commit
+    # An empty head says so: nothing to commit, and the address read refuses a stranger instead.
+    assert calls == Counter(Query=1, GetItem=1)
+    with pytest.raises(Unauthorized):
+        services.agent_sessions.pop(address_id, "not-the-token", "s")
+    with pytest.raises(Unauthorized):
+        services.agent_sessions.add(address_id, "not-the-token", "s", [item(4)])
+    services.agent_sessions.add(address_id, token, "s", [item(5)])
+    with pytest.raises(Unauthorized):  # a session with items: the commit's address check refuses
+        services.agent_sessions.pop(address_id, "not-the-token", "s")
+    assert services.agent_sessions.items(address_id, token, "s", limit=10, before=None)[0] == [item(5)]
 
 
 def test_a_put_reads_the_address_then_commits_once_and_a_stale_writer_costs_no_more(process) -> None:

@@ -43,6 +43,9 @@ NOT_IN_TOUR = {
     ("docs/langgraph.md", "from langgraph.types import Command"): (
         "a sketch over a graph of the reader's; tests/e2e/test_langgraph.py runs such a graph in two processes"
     ),
+    ("docs/langgraph.md", "python examples/langgraph-wakeup/"): (
+        "tests/e2e/test_examples.py runs the example's steps, the callback posted to the inbox URL"
+    ),
     ("docs/langgraph.md", "from cairn.client import Address"): (
         "tests/e2e/test_langgraph_store.py runs it on an address of its own"
     ),

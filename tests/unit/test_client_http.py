@@ -158,3 +158,47 @@ def test_bearer_and_json_body_are_sent_as_the_api_expects():
     assert sent.headers["content-type"] == "application/json"
     assert json.loads(sent.content) == {"value": 1}
     assert sent.headers["user-agent"].startswith("cairn-python/")
+
+
+def _cairn_error_classes() -> list[type[CairnError]]:
+    from cairn import errors
+
+    found: list[type[CairnError]] = []
+    pending: list[type[CairnError]] = [CairnError]
+    while pending:
+        kind = pending.pop()
+        pending.extend(kind.__subclasses__())
+        if "code" in vars(kind) and kind.__module__ == errors.__name__ and kind is not CairnError:
+            found.append(kind)
+    return sorted(found, key=lambda kind: kind.code)
+
+
+def _instance(kind: type[CairnError]) -> CairnError:
+    """One error of `kind`, as a use case raises it."""
+    if issubclass(kind, StateLimitExceeded):
+        return kind("Too many bytes.", limit="bytes", max_bytes=10)
+    if kind is Unauthorized:
+        return kind()
+    if issubclass(kind, (RateLimited, Unavailable)):
+        return kind("Later.", retry_after=3)
+    return kind("Refused.", field="x")
+
+
+@pytest.mark.parametrize("kind", _cairn_error_classes(), ids=lambda kind: kind.code)
+def test_every_error_the_server_answers_is_rebuilt_by_the_sdk_as_its_own_class(kind: type[CairnError]):
+    from cairn.api.errors import cairn_error_response
+    from cairn.client.errors import error_from
+
+    raised = _instance(kind)
+    answer = cairn_error_response(raised)
+    response = httpx.Response(answer.status_code, headers=answer.headers, content=str(answer.body).encode())
+
+    rebuilt = error_from(response)
+
+    assert type(rebuilt) is kind and rebuilt.code == kind.code
+    assert rebuilt.status == answer.status_code == raised.http_status
+    assert rebuilt.message == raised.message
+    if isinstance(raised, (RateLimited, Unavailable)):
+        assert rebuilt.retry_after == 3 and answer.headers["Retry-After"] == "3"
+    elif kind is not Unauthorized:
+        assert {key: rebuilt.details[key] for key in raised.details} == raised.details

@@ -17,7 +17,7 @@ from typing import Any
 from cairn import jsontext
 from cairn.addresses.ports import AddressStore
 from cairn.agent_sessions.ports import SessionItemStore
-from cairn.checkpoints.models import Owner, owner_of
+from cairn.checkpoints.models import Admission, Owner, owner_of
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, PayloadTooLarge
 
@@ -40,6 +40,10 @@ class AgentSessions:
     def _owner(self, address_id: str, read_token: str | None) -> Owner:
         return owner_of(self._addresses, address_id, read_token, now=self._clock())
 
+    def _admission(self, address_id: str, read_token: str | None) -> Admission:
+        """For the changes: the store reads the address's head with the session's rows, in one call."""
+        return Admission.of(address_id, read_token, now=self._clock())
+
     def add(
         self,
         address_id: str,
@@ -61,8 +65,8 @@ class AgentSessions:
             raise PayloadTooLarge(f"One add holds at most {MAX_ADD_BYTES} bytes of items.", max_bytes=MAX_ADD_BYTES)
         if any(jsontext.sent_size(text) > ANSWER_BUDGET for text in texts):
             raise PayloadTooLarge("An item is too large to be answered again.", max_bytes=ANSWER_BUDGET)
-        owner = self._owner(address_id, read_token)
-        return self._store.add(owner, session_id, texts, add_id=add_id, now=self._clock())
+        admission = self._admission(address_id, read_token)
+        return self._store.add(admission, session_id, texts, add_id=add_id, now=self._clock())
 
     def items(
         self, address_id: str, read_token: str | None, session_id: str, *, limit: int | None, before: int | None
@@ -79,8 +83,7 @@ class AgentSessions:
     def pop(self, address_id: str, read_token: str | None, session_id: str) -> dict[str, Any] | None:
         """Remove and return the newest item; None when the session is empty."""
         _check_session_id(session_id)
-        owner = self._owner(address_id, read_token)
-        text = self._store.pop(owner, session_id, now=self._clock())
+        text = self._store.pop(self._admission(address_id, read_token), session_id, now=self._clock())
         return None if text is None else dict(json.loads(text))
 
     def clear(self, address_id: str, read_token: str | None, session_id: str) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from cairn.checkpoints.models import Owner
+from cairn.checkpoints.models import Admission, Owner
 
 
 @dataclass(frozen=True)
@@ -18,8 +18,12 @@ class ItemPage:
 
 
 class SessionItemStore(Protocol):
-    def add(self, owner: Owner, session_id: str, items: Sequence[str], *, add_id: str | None, now: float) -> int:
+    def add(
+        self, admission: Admission, session_id: str, items: Sequence[str], *, add_id: str | None, now: float
+    ) -> int:
         """Append the items (canonical JSON texts) in order, all in one commit; the session's count after it.
+
+        `Unauthorized` unless the admission's token opens the live address.
 
         The first add creates the session; two first adds at once still make one.
         An add whose `add_id` was committed before adds nothing and answers the count now.
@@ -30,8 +34,11 @@ class SessionItemStore(Protocol):
         """The newest `limit` items below sequence `before` (None: the newest of all), within `max_bytes`."""
         ...
 
-    def pop(self, owner: Owner, session_id: str, *, now: float) -> str | None:
-        """Remove and return the newest item, conditional on the session's head: no two callers get one item."""
+    def pop(self, admission: Admission, session_id: str, *, now: float) -> str | None:
+        """Remove and return the newest item, conditional on the session's head: no two callers get one item.
+
+        `Unauthorized` unless the admission's token opens the live address, the session empty or not.
+        """
         ...
 
     def clear(self, owner: Owner, session_id: str, *, now: float) -> None:

@@ -2,8 +2,9 @@
 
 Client mistakes get their stable code, storage trouble a 503 with
 `Retry-After`, and anything unforeseen a logged 500 that reveals nothing.
-The use cases raise errors that know nothing of HTTP; the statuses and
-headers they answer with are decided here, and only here.
+Cairn's own errors declare their status with their code (`cairn.errors`);
+the runtime store's, which follow goa-ai's contract, are given theirs here.
+Headers (`Retry-After`) and the body's form are decided here.
 """
 
 from __future__ import annotations
@@ -17,43 +18,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn import jsontext
-from cairn.errors import (
-    AttachmentUnavailable,
-    CairnError,
-    CheckpointPartMissing,
-    CheckpointStale,
-    CheckpointThreadExists,
-    CodeExpired,
-    ContactLimitReached,
-    CrossOriginRefused,
-    HeaderInjection,
-    IdempotencyKeyReused,
-    InvalidJson,
-    InvalidReplyTo,
-    InvalidRequest,
-    NotFound,
-    OutboundNotConfigured,
-    PayloadTooLarge,
-    PlainTextOnly,
-    QuotaExceeded,
-    RateLimited,
-    RecipientNotVerified,
-    RetryLater,
-    RevisionConflict,
-    SessionConflict,
-    SignatureInvalid,
-    StateLimitExceeded,
-    StoreVersionConflict,
-    StreamUnavailable,
-    TooManyAttempts,
-    TooManyRecipients,
-    Unauthorized,
-    Unavailable,
-    UnknownRecipient,
-    UnsupportedMediaType,
-    WakeupRefused,
-    WrongCode,
-)
+from cairn.errors import CairnError, RetryLater, StateLimitExceeded, Unavailable
 from cairn.runtime import errors as runtime
 from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreUnavailable
 from cairn.runtime.wire import WireError
@@ -64,46 +29,25 @@ if TYPE_CHECKING:
 
 logger = Logger(service="cairn")
 
-# The status each error class answers with; a class not listed answers as its
-# nearest listed base. State limits answer by which limit was hit (below).
-_CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
+# The runtime store's errors (goa-ai's contract, `cairn.runtime.errors`) and the transcript's answer
+# with these statuses; a class not listed answers as its nearest listed base. Cairn's own errors
+# carry theirs (`CairnError.http_status`).
+_RUNTIME_CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
     400: (
-        CairnError,
-        InvalidRequest,
-        InvalidJson,
         RuntimeStoreError,
         runtime.ParentRunIDRequiredError,
         runtime.ChildRunIDRequiredError,
         runtime.ChildAgentIDRequiredError,
         runtime.ChildSessionIDRequiredError,
         runtime.InvalidTranscriptPositionError,
-        TooManyRecipients,
-        HeaderInjection,
-        PlainTextOnly,
-        WrongCode,
     ),
-    401: (Unauthorized, SignatureInvalid),
-    403: (CrossOriginRefused,),
     404: (
-        NotFound,
         runtime.SessionNotFoundError,
         runtime.RunNotFoundError,
         runtime.RunSuspensionNotFoundError,
         runtime.SeedNotFoundError,
     ),
     409: (
-        RevisionConflict,
-        CheckpointStale,
-        CheckpointPartMissing,
-        CheckpointThreadExists,
-        StoreVersionConflict,
-        SessionConflict,
-        QuotaExceeded,
-        OutboundNotConfigured,
-        ContactLimitReached,
-        RecipientNotVerified,
-        TooManyAttempts,
-        CodeExpired,
         runtime.SessionEndedError,
         runtime.SessionActiveError,
         runtime.SessionHasActiveRunsError,
@@ -119,19 +63,12 @@ _CLASSES_BY_STATUS: dict[int, tuple[type[Exception], ...]] = {
         runtime.SeedNotPublishedError,
         runtime.PreparationAbandonedError,
     ),
-    406: (StreamUnavailable,),
-    # A wake-up refused by an inbox: 410 ends the subscription that sent it.
-    410: (AttachmentUnavailable, runtime.SessionPurgedError, WakeupRefused),
-    413: (PayloadTooLarge,),
-    415: (UnsupportedMediaType,),
+    410: (runtime.SessionPurgedError,),
     # A contract error cannot succeed by repeating it, however well-formed.
-    422: (IdempotencyKeyReused, ContractError, InvalidHistoryError, UnknownRecipient, InvalidReplyTo),
-    429: (RateLimited,),
-    503: (Unavailable, RuntimeStoreUnavailable),
+    422: (ContractError, InvalidHistoryError),
+    503: (RuntimeStoreUnavailable,),
 }
-_STATUS_OF_CLASS = {kind: status for status, kinds in _CLASSES_BY_STATUS.items() for kind in kinds}
-# Too many keys is a conflict with what is stored; too many bytes, a body too large.
-_STATE_LIMIT_STATUS = {"keys": 409, "bytes": 413}
+_STATUS_OF_CLASS = {kind: status for status, kinds in _RUNTIME_CLASSES_BY_STATUS.items() for kind in kinds}
 
 # DynamoDB answers that mean "busy or unreachable", never "your request is wrong".
 _TRANSIENT_CODES = {
@@ -148,6 +85,8 @@ _TRANSIENT_CODES = {
 
 def status_for(kind: type[Exception]) -> int:
     """The HTTP status an error of class `kind` answers with."""
+    if issubclass(kind, CairnError):
+        return kind.http_status
     return next(_STATUS_OF_CLASS[base] for base in kind.__mro__ if base in _STATUS_OF_CLASS)
 
 
@@ -162,7 +101,8 @@ def documented_codes() -> list[tuple[str, str]]:
         if "code" not in vars(kind) or kind.__module__ != CairnError.__module__:
             continue
         if kind is StateLimitExceeded:
-            codes[kind.code] = " / ".join(f"{status} ({limit})" for limit, status in _STATE_LIMIT_STATUS.items())
+            by_limit = StateLimitExceeded.STATUS_BY_LIMIT.items()
+            codes[kind.code] = " / ".join(f"{status} ({limit})" for limit, status in by_limit)
         else:
             codes[kind.code] = str(status_for(kind))
     return sorted(codes.items())
@@ -181,12 +121,8 @@ def error_response(
 
 def cairn_error_response(error: CairnError) -> Response[str]:
     """A use case's refusal, with its status and, for a refusal that passes in time, `Retry-After`."""
-    if isinstance(error, StateLimitExceeded):
-        status = _STATE_LIMIT_STATUS[error.limit]
-    else:
-        status = status_for(type(error))
     headers = {"Retry-After": str(error.retry_after)} if isinstance(error, RetryLater) else None
-    return error_response(status, error.code, error.message, headers, **error.details)
+    return error_response(error.http_status, error.code, error.message, headers, **error.details)
 
 
 def register_error_handlers(app: ConcurrentRestResolver) -> None:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cairn import credentials
-from cairn.addresses.access import authenticate
+from cairn.addresses.access import admit, require_well_formed
+from cairn.addresses.models import AddressRecord
 from cairn.addresses.ports import AddressStore
 
 
@@ -118,7 +119,34 @@ class Owner:
     expires_at: float | None
 
 
+@dataclass(frozen=True)
+class Admission:
+    """A request's claim to act for an address, decided once the address's head is read.
+
+    A store that reads the head together with its own rows (one batch) decides
+    here, so the request costs no read of its own.
+    """
+
+    address_id: str
+    read_token: str | None
+    now: float
+
+    @classmethod
+    def of(cls, address_id: str, read_token: str | None, *, now: float) -> Admission:
+        require_well_formed(address_id)
+        return cls(address_id, read_token, now)
+
+    def owner(self, record: AddressRecord | None) -> Owner:
+        """The owner, if the token opens `record` (the address's head as read); `Unauthorized` otherwise."""
+        found = admit(record if self.read_token else None, self.read_token, now=self.now)
+        return Owner(self.address_id, credentials.digest(self.read_token or ""), found.expires_at)
+
+    def unchecked_owner(self, expires_at: float | None) -> Owner:
+        """The owner as claimed, for a commit whose address check decides (an unopened token fails it)."""
+        return Owner(self.address_id, credentials.digest(self.read_token or ""), expires_at)
+
+
 def owner_of(addresses: AddressStore, address_id: str, read_token: str | None, *, now: float) -> Owner:
     """The owner a request under `read_token` acts for; `Unauthorized` unless the token holds the live address."""
-    record = authenticate(addresses, address_id, read_token, now=now)
-    return Owner(address_id, credentials.digest(read_token or ""), record.expires_at)
+    admission = Admission.of(address_id, read_token, now=now)
+    return admission.owner(addresses.load(address_id) if read_token else None)

@@ -42,6 +42,11 @@ _EXIT_BY_CODE = {
     "target_refused": EXIT_USAGE,
     "subscription_limit_exceeded": EXIT_CONFLICT,
     "subscription_not_found": EXIT_NOT_FOUND,
+    # The framework stores' compare-and-set refusals: read again, then decide.
+    "checkpoint_stale": EXIT_CONFLICT,
+    "checkpoint_thread_exists": EXIT_CONFLICT,
+    "store_version_conflict": EXIT_CONFLICT,
+    "session_conflict": EXIT_CONFLICT,
 }
 
 DEFAULT_URL = "http://127.0.0.1:8787"

@@ -1,7 +1,7 @@
 """Errors rebuilt from the server's `{"error": {"code", "message", ...}}` body.
 
 The classes are the server's own (`cairn.errors`): the code picks the class
-and the rest of the body becomes its details, so `RevisionConflict` carries
+(`CairnError.for_code`) and the rest of the body becomes its details, so `RevisionConflict` carries
 `current_revision` and `RateLimited` its `retry_after`. Each carries the
 answer's HTTP `status`; a code this SDK does not know still arrives as a
 `CairnError` with that code.
@@ -14,80 +14,7 @@ from typing import Any
 
 import httpx
 
-from cairn.errors import (
-    AttachmentUnavailable,
-    CairnError,
-    CheckpointPartMissing,
-    CheckpointStale,
-    CheckpointThreadExists,
-    CodeExpired,
-    ContactLimitReached,
-    HeaderInjection,
-    IdempotencyKeyNotRandom,
-    IdempotencyKeyReused,
-    InvalidJson,
-    InvalidReplyTo,
-    InvalidRequest,
-    NotFound,
-    OutboundNotConfigured,
-    PayloadTooLarge,
-    PlainTextOnly,
-    QuotaExceeded,
-    RateLimited,
-    RecipientNotVerified,
-    RevisionConflict,
-    SessionConflict,
-    SignatureInvalid,
-    StateLimitExceeded,
-    StoreVersionConflict,
-    StreamUnavailable,
-    SubscriptionLimitExceeded,
-    SubscriptionNotFound,
-    TargetRefused,
-    TooManyAttempts,
-    TooManyRecipients,
-    Unauthorized,
-    Unavailable,
-    UnknownRecipient,
-    WrongCode,
-)
-
-# Classes whose constructor takes the message and the details as they are.
-_PLAIN: dict[str, type[CairnError]] = {
-    kind.code: kind
-    for kind in (
-        InvalidRequest,
-        InvalidJson,
-        NotFound,
-        RevisionConflict,
-        QuotaExceeded,
-        PayloadTooLarge,
-        AttachmentUnavailable,
-        IdempotencyKeyReused,
-        IdempotencyKeyNotRandom,
-        OutboundNotConfigured,
-        UnknownRecipient,
-        RecipientNotVerified,
-        TooManyRecipients,
-        HeaderInjection,
-        PlainTextOnly,
-        InvalidReplyTo,
-        ContactLimitReached,
-        WrongCode,
-        TooManyAttempts,
-        CodeExpired,
-        SignatureInvalid,
-        StreamUnavailable,
-        TargetRefused,
-        SubscriptionLimitExceeded,
-        SubscriptionNotFound,
-        CheckpointStale,
-        CheckpointPartMissing,
-        CheckpointThreadExists,
-        StoreVersionConflict,
-        SessionConflict,
-    )
-}
+from cairn.errors import CairnError, RetryLater, StateLimitExceeded, Unauthorized
 
 
 class ConnectionFailed(CairnError):
@@ -115,15 +42,14 @@ def _rebuilt(response: httpx.Response) -> CairnError:
         return _unknown("http_error", f"HTTP {response.status_code} without a Cairn error body.", {})
     code = body.pop("code")
     message = str(body.pop("message", ""))
-    if code in (RateLimited.code, Unavailable.code):
-        body.pop("retry_after_seconds", None)
-        later = RateLimited if code == RateLimited.code else Unavailable
-        return later(message, retry_after=math.ceil(retry_after(response) or 1))
+    kind = CairnError.for_code(code)
+    if kind is not None and issubclass(kind, RetryLater):
+        return kind(message, retry_after=math.ceil(retry_after(response) or 1))
     if code == Unauthorized.code:
         return Unauthorized(message)
     if code == StateLimitExceeded.code:
         return StateLimitExceeded(message, limit="bytes" if "max_bytes" in body else "keys", **body)
-    kind = _PLAIN.get(code)
+    # Every other class takes the message and the details as they are.
     return kind(message, **body) if kind is not None else _unknown(code, message, body)
 
 

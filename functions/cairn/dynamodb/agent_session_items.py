@@ -23,6 +23,7 @@ class Head:
     floor: int = 0
     count: int = 0
     version: int = 0  # 0: no head stored yet
+    expires_at: float | None = None  # the address's, which every row of the session carries
 
     def added(self, items: int) -> Head:
         return replace(self, last_seq=self.last_seq + items, count=self.count + items, version=self.version + 1)
@@ -37,7 +38,10 @@ class Head:
 def head_from(item: Item | None) -> Head:
     if item is None:
         return Head()
-    return Head(get_int(item, "last_seq"), get_int(item, "floor"), get_int(item, "count"), get_int(item, _VERSION))
+    expires_at = float(item["expires_at"]["N"]) if "expires_at" in item else None
+    return Head(
+        get_int(item, "last_seq"), get_int(item, "floor"), get_int(item, "count"), get_int(item, _VERSION), expires_at
+    )
 
 
 def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -> Item:

@@ -11,33 +11,30 @@ item at or below it at once; they are deleted after the commit.
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-
-from botocore.exceptions import ClientError
 
 from cairn import jsontext
 from cairn.agent_sessions.ports import ItemPage
-from cairn.checkpoints.models import Owner
-from cairn.dynamodb import agent_session_items, blobs, keys, table_ops
+from cairn.checkpoints.models import Admission, Owner
+from cairn.dynamodb import address_items, agent_session_items, blobs, keys, table_ops
 from cairn.dynamodb.agent_session_items import Head
 from cairn.dynamodb.checkpoint_items import address_check
-from cairn.dynamodb.items import cancellation_reasons, error_code, key
-from cairn.errors import Unauthorized, Unavailable
+from cairn.dynamodb.items import get_int, key
+from cairn.errors import Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
 Item = dict[str, Any]
 _T = TypeVar("_T")
+_S = TypeVar("_S")
 
 # Each lost race is another writer's commit, so attempts are progress; the bound only ends a pathological run.
 _ATTEMPTS = 64
-_FAILED = "ConditionalCheckFailed"
-# Where a commit's own actions start, after the address check and the head.
-_FIRST_ACTION = 2
 
 
 class _Moved(Exception):
@@ -55,7 +52,10 @@ class AgentSessionTable:
 
     # -- writes --------------------------------------------------------------
 
-    def add(self, owner: Owner, session_id: str, items: Sequence[str], *, add_id: str | None, now: float) -> int:
+    def add(
+        self, admission: Admission, session_id: str, items: Sequence[str], *, add_id: str | None, now: float
+    ) -> int:
+        owner, head = self._owner_and_head(admission, session_id)
         claims = [] if add_id is None else [agent_session_items.add_claim(self._table, owner, session_id, add_id)]
 
         def attempt(head: Head) -> int:
@@ -73,21 +73,27 @@ class AgentSessionTable:
                 return head.count
             return new.count
 
-        return self._until_committed(owner.address_id, session_id, attempt)
+        return self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
 
-    def pop(self, owner: Owner, session_id: str, *, now: float) -> str | None:
-        def attempt(head: Head) -> str | None:
-            if head.count == 0:
-                return None
-            newest = next(self._items(owner.address_id, session_id, head, before=None, page_size=1), None)
+    def pop(self, admission: Admission, session_id: str, *, now: float) -> str | None:
+        def top() -> tuple[Head, Item | None]:
+            head, live = self._newest_first(admission.address_id, session_id, before=None, wanted=1)
+            return head, next(live, None)
+
+        def attempt(seen: tuple[Head, Item | None]) -> str | None:
+            head, newest = seen
             if newest is None:
+                # Nothing to pop, and no commit whose address check would refuse a stranger: read the address.
+                self._owner(admission)
                 return None
             text = self._text(newest)
             deletes = agent_session_items.item_deletes(self._table, newest)
+            # The head carries its address's expiry; the commit's address check decides the token.
+            owner = admission.unchecked_owner(head.expires_at)
             self._commit(owner, session_id, head, head.popped(), deletes, now=now)
             return text
 
-        return self._until_committed(owner.address_id, session_id, attempt)
+        return self._until_committed(top(), top, attempt)
 
     def clear(self, owner: Owner, session_id: str, *, now: float) -> None:
         def attempt(head: Head) -> Head | None:
@@ -97,7 +103,8 @@ class AgentSessionTable:
             self._commit(owner, session_id, head, new, [], now=now)
             return new
 
-        cleared = self._until_committed(owner.address_id, session_id, attempt)
+        head = self._head(owner.address_id, session_id)
+        cleared = self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
         if cleared is not None:
             self._delete_through(owner.address_id, session_id, cleared.floor)
 
@@ -118,12 +125,15 @@ class AgentSessionTable:
                 exhausted=lambda: Unavailable("Clearing is throttled; retry shortly."),
             )
 
-    def _until_committed(self, address_id: str, session_id: str, attempt: Callable[[Head], _T]) -> _T:
+    def _until_committed(self, first: _S, read: Callable[[], _S], attempt: Callable[[_S], _T]) -> _T:
+        """`attempt` on what was read, and on a fresh `read` each time another writer moved the head first."""
+        seen = first
         for tries in range(_ATTEMPTS):
             try:
-                return attempt(self._head(address_id, session_id))
+                return attempt(seen)
             except _Moved:
                 time.sleep(random.uniform(0, min(0.05, 0.001 * 2**tries)))
+                seen = read()
         raise Unavailable("The session is too busy right now; retry shortly.")
 
     def _commit(
@@ -138,32 +148,24 @@ class AgentSessionTable:
         claimed: bool = False,
     ) -> None:
         """Commit `actions` with the address check and the head's move; `claimed`: the first is an add's claim."""
-        transaction = [
-            address_check(self._table, owner, now=now),
-            agent_session_items.head_put(self._table, owner, session_id, seen, new),
-            *actions,
-        ]
+        head = agent_session_items.head_put(self._table, owner, session_id, seen, new)
         try:
-            table_ops.transact_write(self._client, transaction)
-        except ClientError as error:
-            if error_code(error) != "TransactionCanceledException":
-                raise
-            reasons = cancellation_reasons(error)
-            if reasons and reasons[0].get("Code") == _FAILED:
-                raise Unauthorized() from error
-            if claimed and len(reasons) > _FIRST_ACTION and reasons[_FIRST_ACTION].get("Code") == _FAILED:
-                raise _Claimed() from error
+            table_ops.transact_owned(self._client, address_check(self._table, owner, now=now), [head, *actions])
+        except table_ops.Cancelled as cancelled:
+            if claimed and cancelled.failed(1) is not None:
+                raise _Claimed() from cancelled
             # The head moved, an item another pop took, or another transaction held one: read again.
-            raise _Moved() from error
+            raise _Moved() from cancelled
 
     # -- reads ---------------------------------------------------------------
 
     def page(self, address_id: str, session_id: str, *, limit: int, before: int | None, max_bytes: int) -> ItemPage:
-        head = self._head(address_id, session_id)
         newest_first: list[str] = []
         budget = max_bytes
         oldest = None
-        for item in self._items(address_id, session_id, head, before=before, page_size=limit):
+        # One item beyond the page tells whether another page follows.
+        _, live = self._newest_first(address_id, session_id, before=before, wanted=limit + 1)
+        for item in live:
             size = agent_session_items.size_of(item)
             if len(newest_first) == limit or (newest_first and size > budget):
                 return ItemPage(list(reversed(newest_first)), oldest)
@@ -171,6 +173,29 @@ class AgentSessionTable:
             budget -= size
             oldest = int(item["seq"]["N"])
         return ItemPage(list(reversed(newest_first)), None)
+
+    def _owner_and_head(self, admission: Admission, session_id: str) -> tuple[Owner, Head]:
+        """The owner the admission acts for (`Unauthorized` if none) and the session's head, in one read."""
+        pk = keys.address_pk(admission.address_id)
+        head_sk = keys.agent_session_head_sk(session_id)
+        found = {
+            item["sk"]["S"]: item
+            for item in table_ops.batch_get(
+                self._client,
+                self._table,
+                [key(pk, keys.META), key(pk, head_sk)],
+                exhausted=lambda: Unavailable("The session is too busy right now; retry shortly."),
+            )
+        }
+        address = found.get(keys.META)
+        owner = admission.owner(address_items.record_from_item(address) if address else None)
+        return owner, agent_session_items.head_from(found.get(head_sk))
+
+    def _owner(self, admission: Admission) -> Owner:
+        item = self._client.get_item(
+            TableName=self._table, Key=key(keys.address_pk(admission.address_id), keys.META), ConsistentRead=True
+        ).get("Item")
+        return admission.owner(address_items.record_from_item(item) if item else None)
 
     def _head(self, address_id: str, session_id: str) -> Head:
         item = self._client.get_item(
@@ -180,20 +205,36 @@ class AgentSessionTable:
         ).get("Item")
         return agent_session_items.head_from(item)
 
-    def _items(self, address_id: str, session_id: str, head: Head, *, before: int | None, page_size: int) -> Any:
-        """The live items below `before`, newest first, read `page_size` at a time (one more to know if any remain)."""
-        newest = head.last_seq if before is None else min(head.last_seq, before - 1)
-        if newest <= head.floor:
-            return iter(())
-        return table_ops.query_range(
-            self._client,
-            self._table,
-            keys.address_pk(address_id),
-            keys.agent_session_item_sk(session_id, head.floor + 1),
-            keys.agent_session_item_sk(session_id, newest),
-            ScanIndexForward=False,
-            page_size=page_size + 1,
-        )
+    def _newest_first(
+        self, address_id: str, session_id: str, *, before: int | None, wanted: int
+    ) -> tuple[Head, Iterator[Item]]:
+        """The session's head, and its live items below sequence `before`, newest first, `wanted` a query.
+
+        With no `before`, one query reads both: the head sorts right above the items. Items a clear hid
+        (at or below the head's `floor`) end the list; they are only waiting to be deleted.
+        """
+        pk = keys.address_pk(address_id)
+        lowest = keys.agent_session_item_sk(session_id, 1)
+        if before is None:
+            head_sk = keys.agent_session_head_sk(session_id)
+            rows = table_ops.query_range(
+                self._client, self._table, pk, lowest, head_sk, ScanIndexForward=False, page_size=wanted + 1
+            )
+            first = next(rows, None)
+            if first is None or first["sk"]["S"] != head_sk:
+                return Head(), iter(())
+            head = agent_session_items.head_from(first)
+        else:
+            head = self._head(address_id, session_id)
+            if before <= head.floor + 1:
+                return head, iter(())
+            upper = keys.agent_session_item_sk(session_id, before - 1)
+            rows = table_ops.query_range(
+                self._client, self._table, pk, lowest, upper, ScanIndexForward=False, page_size=wanted
+            )
+        if head.count == 0:
+            return head, iter(())
+        return head, itertools.takewhile(lambda item: get_int(item, "seq") > head.floor, rows)
 
     def _text(self, item: Item) -> str:
         data = blobs.read(self._client, self._table, item, legacy_prefix=keys.payload_chunk_prefix(item["sk"]["S"]))

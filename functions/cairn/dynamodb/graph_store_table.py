@@ -20,8 +20,8 @@ from cairn.checkpoints.models import Owner
 from cairn.dynamodb import blobs, keys, table_ops
 from cairn.dynamodb import graph_store_items as store_items
 from cairn.dynamodb.checkpoint_items import address_check
-from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n
-from cairn.errors import StoreVersionConflict, Unauthorized, Unavailable
+from cairn.dynamodb.items import error_code, get_int, get_n, get_s, key, n
+from cairn.errors import StoreVersionConflict, Unavailable
 from cairn.graphstore.models import Namespace, PutOp, StoredItem
 
 if TYPE_CHECKING:
@@ -32,7 +32,6 @@ Item = dict[str, Any]
 # Puts that met another writer, and reads that met a put between an item and its pieces, are tried again:
 # with the pause doubling from a millisecond, a dozen tries wait up to about four seconds in all.
 _ATTEMPTS = 12
-_FAILED = "ConditionalCheckFailed"
 
 
 class GraphStoreTable:
@@ -111,16 +110,12 @@ class GraphStoreTable:
                 )
             if op.value is None and current is None:
                 return 0
-            actions = [address_check(self._table, owner, now=now), *self._writes(owner, op, current, live, now=now)]
+            writes = self._writes(owner, op, current, live, now=now)
             try:
-                table_ops.transact_write(self._client, actions)
+                table_ops.transact_owned(self._client, address_check(self._table, owner, now=now), writes)
                 return 0 if op.value is None else live + 1
-            except ClientError as error:
-                if error_code(error) != "TransactionCanceledException":
-                    raise
-                reasons = cancellation_reasons(error)
-                if reasons and reasons[0].get("Code") == _FAILED:
-                    raise Unauthorized() from error
+            except table_ops.Cancelled:
+                pass
             # Another writer committed between the read and this commit: read what it left, and decide again.
             table_ops.pause_after_conflict(attempt)
         raise Unavailable("The item is too busy right now; retry shortly.")

@@ -295,19 +295,28 @@ def store_item_sk(namespace: tuple[str, ...], key: str) -> str:
 AGENT_SESSION_PREFIX = "AGS#"
 
 
+def agent_session_sk_base(session_id: str) -> str:
+    """Where a session's rows sit: items (digits), then its head (`H`), then its adds' claims (`R`)."""
+    return f"{AGENT_SESSION_PREFIX}{credentials.digest(session_id)}#"
+
+
 def agent_session_head_sk(session_id: str) -> str:
-    """A session's head: its last sequence, item count and version, the condition of every change."""
-    return f"{AGENT_SESSION_PREFIX}{credentials.digest(session_id)}"
+    """A session's head: its last sequence, item count and version, the condition of every change.
+
+    It sorts right above the session's items, so one query read newest first meets the head and then
+    the newest items: a pop or a read of the latest items is one query.
+    """
+    return f"{agent_session_sk_base(session_id)}H"
 
 
 def agent_session_item_sk(session_id: str, sequence: int) -> str:
-    """One item, in sequence order right after its head; its pieces at `payload_chunk_sk` of this."""
-    return f"{agent_session_head_sk(session_id)}#{_seq(sequence)}"
+    """One item, in sequence order below its head; its pieces at `payload_chunk_sk` of this."""
+    return f"{agent_session_sk_base(session_id)}{_seq(sequence)}"
 
 
 def agent_session_add_sk(session_id: str, add_id: str) -> str:
-    """The claim of one add under the id its client gave it: after every item (`A` sorts above digits)."""
-    return f"{agent_session_head_sk(session_id)}#A#{credentials.digest(add_id)}"
+    """The claim of one add under the id its client gave it: above the head, out of the items' range."""
+    return f"{agent_session_sk_base(session_id)}R#{credentials.digest(add_id)}"
 
 
 # -- Strands sessions (in the address partition) ------------------------------------

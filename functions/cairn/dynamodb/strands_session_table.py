@@ -12,7 +12,7 @@ reading the session.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -20,8 +20,8 @@ from cairn.agent_sessions.ports import Claim, MessagePage, StoredRecord
 from cairn.checkpoints.models import Owner
 from cairn.dynamodb import blobs, keys, strands_session_items, table_ops
 from cairn.dynamodb.checkpoint_items import address_check
-from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_s, key
-from cairn.errors import NotFound, SessionConflict, Unauthorized, Unavailable
+from cairn.dynamodb.items import error_code, get_int, get_s, key
+from cairn.errors import NotFound, SessionConflict, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 Item = dict[str, Any]
 _T = TypeVar("_T")
 
-_FAILED = "ConditionalCheckFailed"
 # A transaction conflict means another write was in flight on the same items: sending it again lets the
 # conditions decide. The bound ends a pathological run.
 _ATTEMPTS = 10
@@ -63,18 +62,7 @@ class StrandsSessionTable:
     def create_message(
         self, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str, claim: Claim, *, now: float
     ) -> int:
-        head = strands_session_items.head_update(
-            self._table,
-            owner,
-            session_id,
-            "A",
-            agent_id,
-            claim,
-            now=now,
-            message_condition="next",
-            message_id=message_id,
-        )
-        puts = strands_session_items.message_puts(self._table, owner, session_id, agent_id, message_id, text)
+        head, puts = self._message_writes(owner, session_id, agent_id, message_id, text, claim, "next", now=now)
         same = self._holds(owner.address_id, session_id, agent_id, message_id, text)
         refused = lambda old: _refusal(old, claim, now=now, written=same, index=message_id)  # noqa: E731
         self._commit(owner, [head, *puts], now=now, refused=refused)
@@ -83,18 +71,7 @@ class StrandsSessionTable:
     def update_message(
         self, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str, claim: Claim, *, now: float
     ) -> int:
-        head = strands_session_items.head_update(
-            self._table,
-            owner,
-            session_id,
-            "A",
-            agent_id,
-            claim,
-            now=now,
-            message_condition="stored",
-            message_id=message_id,
-        )
-        puts = strands_session_items.message_puts(self._table, owner, session_id, agent_id, message_id, text)
+        head, puts = self._message_writes(owner, session_id, agent_id, message_id, text, claim, "stored", now=now)
         # The pieces the message held beyond the new text's go with the same commit; the head's condition
         # makes sure no other write changed the message since this read.
         stored = self._message(owner.address_id, session_id, agent_id, message_id)
@@ -119,6 +96,32 @@ class StrandsSessionTable:
             raise
         return True
 
+    def _message_writes(
+        self,
+        owner: Owner,
+        session_id: str,
+        agent_id: str,
+        message_id: int,
+        text: str,
+        claim: Claim,
+        condition: Literal["next", "stored"],
+        *,
+        now: float,
+    ) -> tuple[Item, list[Item]]:
+        """The agent head's move under `claim` (the message the next one, or one stored), and the message's puts."""
+        head = strands_session_items.head_update(
+            self._table,
+            owner,
+            session_id,
+            "A",
+            agent_id,
+            claim,
+            now=now,
+            message_condition=condition,
+            message_id=message_id,
+        )
+        return head, strands_session_items.message_puts(self._table, owner, session_id, agent_id, message_id, text)
+
     def _commit(
         self, owner: Owner, actions: list[Item], *, now: float, refused: Callable[[Item | None], Exception | None]
     ) -> None:
@@ -127,22 +130,18 @@ class StrandsSessionTable:
         `refused` words the first action's failed condition from the item it returned, or answers None when
         that item shows this very write committed already (a retry after a lost answer).
         """
-        transaction = [address_check(self._table, owner, now=now), *actions]
+        check = address_check(self._table, owner, now=now)
         for attempt in range(_ATTEMPTS):
             try:
-                table_ops.transact_write(self._client, transaction)
+                table_ops.transact_owned(self._client, check, actions)
                 return
-            except ClientError as error:
-                if error_code(error) != "TransactionCanceledException":
-                    raise
-                reasons = cancellation_reasons(error)
-                if reasons and reasons[0].get("Code") == _FAILED:
-                    raise Unauthorized() from error
-                if len(reasons) > 1 and reasons[1].get("Code") == _FAILED:
-                    refusal = refused(reasons[1].get("Item"))
+            except table_ops.Cancelled as cancelled:
+                failed = cancelled.failed(0)
+                if failed is not None:
+                    refusal = refused(failed.get("Item"))
                     if refusal is None:
                         return
-                    raise refusal from error
+                    raise refusal from cancelled
             table_ops.pause_after_conflict(attempt)
         raise Unavailable("The session is too busy right now; retry shortly.")
 

@@ -13,7 +13,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from cairn.dynamodb.items import s
+from botocore.exceptions import ClientError
+
+from cairn.dynamodb.items import cancellation_reasons, error_code, s
+from cairn.errors import Unauthorized
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -31,6 +34,42 @@ MAX_QUERY_PAGE_ITEMS = 1_000
 def transact_write(client: DynamoDBClient, actions: Sequence[Item]) -> None:
     """One `TransactWriteItems` of actions built as plain dictionaries."""
     client.transact_write_items(TransactItems=cast("Sequence[TransactWriteItemTypeDef]", actions))
+
+
+CONDITION_FAILED = "ConditionalCheckFailed"
+
+
+class Cancelled(Exception):
+    """A commit behind an owner's check that another condition or a conflict cancelled.
+
+    `reasons` are those of the commit's own actions, in their order (the check's is left out).
+    """
+
+    def __init__(self, reasons: list[Item]) -> None:
+        super().__init__("transaction cancelled")
+        self.reasons = reasons
+
+    def failed(self, index: int) -> Item | None:
+        """The reason of action `index` when its condition failed (with the item it returned, if asked)."""
+        if index < len(self.reasons) and self.reasons[index].get("Code") == CONDITION_FAILED:
+            return self.reasons[index]
+        return None
+
+
+def transact_owned(client: DynamoDBClient, owner_check: Item, actions: Sequence[Item]) -> None:
+    """Commit `actions` behind `owner_check` (the address is live and the token its own), in one transaction.
+
+    A failed owner check is `Unauthorized`, whatever else failed; any other cancellation is `Cancelled`.
+    """
+    try:
+        transact_write(client, [owner_check, *actions])
+    except ClientError as error:
+        if error_code(error) != "TransactionCanceledException":
+            raise
+        reasons = cancellation_reasons(error)
+        if reasons and reasons[0].get("Code") == CONDITION_FAILED:
+            raise Unauthorized() from error
+        raise Cancelled(reasons[1:]) from error
 
 
 def query(client: DynamoDBClient, table: str, *, page_size: int | None = None, **params: Any) -> Iterator[Item]:
