@@ -43,6 +43,15 @@ when it ends. What it measures, in the order printed:
    store: 1 and 8 on one run, 8 across 50 runs (in 50 sessions, and in one);
    `list_run_records` page latency on runs of 10, 100 and 10,000 records
    (2,000 with --quick), from the start, the middle and the end.
+6b. The API handler's own time: API Gateway REST events fed straight to
+   `cairn.entrypoints.api_handler.lambda_handler` in this process; per hot
+   operation (inbox post, duplicate post, poll, ack, state read, write and
+   batch, runtime append and root start) the time per request, the time
+   inside the DynamoDB client's calls and their difference, the handler's
+   overhead (p50/p99), beside issue 30's targets; a cost per million
+   requests (Lambda GB-seconds and DynamoDB request units at list prices)
+   beside the raw boto3 transactions'; a cProfile of the largest overhead.
+   `--only handler` runs this part alone.
 7. Transcripts: `build_messages_from_run_log` on an in-process
    `DynamoRuntimeStore` replaying a 1,000-message transcript (one record per
    message), its time and DynamoDB calls.
@@ -100,6 +109,7 @@ from bench.cold_start import measure_cold_starts
 from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
 from bench.floor import floor_table
+from bench.handler import measure_handler
 from bench.idle_reads import measure_idle_reads
 from bench.integration_calls import measure_integration_calls
 from bench.integration_costs import measure_read_costs
@@ -133,6 +143,7 @@ OUTBOUND_TABLE = "bench-outbound"
 WAKE_TABLE = "bench-wake"
 COLD_TABLE = "bench-cold"
 INTEGRATIONS_TABLE = "bench-integrations"
+HANDLER_TABLE = "bench-handler"
 
 
 @dataclass(frozen=True)
@@ -157,13 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs and fewer trials (noisier figures)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    parser.add_argument("--only", choices=["integrations"], help="run one part alone (and its calls floor rows)")
+    only_help = "run one part alone (integrations: with its calls floor rows)"
+    parser.add_argument("--only", choices=["integrations", "handler"], help=only_help)
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cairn-bench-") as workdir:
-        tables = run_integrations(plan, Path(workdir)) if args.only else run(plan, Path(workdir))
+        only = {"integrations": run_integrations, "handler": run_handler}
+        tables = only[args.only](plan, Path(workdir)) if args.only else run(plan, Path(workdir))
     setup = {
         "python": platform.python_version(),
         "cpu_cores": os.cpu_count(),
@@ -186,7 +199,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         settings = _settings(database)
         client = make_client(settings)
         names = (SERVICE_TABLE, RAW_TABLE, RUNTIME_TABLE, TRANSCRIPT_TABLE, EMAIL_TABLE, DOWNLOAD_TABLE)
-        for name in (*names, OUTBOUND_TABLE, COLD_TABLE):
+        for name in (*names, OUTBOUND_TABLE, COLD_TABLE, HANDLER_TABLE):
             # No stream: DynamoDB Local slows each write by every stream record it keeps (the webhook
             # part, which reads a stream, makes its own table).
             ensure_table(client, name, stream=False)
@@ -213,6 +226,8 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             webhooks = measure_webhooks(server, settings.model_copy(update={"table_name": WAKE_TABLE}), plan.trials)
         _progress("8/16 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
+        _progress("8b/16 the API handler's own time per request, its cost, and a profile")
+        handler = measure_handler(settings, HANDLER_TABLE, handler_requests(plan))
         _progress("9/16 runtime store appends")
         appends = measure_appends(settings, RUNTIME_TABLE, plan.seconds, plan.warmup)
         _progress(f"10/16 list_run_records pages (writing a {plan.history:,}-record history first)")
@@ -235,7 +250,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         "webhooks": webhooks, "idle_reads": idle_reads, "baseline": baseline,
         "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
-        "runtime_calls": runtime_calls, "appends": appends, "pages": pages, "seed_pages": seed_pages,
+        "runtime_calls": runtime_calls, **handler, "appends": appends, "pages": pages, "seed_pages": seed_pages,
         "replay": replay,
         "ingest": ingest, "downloads": downloads, "outbound": outbound, **integrations,
         "cold_starts": cold_starts,
@@ -252,6 +267,19 @@ def run_integrations(plan: Plan, workdir: Path) -> list[Table]:
         ensure_table(make_client(settings), SERVICE_TABLE, stream=False)
         tables = measure_integrations(plan, settings, database, workdir)
     return [*tables.values(), floor_table(tables)]
+
+
+def run_handler(plan: Plan, workdir: Path) -> list[Table]:
+    """The handler's part alone."""
+    with DynamoDBLocal(workdir / "dynamodb") as database:
+        settings = _settings(database)
+        ensure_table(make_client(settings), HANDLER_TABLE, stream=False)
+        return list(measure_handler(settings, HANDLER_TABLE, handler_requests(plan)).values())
+
+
+def handler_requests(plan: Plan) -> int:
+    # Enough requests per operation for a p99 that is not the maximum on the full plan.
+    return plan.trials * 4
 
 
 def measure_integrations(

@@ -50,6 +50,22 @@ def _rates(values: list[float]) -> str:
     return " / ".join(f"{value:,.0f}" for value in values)
 
 
+HANDLER_OPERATIONS = "post / duplicate / poll / ack / state read / write / batch / append / root start"
+
+
+def _handler_overhead(tables: dict[str, Table]) -> tuple[str, str]:
+    rows = tables["handler"].rows
+    column = tables["handler"].columns.index("overhead p50 ms")
+    return " / ".join(f"{row[column]:.1f}" for row in rows), "target <= 1 ms each, <= 2 ms for root start"
+
+
+def _handler_costs(tables: dict[str, Table]) -> tuple[str, str]:
+    costs = tables["handler_costs"]
+    figures = " / ".join(str(_cells(costs, row[0])["$ per million"]) for row in costs.rows)
+    raw = [(row[0], row[-2].split(" ", 1)[0], row[-1]) for row in costs.rows if row[-1] != "-"]
+    return figures, "raw boto3: " + "; ".join(f"{name} {dollars} ({ratio}x)" for name, dollars, ratio in raw)
+
+
 def _address_calls(tables: dict[str, Table]) -> tuple[str, str]:
     labels = ["provision", "inbox post (new key)", "inbox post (same key, same body)", "poll (wait=0)", "ack"]
     return _calls(tables["calls"], labels, "steady state"), ""
@@ -170,6 +186,8 @@ _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("state compare-and-set writes/s, 8 clients: one key / 32 keys", _against_raw("cas_vs_raw")),
     ("runtime calls: append / root start / child start / terminal", _runtime_calls),
     ("runtime appends/s: 1 run / 50 runs in 50 sessions / in 1 session", _appends),
+    ("API handler overhead above DynamoDB, p50 ms: " + HANDLER_OPERATIONS, _handler_overhead),
+    ("$ per million requests (Lambda + DynamoDB): " + HANDLER_OPERATIONS, _handler_costs),
     ("list_run_records page of 100, p50", _pages),
     ("transcript replay, 1,000 messages: calls, p50 / p99", _replay),
     ("email ingest, 1 MB message, 1 address: p50 / p99", _ingest),

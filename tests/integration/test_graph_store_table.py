@@ -106,3 +106,27 @@ def test_a_put_with_another_addresss_token_is_refused_and_stores_nothing(
         table.put(stranger, PutOp(NS, "item", {"n": 1}), now=clock())
 
     assert table.get(owner.address_id, NS, "item") is None
+
+
+def test_versions_go_on_past_a_delete_and_an_expiry_so_a_stale_writer_is_still_refused(
+    table: GraphStoreTable, owner: Owner, clock: FakeClock
+):
+    """A writer that read version 1 must not overwrite the item someone made again after a delete (ABA)."""
+    assert table.put(owner, PutOp(NS, "doc", {"n": 1}), now=clock()) == 1
+    assert table.put(owner, PutOp(NS, "doc", None), now=clock()) == 0  # deleted
+    assert table.get(owner.address_id, NS, "doc") is None
+    assert [item.key for item in table.under(owner.address_id, NS)] == []
+    assert [namespace for namespace, _ in table.namespaces(owner.address_id, NS)] == []
+
+    assert table.put(owner, PutOp(NS, "doc", {"n": 2}, expected_version=0), now=clock()) == 3  # made again
+    with pytest.raises(StoreVersionConflict):
+        table.put(owner, PutOp(NS, "doc", {"stale": True}, expected_version=1), now=clock())
+    stored = table.get(owner.address_id, NS, "doc")
+    assert stored is not None and stored.value == {"n": 2} and stored.version == 3
+
+    # An item whose TTL passed is gone for readers and writers, but its version is not reused either.
+    assert table.put(owner, PutOp(NS, "brief", {"n": 1}, ttl_minutes=1), now=clock()) == 1
+    clock.advance(120)
+    assert table.put(owner, PutOp(NS, "brief", {"n": 2}, expected_version=0), now=clock()) == 2
+    with pytest.raises(StoreVersionConflict):
+        table.put(owner, PutOp(NS, "brief", {"stale": True}, expected_version=1), now=clock())

@@ -76,14 +76,7 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         if kwargs.get("enable_validation"):
             # Powertools leaves this constructor unannotated.
             self._request_validation_middleware = JsonBodyValidation()  # type: ignore[no-untyped-call]
-        self.use([self._same_origin_guard])
-
-    def _same_origin_guard(self, app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        """A same-origin route refuses any request a page of another origin sent, even one needing no preflight."""
-        event = app.current_event
-        if event.path.startswith(self._same_origin_prefixes) and requests.foreign_origin(event):
-            raise CrossOriginRefused("This route serves workers and tools, not web pages of other origins.")
-        return next_middleware(app)
+        self.use([_same_origin_guard])
 
     def route(self, rule: str, method: Any, cors: bool | None = None, *args: Any, **kwargs: Any) -> Any:
         """Routes under a same-origin prefix never carry CORS headers, whatever the app's CORS setting."""
@@ -192,3 +185,17 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
     @processed_stack_frames.setter
     def processed_stack_frames(self, value: list[str]) -> None:
         self._state.processed_stack_frames = value
+
+
+def _same_origin_guard(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """A same-origin route refuses any request a page of another origin sent, even one needing no preflight.
+
+    A function, not a method: Powertools keeps what it learns of a middleware's signature on the
+    middleware itself, which a bound method (made anew on each access) cannot hold, so a method was
+    inspected again on every request.
+    """
+    event = app.current_event
+    prefixes = app._same_origin_prefixes if isinstance(app, ConcurrentRestResolver) else ()
+    if event.path.startswith(prefixes) and requests.foreign_origin(event):
+        raise CrossOriginRefused("This route serves workers and tools, not web pages of other origins.")
+    return next_middleware(app)

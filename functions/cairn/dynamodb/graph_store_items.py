@@ -21,6 +21,10 @@ _KEY = "item_key"
 TTL = "ttl_minutes"
 # The SHA-256 of a value kept in pieces: a reader that met a put between the item and its pieces reads again.
 _VALUE_DIGEST = "value_sha256"
+# A deleted item's marker: it keeps the key's version, so the next item made under the key goes on from it.
+DELETED = "deleted"
+# How long a deleted item's version is kept (within its address's life): longer than a writer holds a read.
+TOMBSTONE_SECONDS = 86_400
 
 
 def expires_at(ttl_minutes: float | None, owner: Owner, *, now: float) -> Item:
@@ -82,9 +86,31 @@ def stored_from(item: Item, data: bytes) -> StoredItem | None:
     )
 
 
+def is_deleted(item: Item) -> bool:
+    return DELETED in item
+
+
+def stored_version(item: Item | None) -> int:
+    """The last version given under the key, live or not: the next write's is one more, never one reused."""
+    return 0 if item is None else get_int(item, VERSION)
+
+
+def tombstone(owner: Owner, namespace: Namespace, item_key: str, *, version: int, now: float) -> Item:
+    """What a delete leaves: no value, the key's version, and a lifetime of its own."""
+    ends = now + TOMBSTONE_SECONDS if owner.expires_at is None else min(now + TOMBSTONE_SECONDS, owner.expires_at)
+    return {
+        **key(keys.address_pk(owner.address_id), keys.store_item_sk(namespace, item_key)),
+        NAMESPACE: s(jsontext.canonical(list(namespace))),
+        _KEY: s(item_key),
+        VERSION: n(version),
+        DELETED: {"BOOL": True},
+        EXPIRES_AT: n(math.ceil(ends)),
+    }
+
+
 def live_version(item: Item | None, now: float) -> int:
-    """The version a writer sees: 0 for no item, or one whose TTL has passed."""
-    if item is None:
+    """The version a writer sees: 0 for no item, a deleted one, or one whose TTL has passed."""
+    if item is None or is_deleted(item):
         return 0
     ended = get_n(item, EXPIRES_AT)
     if TTL in item and ended is not None and ended <= now:

@@ -43,13 +43,15 @@ class GraphStoreTable:
 
     def get(self, address_id: str, namespace: Namespace, key: str) -> StoredItem | None:
         found = self._item(keys.address_pk(address_id), keys.store_item_sk(namespace, key))
-        return None if found is None else self._stored(found)
+        return None if found is None or store_items.is_deleted(found) else self._stored(found)
 
     def under(self, address_id: str, prefix: Namespace) -> Iterator[StoredItem]:
         lower = keys.store_namespace_prefix(prefix)
         for found in table_ops.query_range(
             self._client, self._table, keys.address_pk(address_id), lower, keys.upper_bound(lower)
         ):
+            if store_items.is_deleted(found):
+                continue
             stored = self._stored(found)
             if stored is not None:
                 yield stored
@@ -62,14 +64,17 @@ class GraphStoreTable:
             keys.address_pk(address_id),
             lower,
             keys.upper_bound(lower),
-            ProjectionExpression="#ns, #ttl, #ends",
+            ProjectionExpression="#ns, #ttl, #ends, #deleted",
             ExpressionAttributeNames={
                 "#ns": store_items.NAMESPACE,
                 "#ttl": store_items.TTL,
                 "#ends": store_items.EXPIRES_AT,
+                "#deleted": store_items.DELETED,
             },
         )
         for item in found:
+            if store_items.is_deleted(item):
+                continue
             yield (
                 store_items.namespace_of(item),
                 get_n(item, store_items.EXPIRES_AT) if store_items.TTL in item else None,
@@ -88,7 +93,7 @@ class GraphStoreTable:
             if stored is not None:
                 return stored
             again = self._item(found["pk"]["S"], found["sk"]["S"])
-            if again is None:
+            if again is None or store_items.is_deleted(again):
                 return None
             found = again
         raise Unavailable("The item is being rewritten right now; retry shortly.")
@@ -108,12 +113,12 @@ class GraphStoreTable:
                     expected_version=op.expected_version,
                     current_version=live,
                 )
-            if op.value is None and current is None:
+            if op.value is None and (current is None or store_items.is_deleted(current)):
                 return 0
             writes = self._writes(owner, op, current, live, now=now)
             try:
                 table_ops.transact_owned(self._client, address_check(self._table, owner, now=now), writes)
-                return 0 if op.value is None else live + 1
+                return 0 if op.value is None else store_items.stored_version(current) + 1
             except table_ops.Cancelled:
                 pass
             # Another writer committed between the read and this commit: read what it left, and decide again.
@@ -131,11 +136,15 @@ class GraphStoreTable:
                 "ExpressionAttributeValues": {":version": n(get_int(current, store_items.VERSION))},
             }
         written: list[Item] = []
+        # Versions go on from the key's last, through deletes and expiries, so a writer that read an
+        # earlier item under the key never matches the one made after it.
+        version = store_items.stored_version(current) + 1
         if op.value is None:
-            actions = [{"Delete": {"TableName": self._table, "Key": key(pk, sk), **condition}}]
+            gone = store_items.tombstone(owner, op.namespace, op.key, version=version, now=now)
+            actions = [{"Put": {"TableName": self._table, "Item": gone, **condition}}]
         else:
             created_at = get_n(current, "created_at") if current is not None and live else None
-            written = store_items.item_put(owner, op, op.value, version=live + 1, created_at=created_at or now, now=now)
+            written = store_items.item_put(owner, op, op.value, version=version, created_at=created_at or now, now=now)
             actions = [{"Put": {"TableName": self._table, "Item": written[0], **condition}}]
             actions += [{"Put": {"TableName": self._table, "Item": piece}} for piece in written[1:]]
         kept = {piece["sk"]["S"] for piece in written[1:]}
