@@ -9,60 +9,30 @@ from __future__ import annotations
 
 import re
 import smtplib
-import threading
 import time
 from collections.abc import Iterator
-from email import policy
 from email.message import EmailMessage
-from email.parser import BytesParser
 from pathlib import Path
 
 import pytest
-from aiosmtpd.controller import Controller
 
-from cairn.local.dynamodb_local import DynamoDBLocal, free_port
+from cairn.local.dynamodb_local import DynamoDBLocal
 from tests.e2e.test_serve import auth, provision
-from tests.support.relay import running_relay
+from tests.support.relay import Relay, running_relay
 from tests.support.serve import ServeProcess
 
 PERSON = "ada@example.org"
 
 
-class Mailbox:
-    """aiosmtpd handler keeping every message the relay is handed."""
-
-    def __init__(self) -> None:
-        self.messages: list[EmailMessage] = []
-        self.arrived = threading.Condition()
-
-    async def handle_DATA(self, server, session, envelope) -> str:
-        message = BytesParser(policy=policy.default).parsebytes(envelope.content)
-        with self.arrived:
-            self.messages.append(message)
-            self.arrived.notify_all()
-        return "250 2.0.0 OK"
-
-    def wait_for(self, count: int, timeout: float = 10) -> EmailMessage:
-        with self.arrived:
-            assert self.arrived.wait_for(lambda: len(self.messages) >= count, timeout)
-            return self.messages[count - 1]
-
-
 @pytest.fixture
-def relay() -> Iterator[tuple[Mailbox, int]]:
-    mailbox = Mailbox()
-    port = free_port()
-    controller = Controller(mailbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
+def relay() -> Iterator[tuple[Relay, int]]:
+    with running_relay() as (mailbox, port):
         yield mailbox, port
-    finally:
-        controller.stop()
 
 
 @pytest.fixture
 def relayed(
-    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path, relay: tuple[Mailbox, int]
+    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path, relay: tuple[Relay, int]
 ) -> Iterator[ServeProcess]:
     _, port = relay
     extra = ["--smtp-relay", f"127.0.0.1:{port}"]
@@ -70,7 +40,7 @@ def relayed(
         yield s
 
 
-def test_verify_send_and_read_the_answer_in_one_feed(relayed: ServeProcess, relay: tuple[Mailbox, int]):
+def test_verify_send_and_read_the_answer_in_one_feed(relayed: ServeProcess, relay: tuple[Relay, int]):
     mailbox, _ = relay
     with relayed.client() as client:
         created = provision(client)

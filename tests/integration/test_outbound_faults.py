@@ -27,6 +27,7 @@ from cairn.settings import Settings
 from tests.support.fakes import FakeClock
 from tests.support.faults import FAULTS, FaultInjector, assert_success_or_retryable, calls_made
 from tests.support.lambda_client import LambdaClient, path_of
+from tests.support.mail import verified_address
 
 PERSON = "ada@example.org"
 MESSAGE = {"to": PERSON, "subject": "Approve?", "text": "Yes or no."}
@@ -71,16 +72,7 @@ def faulty(dynamodb_local) -> tuple[LambdaClient, FaultInjector, Relay, FakeCloc
 
 
 def verified(api: LambdaClient, relay: Relay) -> dict:
-    created = api.provision()
-    root = path_of(created["endpoints"]["address_url"])
-    token = created["credentials"]["read_token"]
-    api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON}, token=token)
-    code = relay.sent[-1].raw.split(b"code is: ")[1][:6].decode()
-    assert (
-        api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON, "code": code}, token=token).status
-        == 200
-    )
-    return created
+    return verified_address(api, PERSON, relay.sent)
 
 
 def send(api: LambdaClient, created: dict):

@@ -17,6 +17,7 @@ import pytest
 from cairn.email.outbound_ports import ComposedMessage, Handoff
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services, path_of
+from tests.support.mail import verified_address
 
 PERSON = "ada@example.org"
 DEADLINE = 3_600
@@ -52,14 +53,7 @@ def make_api(dynamodb_local, local_table: str, clock: FakeClock):
 
 
 def verified(api: LambdaClient, carrier: Carrier) -> dict:
-    created = api.provision()
-    root = path_of(created["endpoints"]["address_url"])
-    token = created["credentials"]["read_token"]
-    api.request("POST", f"{root}/email/contacts", json_body={"email": PERSON}, token=token)
-    code = carrier.sent[-1].raw.split(b"code is: ")[1][:6].decode()
-    body = {"email": PERSON, "code": code}
-    assert api.request("POST", f"{root}/email/contacts", json_body=body, token=token).status == 200
-    return created
+    return verified_address(api, PERSON, carrier.sent)
 
 
 def send(api: LambdaClient, created: dict, key: str) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -20,10 +19,14 @@ import pytest
 from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email.ingest import Delivery
 from tests.support.lambda_client import LambdaClient, make_services, path_of
-from tests.support.runtime_api import FakeRuntimeApi, response_headers
+from tests.support.runtime_api import (
+    BOOTSTRAP,
+    FakeRuntimeApi,
+    lambda_environment,
+    response_headers,
+    streaming_function,
+)
 
-FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
-BOOTSTRAP = FUNCTIONS / "cairn" / "entrypoints" / "stream_bootstrap"
 # Lambda's buffered answers stop at 6 MB, about 4.4 MB of bytes once base64-encoded.
 BEYOND_THE_BUFFERED_CAP = 8_000_000
 
@@ -41,22 +44,6 @@ def api(dynamodb_local, local_table: str, clock, blob_dir: Path) -> LambdaClient
     return LambdaClient(services)
 
 
-def lambda_environment(runtime_api: FakeRuntimeApi, **cairn: str) -> dict[str, str]:
-    """What Lambda sets for the function, plus its Cairn configuration."""
-    return {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "LAMBDA_TASK_ROOT": str(FUNCTIONS),
-        "AWS_LAMBDA_RUNTIME_API": runtime_api.address,
-        "AWS_LAMBDA_FUNCTION_NAME": "cairn-downloads",
-        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
-        "AWS_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",
-        "POWERTOOLS_SERVICE_NAME": "cairn",
-        **{f"CAIRN_{name.upper()}": value for name, value in cairn.items()},
-    }
-
-
 @pytest.fixture
 def runtime_api() -> Iterator[FakeRuntimeApi]:
     with FakeRuntimeApi() as endpoint:
@@ -65,18 +52,14 @@ def runtime_api() -> Iterator[FakeRuntimeApi]:
 
 @pytest.fixture
 def bootstrap(runtime_api: FakeRuntimeApi, dynamodb_local, local_table: str, blob_dir: Path) -> Iterator[None]:
-    """The exec wrapper, started the way Lambda starts it (its own arguments are ignored)."""
-    environment = lambda_environment(
+    with streaming_function(
         runtime_api,
         table_name=local_table,
         dynamodb_endpoint=dynamodb_local.endpoint,
         email_blob_dir=str(blob_dir),
         poll_rate_per_minute="10000",
-    )
-    process = subprocess.Popen([str(BOOTSTRAP), "/var/runtime/bootstrap"], env=environment, cwd="/")
-    yield
-    process.kill()
-    process.wait()
+    ):
+        yield
 
 
 def deliver_attachment(api: LambdaClient, created: dict, payload: bytes) -> str:

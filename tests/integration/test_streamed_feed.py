@@ -8,16 +8,14 @@ endpoint as the stream makes it.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from collections.abc import Iterator
 
 import pytest
 
 from cairn.client.sse import Comment, Message, parse
-from tests.integration.test_streamed_downloads import BOOTSTRAP, lambda_environment
 from tests.support.lambda_client import LambdaClient, make_services, path_of
-from tests.support.runtime_api import FakeRuntimeApi, response_headers
+from tests.support.runtime_api import FakeRuntimeApi, response_headers, streaming_function
 
 STREAM_SECONDS = 6
 
@@ -35,18 +33,15 @@ def runtime_api() -> Iterator[FakeRuntimeApi]:
 
 @pytest.fixture
 def bootstrap(runtime_api: FakeRuntimeApi, dynamodb_local, local_table: str) -> Iterator[None]:
-    environment = lambda_environment(
+    with streaming_function(
         runtime_api,
         table_name=local_table,
         dynamodb_endpoint=dynamodb_local.endpoint,
         poll_rate_per_minute="10000",
         max_stream_seconds=str(STREAM_SECONDS),
         stream_heartbeat_seconds="1",
-    )
-    process = subprocess.Popen([str(BOOTSTRAP), "/var/runtime/bootstrap"], env=environment, cwd="/")
-    yield
-    process.kill()
-    process.wait()
+    ):
+        yield
 
 
 def feed_request(api: LambdaClient, created: dict, **headers: str) -> dict:

@@ -11,7 +11,6 @@ slots, shared with the REST long-polls.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,9 +19,8 @@ from typing import Any
 import pytest
 
 from cairn.dynamodb import keys
-from tests.integration.test_streamed_downloads import BOOTSTRAP, lambda_environment
 from tests.support.lambda_client import LambdaClient, make_services
-from tests.support.runtime_api import FakeRuntimeApi, response_headers
+from tests.support.runtime_api import FakeRuntimeApi, response_headers, streaming_function
 from tests.unit.test_mcp_api import VERSION
 
 WAITING_POLLS = 1
@@ -47,17 +45,14 @@ def runtime_api() -> Iterator[FakeRuntimeApi]:
 
 @pytest.fixture
 def bootstrap(runtime_api: FakeRuntimeApi, dynamodb_local, local_table: str) -> Iterator[None]:
-    environment = lambda_environment(
+    with streaming_function(
         runtime_api,
         table_name=local_table,
         dynamodb_endpoint=dynamodb_local.endpoint,
         poll_rate_per_minute="10000",
         max_waiting_polls_per_address=str(WAITING_POLLS),
-    )
-    process = subprocess.Popen([str(BOOTSTRAP), "/var/runtime/bootstrap"], env=environment, cwd="/")
-    yield
-    process.kill()
-    process.wait()
+    ):
+        yield
 
 
 class StreamedMcp:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,3 +83,18 @@ class Mailroom:
     def replay(self, created: dict[str, Any], body: dict[str, Any]) -> Reply:
         url = f"{path_of(created['endpoints']['address_url'])}/email/replay"
         return self.api.request("POST", url, json_body=body, token=created["credentials"]["read_token"])
+
+
+def verified_address(api: LambdaClient, person: str, sent: Sequence[Any]) -> dict[str, Any]:
+    """A new address whose contact `person` is verified with the code in the last message of `sent`.
+
+    `sent`: what a test carrier was handed (each with its `raw` bytes), filled as the code goes out.
+    """
+    created = api.provision()
+    root = path_of(created["endpoints"]["address_url"])
+    token = created["credentials"]["read_token"]
+    api.request("POST", f"{root}/email/contacts", json_body={"email": person}, token=token)
+    code = sent[-1].raw.split(b"code is: ")[1][:6].decode()
+    verified = api.request("POST", f"{root}/email/contacts", json_body={"email": person, "code": code}, token=token)
+    assert verified.status == 200
+    return created

@@ -9,12 +9,18 @@ exactly what went over the wire.
 from __future__ import annotations
 
 import json
+import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 PREFIX = "/2018-06-01/runtime"
@@ -134,3 +140,35 @@ def _handler_for(api: FakeRuntimeApi) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+BOOTSTRAP = FUNCTIONS / "cairn" / "entrypoints" / "stream_bootstrap"
+
+
+def lambda_environment(runtime_api: FakeRuntimeApi, **cairn: str) -> dict[str, str]:
+    """What Lambda sets for the function, plus its Cairn configuration."""
+    return {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "LAMBDA_TASK_ROOT": str(FUNCTIONS),
+        "AWS_LAMBDA_RUNTIME_API": runtime_api.address,
+        "AWS_LAMBDA_FUNCTION_NAME": "cairn-downloads",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "POWERTOOLS_SERVICE_NAME": "cairn",
+        **{f"CAIRN_{name.upper()}": value for name, value in cairn.items()},
+    }
+
+
+@contextmanager
+def streaming_function(runtime_api: FakeRuntimeApi, **cairn: str) -> Iterator[None]:
+    """The streaming function's exec wrapper, started the way Lambda starts it (its own arguments are ignored)."""
+    environment = lambda_environment(runtime_api, **cairn)
+    process = subprocess.Popen([str(BOOTSTRAP), "/var/runtime/bootstrap"], env=environment, cwd="/")
+    try:
+        yield
+    finally:
+        process.kill()
+        process.wait()
