@@ -166,6 +166,18 @@ def test_ctrl_c_stops_the_server_and_dynamodb_local(tmp_path: Path):
         assert probe.connect_ex(("127.0.0.1", server.port)) != 0
 
 
+def test_a_relative_data_folder_is_the_one_under_the_folder_serve_was_started_in(tmp_path: Path):
+    """`cairn serve` in a new folder with its default `.cairn/data` (a relative path) keeps its data there."""
+    server = ServeProcess(tmp_path, data_dir=Path(".cairn/data"), cwd=tmp_path).start()
+    try:
+        with server.client() as client:
+            assert client.get("/healthz").status_code == 200
+            provision(client)
+    finally:
+        assert server.stop() == 0
+    assert list((tmp_path / ".cairn" / "data").glob("*.db")), "DynamoDB Local kept nothing under .cairn/data"
+
+
 def test_demo_verification_errors_are_json(served: ServeProcess):
     """The AgentAddress two-run demo's checks: bad token 401 and oversize 413, both JSON."""
     with served.client() as client:

@@ -30,6 +30,7 @@ class ServeProcess:
         data_dir: Path | None = None,
         env: dict[str, str] | None = None,
         extra_args: list[str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.port = free_port()
         self.smtp_port = free_port()
@@ -47,13 +48,14 @@ class ServeProcess:
         self._env = {**os.environ, "CAIRN_POLL_RATE_PER_MINUTE": "100000", "CAIRN_CREATE_RATE_PER_MINUTE": "100000"}
         self._env.update(env or {})
         self._workdir = workdir
+        self._cwd = cwd or Path(__file__).resolve().parents[2]
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> ServeProcess:
         self.output = []
         self.process = subprocess.Popen(
             self._command,
-            cwd=Path(__file__).resolve().parents[2],
+            cwd=self._cwd,
             env=self._env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

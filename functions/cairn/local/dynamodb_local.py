@@ -83,7 +83,8 @@ class DynamoDBLocal:
         *,
         in_memory: bool = False,
     ) -> None:
-        self.data_dir = Path(data_dir)
+        # Absolute: DynamoDB Local runs in this folder, where a relative path would point elsewhere.
+        self.data_dir = Path(data_dir).resolve()
         self.in_memory = in_memory
         self.port = port or free_port()
         self._distribution = distribution
