@@ -84,7 +84,10 @@ class AgentSessions:
         """Remove and return the newest item; None when the session is empty."""
         _check_session_id(session_id)
         text = self._store.pop(self._admission(address_id, read_token), session_id, now=self._clock())
-        return None if text is None else dict(json.loads(text))
+        if text is None:
+            self._owner(address_id, read_token)  # nothing popped, so no commit checked the token
+            return None
+        return dict(json.loads(text))
 
     def clear(self, address_id: str, read_token: str | None, session_id: str) -> None:
         _check_session_id(session_id)

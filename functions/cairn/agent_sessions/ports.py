@@ -37,7 +37,8 @@ class SessionItemStore(Protocol):
     def pop(self, admission: Admission, session_id: str, *, now: float) -> str | None:
         """Remove and return the newest item, conditional on the session's head: no two callers get one item.
 
-        `Unauthorized` unless the admission's token opens the live address, the session empty or not.
+        `Unauthorized` when the commit's address check refuses the token. None when there is nothing to
+        pop: no commit ran, so the token is not checked yet; the caller checks it.
         """
         ...
 

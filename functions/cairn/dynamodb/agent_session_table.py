@@ -83,9 +83,7 @@ class AgentSessionTable:
         def attempt(seen: tuple[Head, Item | None]) -> str | None:
             head, newest = seen
             if newest is None:
-                # Nothing to pop, and no commit whose address check would refuse a stranger: read the address.
-                self._owner(admission)
-                return None
+                return None  # no commit, so no address check: the caller checks the token
             text = self._text(newest)
             deletes = agent_session_items.item_deletes(self._table, newest)
             # The head carries its address's expiry; the commit's address check decides the token.
@@ -190,12 +188,6 @@ class AgentSessionTable:
         address = found.get(keys.META)
         owner = admission.owner(address_items.record_from_item(address) if address else None)
         return owner, agent_session_items.head_from(found.get(head_sk))
-
-    def _owner(self, admission: Admission) -> Owner:
-        item = self._client.get_item(
-            TableName=self._table, Key=key(keys.address_pk(admission.address_id), keys.META), ConsistentRead=True
-        ).get("Item")
-        return admission.owner(address_items.record_from_item(item) if item else None)
 
     def _head(self, address_id: str, session_id: str) -> Head:
         item = self._client.get_item(
