@@ -96,6 +96,11 @@ def _stream_wakeup(tables: dict[str, Table]) -> tuple[str, str]:
     return f"{row['p50 ms']:.1f} ms / {row['p99 ms']:.1f} ms", ""
 
 
+def _dispatch_calls(tables: dict[str, Table]) -> tuple[str, str]:
+    label = next(row[0] for row in tables["webhooks"].rows if row[0].startswith("dispatcher's DynamoDB table calls"))
+    return str(_cells(tables["webhooks"], label)["value"]), "target 0 for an address with no subscription"
+
+
 def _state_calls(tables: dict[str, Table]) -> tuple[str, str]:
     labels = ["read a key", "write, replace (if_revision N)", "write, stale if_revision (conflict)",
               "batch of 5 sets (if_revision N)"]  # fmt: skip
@@ -182,6 +187,7 @@ _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("polls/s over HTTP, 8 clients", _polls),
     ("long-poll wake-up after the POST answers, p50 / p99", _wakeup),
     ("event stream wake-up after the POST answers, p50 / p99", _stream_wakeup),
+    ("wake-up dispatcher's table calls per event: address with no subscription / one", _dispatch_calls),
     ("state calls: read / write / conflict / batch of 5", _state_calls),
     ("state compare-and-set writes/s, 8 clients: one key / 32 keys", _against_raw("cas_vs_raw")),
     ("runtime calls: append / root start / child start / terminal", _runtime_calls),

@@ -20,11 +20,14 @@ from cairn.dynamodb.waiters import PollingWaiter
 from cairn.local.wakeups import StreamFollower
 from cairn.services import Services
 from cairn.settings import Settings
+from cairn.wakeups.models import Delivery, Outcome, Subscription
 from tests.support.lambda_client import LambdaClient
+from tests.support.streams import stream_notices
 from tests.support.webhooks import Receiver, holding_receiver, receiver
 
 BURST = 200
 IDLE_SECONDS = 25
+DISPATCHED = 20
 
 
 def measure_webhooks(server: CairnServer, settings: Settings, trials: int) -> Table:
@@ -52,6 +55,13 @@ def measure_webhooks(server: CairnServer, settings: Settings, trials: int) -> Ta
         held = _latencies(http, address, hook, first=trials + BURST, trials=trials)
         table.add("the same, while another address's receiver holds its answers open", *_p50_p99(held), "")
     idle, polled = _idle_reads(settings)
+    quiet, watched = _dispatch_calls(settings)
+    table.add(
+        f"dispatcher's DynamoDB table calls per event, {DISPATCHED} events: address with no subscription / one",
+        "",
+        "",
+        f"{quiet:g} / {watched:g}",
+    )
     table.add(f"DynamoDB table calls, subscribed agent idle {IDLE_SECONDS} s", "", "", idle)
     table.add(f"DynamoDB table calls, one long-poll wait={IDLE_SECONDS} (Lambda's waiter)", "", "", polled)
     table.notes.append(
@@ -61,6 +71,12 @@ def measure_webhooks(server: CairnServer, settings: Settings, trials: int) -> Ta
     table.notes.append(
         "Held open: that receiver sends a header byte a second and never ends its answer; each attempt to it "
         "is cut at the delivery deadline and retried with back-off while the trials run."
+    )
+    table.notes.append(
+        "Per event: handed to the dispatcher in one batch from the stream. An event written while its address "
+        "had no subscription is marked so by the append; the dispatcher passes it by (in AWS the event source "
+        "mapping's filter drops it before any invocation). With one subscription: its list, the noted event and "
+        "the delivery's lease, read and progress."
     )
     table.notes.append(
         "Idle: the dispatcher reads the table's stream (not the table) and finds nothing to do; in AWS the "
@@ -128,3 +144,36 @@ def _idle_reads(settings: Settings) -> tuple[int, int]:
     api.poll(created, wait=IDLE_SECONDS)
     polled = round(counter.take().total)
     return idle, polled
+
+
+class _Answered:
+    """A webhook target that answers at once, so only the table's calls are counted."""
+
+    def send(self, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
+        return Outcome(delivered=True, status_code=200)
+
+
+def _dispatch_calls(settings: Settings) -> tuple[float, float]:
+    """The dispatcher's table calls per event for an address nobody subscribes to, and for one subscribed.
+
+    `settings` name a table with a stream; a new process's services dispatch what it holds.
+    """
+    client = make_client(settings)
+    ensure_table(client, settings.table_name)
+    poster = LambdaClient(Services.build(settings, client=client))
+    quiet, watched = poster.provision(), poster.provision()
+    path = f"/api/v1/addresses/{watched['address']['id']}/subscriptions"
+    target = {"target": {"kind": "webhook", "url": "https://example.com/hook"}}
+    poster.request("POST", path, json_body=target, token=watched["credentials"]["read_token"])
+    for created in (quiet, watched):
+        for n in range(DISPATCHED):
+            poster.post_inbox(created, {"type": "job.done", "data": {"n": n}})
+    notices = stream_notices(settings)
+    dispatching = make_client(settings)
+    counter = CallCounter(dispatching)
+    dispatcher = Services.build(settings, client=dispatching, wake_transport=_Answered()).dispatcher
+    per_address = []
+    for created in (quiet, watched):
+        dispatcher.dispatch([notice for notice in notices if notice.address_id == created["address"]["id"]])
+        per_address.append(counter.take(per=DISPATCHED).total)
+    return per_address[0], per_address[1]

@@ -103,12 +103,17 @@ class Wakeups(Construct):
                 retry_attempts=STREAM_RETRY_ATTEMPTS,
                 max_record_age=Duration.days(1),
                 on_failure=event_sources.SqsDlq(self.failures),
-                # Only address events wake anyone: heads, state keys and claims never reach the function.
+                # Only address events wake anyone: heads, state keys and claims never reach the function,
+                # nor events written while their address had no subscription (marked by the append). The
+                # marker's test is on its leaf (`BOOL`): Lambda's `exists` only works on leaves.
                 filters=[
                     lambda_.FilterCriteria.filter(
                         {
                             "eventName": lambda_.FilterRule.is_equal("INSERT"),
-                            "dynamodb": {"Keys": {"sk": {"S": lambda_.FilterRule.begins_with("E#")}}},
+                            "dynamodb": {
+                                "Keys": {"sk": {"S": lambda_.FilterRule.begins_with("E#")}},
+                                "NewImage": {"unsubscribed": {"BOOL": lambda_.FilterRule.not_exists()}},
+                            },
                         }
                     )
                 ],

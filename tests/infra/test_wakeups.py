@@ -5,8 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from aws_cdk.assertions import Match
+from moto.events.models import EventPattern
 
+from cairn.addresses.models import EventRef, NewEvent
+from cairn.dynamodb import address_items
+from cairn.dynamodb.stream_records import event_notices
 from infra.wakeups import DISPATCH_HANDLER, SWEEP_HANDLER, TARGET_ACTIONS
 from tests.infra.synthesis import FULL_CONTEXT, Synthesis
 
@@ -65,7 +70,35 @@ def test_the_dispatcher_reads_new_events_in_batches_and_reports_failures(default
     assert destination["Fn::GetAtt"][1] == "Arn"
     assert default.raw["Resources"][destination["Fn::GetAtt"][0]]["Type"] == "AWS::SQS::Queue"
     (pattern,) = [json.loads(item["Pattern"]) for item in properties["FilterCriteria"]["Filters"]]
-    assert pattern == {"eventName": ["INSERT"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "E#"}]}}}}
+    assert pattern == {
+        "eventName": ["INSERT"],
+        "dynamodb": {
+            "Keys": {"sk": {"S": [{"prefix": "E#"}]}},
+            "NewImage": {address_items.UNSUBSCRIBED: {"BOOL": [{"exists": False}]}},
+        },
+    }
+
+
+@pytest.mark.parametrize(("unsubscribed", "delivered"), [(False, True), (True, False)])
+def test_the_stream_filter_passes_events_some_subscription_may_be_owed(
+    default: Synthesis, unsubscribed: bool, delivered: bool
+) -> None:
+    """The mapping's filter, applied (by EventBridge's pattern rules, as Lambda applies them) to the
+    stream record of an event item as the append writes it."""
+    (mapping,) = default.resources(ESM).values()
+    (filter_,) = mapping["Properties"]["FilterCriteria"]["Filters"]
+    ref = EventRef(id="evt_1", sequence=1)
+    item, *_ = address_items.event_items(
+        "addr",
+        ref,
+        NewEvent(type="job.done", source="test", data_json="{}", ingress_surface="inbox"),
+        now=1.0,
+        expires_at=2,
+        unsubscribed=unsubscribed,
+    )
+    record = {"eventName": "INSERT", "dynamodb": {"Keys": {"pk": item["pk"], "sk": item["sk"]}, "NewImage": item}}
+    assert EventPattern.load(filter_["Pattern"]).matches_event(record) is delivered
+    assert [notice.unsubscribed for notice in event_notices([record])] == [unsubscribed]
 
 
 def test_a_schedule_sweeps_due_retries_every_minute(default: Synthesis) -> None:

@@ -25,6 +25,14 @@ READ_TOKEN = CREDENTIAL_ATTRIBUTES[CredentialKind.READ_TOKEN]
 LAST_SEQUENCE = "last_seq"
 # Feed slots held for outbound mail outcomes not yet recorded.
 PENDING_OUTCOMES = "pending_outcomes"
+# The head's count of wake-up subscriptions, moved by the transactions that create and delete them.
+SUBSCRIBERS = "subscribers"
+# Heads written before subscriptions were counted there take this on their first subscription
+# change: their count is unknown, and a count this high never reads as none.
+UNCOUNTED_SUBSCRIBERS = 1_000_000_000
+# On an event appended while its head counted no subscription (a condition of the append), so
+# the wake-up dispatcher knows without reading that nobody is owed it.
+UNSUBSCRIBED = "unsubscribed"
 INGRESS_SURFACE = "ingress_surface"
 CONTENT_TYPE = "content_type"
 HEADERS = "headers"
@@ -50,6 +58,7 @@ def head_item(record: AddressRecord) -> Item:
         READ_TOKEN: s(record.read_token_digest),
         CREDENTIAL_ATTRIBUTES[CredentialKind.INBOX_SECRET]: s(record.inbox_secret_digest),
         LAST_SEQUENCE: n(0),
+        SUBSCRIBERS: n(0),
         feed_counts.COUNTED: {"BOOL": True},
     }
     if record.task_id is not None:
@@ -136,7 +145,9 @@ def record_from_item(item: Item) -> AddressRecord | None:
     )
 
 
-def event_items(address_id: str, ref: EventRef, event: NewEvent, *, now: float, expires_at: int) -> list[Item]:
+def event_items(
+    address_id: str, ref: EventRef, event: NewEvent, *, now: float, expires_at: int, unsubscribed: bool = False
+) -> list[Item]:
     """The event item, then the pieces of data too large to sit inside it."""
     pk = keys.address_pk(address_id)
     sk = keys.event_sk(ref.sequence)
@@ -158,6 +169,8 @@ def event_items(address_id: str, ref: EventRef, event: NewEvent, *, now: float, 
         item[HEADERS] = {"M": {name: s(value) for name, value in event.headers.items()}}
     if event.verified_by is not None:
         item[VERIFIED_BY] = s(event.verified_by)
+    if unsubscribed:
+        item[UNSUBSCRIBED] = {"BOOL": True}
     return [item, *chunks]
 
 

@@ -6,7 +6,10 @@ still is N, the events are written, the idempotency record is claimed, the
 quota is checked and state changes (if any) are applied, all or nothing.
 The writer guesses N from its last write; a stale guess comes back with the
 current head (`ReturnValuesOnConditionCheckFailure=ALL_OLD`), so no read
-precedes the transaction.
+precedes the transaction. It guesses the head's subscription count the same
+way: an append that finds none marks its events `unsubscribed`, under the
+condition that the count is still zero, so the wake-up dispatcher (and the
+stream's filter in AWS) passes them by without reading the subscriptions.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from cairn.dynamodb.address_items import (
     LAST_SEQUENCE,
     PENDING_OUTCOMES,
     READ_TOKEN,
+    SUBSCRIBERS,
 )
 from cairn.dynamodb.feed_trim import trim_feed
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
@@ -117,6 +121,9 @@ class AddressTable:
         self._pending: dict[str, int] = {}
         # The read-rate window each address's head was last seen in (`read_count`).
         self._read_windows: dict[str, int] = {}
+        # Addresses whose head was last seen with subscriptions (or with no count, written before
+        # heads counted them); any other is guessed to have none, like a new one.
+        self._subscribed: set[str] = set()
         self._hints_lock = threading.Lock()
         # Writers in one process take turns per address (striped), so they
         # never race each other's transactions; other processes still can.
@@ -141,6 +148,7 @@ class AddressTable:
         if not writes:
             self._client.put_item(**put)
             self._remember(record.id, 0)
+            self._remember_subscribed(record.id, False)
             return
         try:
             table_ops.transact_write(self._client, [*writes, {"Put": put}])
@@ -157,6 +165,7 @@ class AddressTable:
             # A conflict with another creation on the counter or the claim: busy, and nothing was written.
             raise Unavailable() from error
         self._remember(record.id, 0)
+        self._remember_subscribed(record.id, False)
 
     def _claim_put(self, claim: ProvisionClaim, record: AddressRecord) -> dict[str, Any]:
         item = {
@@ -328,7 +337,8 @@ class AddressTable:
         attempt = 0
         while True:
             pending = self._pending.get(request.address_id, 0)
-            actions, refs, layout = self._append_actions(request, last, pending)
+            subscribed = request.address_id in self._subscribed
+            actions, refs, layout = self._append_actions(request, last, pending, subscribed=subscribed)
             try:
                 table_ops.transact_write(self._client, actions)
             except ClientError as error:
@@ -350,7 +360,7 @@ class AddressTable:
             return AppendResult(events=refs)
 
     def _append_actions(
-        self, request: AppendRequest, last: int, pending: int
+        self, request: AppendRequest, last: int, pending: int, *, subscribed: bool
     ) -> tuple[list[dict[str, Any]], list[EventRef], _Layout]:
         pk = keys.address_pk(request.address_id)
         now = request.now
@@ -391,6 +401,11 @@ class AddressTable:
             condition += " AND #cred = :digest"
             names["#cred"] = CREDENTIAL_ATTRIBUTES[request.credential.kind]
             values[":digest"] = s(request.credential.digest)
+        if not subscribed:
+            # The events are marked unsubscribed: true only while no subscription is created meanwhile.
+            condition += " AND #subscribers = :zero"
+            names["#subscribers"] = SUBSCRIBERS
+            values[":zero"] = n(0)
         head["Update"]["ConditionExpression"] = condition
         actions: list[dict[str, Any]] = [head]
         refs: list[EventRef] = []
@@ -398,7 +413,9 @@ class AddressTable:
             sequence = last + offset
             ref = EventRef(id=event_id(sequence, credentials.new_suffix()), sequence=sequence)
             refs.append(ref)
-            items = address_items.event_items(request.address_id, ref, event, now=now, expires_at=expires_at)
+            items = address_items.event_items(
+                request.address_id, ref, event, now=now, expires_at=expires_at, unsubscribed=not subscribed
+            )
             event_item, *chunks = items
             actions.append(self._put(event_item, "attribute_not_exists(pk)"))
             actions.extend(self._put(chunk) for chunk in chunks)
@@ -522,8 +539,14 @@ class AddressTable:
             raise InboxSettingsMoved(settings)
         current = get_int(head, LAST_SEQUENCE)
         current_pending = get_int(head, PENDING_OUTCOMES)
-        stale = current != last or current_pending != self._pending.get(request.address_id, 0)
+        subscribed = get_n(head, SUBSCRIBERS) != 0
+        stale = (
+            current != last
+            or current_pending != self._pending.get(request.address_id, 0)
+            or subscribed != (request.address_id in self._subscribed)
+        )
         self._remember_pending(request.address_id, current_pending)
+        self._remember_subscribed(request.address_id, subscribed)
         return stale, current
 
     def _refuse(self, request: AppendRequest, reasons: list[dict[str, Any]], layout: _Layout) -> None:
@@ -762,11 +785,21 @@ class AddressTable:
                 self._read_windows.clear()
             self._read_windows[address_id] = window
 
+    def _remember_subscribed(self, address_id: str, subscribed: bool) -> None:
+        with self._hints_lock:
+            if not subscribed:
+                self._subscribed.discard(address_id)
+                return
+            if len(self._subscribed) >= _HINT_CAPACITY:
+                self._subscribed.clear()
+            self._subscribed.add(address_id)
+
     def _forget(self, address_id: str) -> None:
         with self._hints_lock:
             self._hints.pop(address_id, None)
             self._pending.pop(address_id, None)
             self._read_windows.pop(address_id, None)
+            self._subscribed.discard(address_id)
 
 
 def _is_retried_send(request: AppendRequest, sequence: int) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cairn.dynamodb import keys
+from cairn.dynamodb.address_items import UNSUBSCRIBED
 from cairn.dynamodb.items import get_s
 from cairn.wakeups.models import EventNotice
 
@@ -27,7 +28,8 @@ def event_notices(records: Iterable[Mapping[str, Any]]) -> list[EventNotice]:
         if found is None:
             continue
         address_id, sequence = found
-        notices.append(
-            EventNotice(address_id, sequence, get_s(image, "type") or "", str(change.get("SequenceNumber", "")))
-        )
+        type_ = get_s(image, "type") or ""
+        record_id = str(change.get("SequenceNumber", ""))
+        unsubscribed = (image.get(UNSUBSCRIBED) or {}).get("BOOL") is True
+        notices.append(EventNotice(address_id, sequence, type_, record_id, unsubscribed=unsubscribed))
     return notices

@@ -2,7 +2,9 @@
 
 A subscription is `W#<id>` under its address, so deleting the address
 deletes it; `WCOUNT` counts them and the limit is a condition of the
-creating transaction, so racing creations never pass it. Deliveries take a
+creating transaction, so racing creations never pass it. The address's head
+counts them too (`subscribers`), in the same transactions: an append that
+sees none there marks its events so the dispatcher need not look. Deliveries take a
 lease on the subscription item (one sender at a time, hence sequence
 order); `through` is the highest sequence the dispatcher has noted, and the
 lease is only given back once the cursor has reached it.
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from cairn.dynamodb import keys, table_ops
-from cairn.dynamodb.address_items import DELETED, LAST_SEQUENCE
+from cairn.dynamodb.address_items import DELETED, LAST_SEQUENCE, SUBSCRIBERS, UNCOUNTED_SUBSCRIBERS
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_s, key, n, s
 from cairn.dynamodb.subscription_items import (
     ATTEMPTS,
@@ -51,20 +53,14 @@ class SubscriptionTable:
 
     def create(self, subscription: Subscription, *, max_per_address: int, expires_at: float | None) -> None:
         pk = keys.address_pk(subscription.address_id)
+        count = _count_on_head(pk, +1)
+        # The cursor is still the last event: one taken meanwhile would be neither owed nor dispatched.
+        count["ConditionExpression"] = "attribute_exists(pk) AND attribute_not_exists(#deleted) AND #last = :cursor"
+        count["ExpressionAttributeNames"].update({"#deleted": DELETED, "#last": LAST_SEQUENCE})
+        count["ExpressionAttributeValues"][":cursor"] = n(subscription.cursor)
+        count["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         actions: list[dict[str, Any]] = [
-            {
-                "ConditionCheck": {
-                    "TableName": self._table,
-                    "Key": key(pk, keys.META),
-                    # The cursor is still the last event: one taken meanwhile would be neither owed nor dispatched.
-                    "ConditionExpression": (
-                        "attribute_exists(pk) AND attribute_not_exists(#deleted) AND #last = :cursor"
-                    ),
-                    "ExpressionAttributeNames": {"#deleted": DELETED, "#last": LAST_SEQUENCE},
-                    "ExpressionAttributeValues": {":cursor": n(subscription.cursor)},
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            },
+            {"Update": {"TableName": self._table, **count}},
             {
                 "Update": {
                     "TableName": self._table,
@@ -110,6 +106,7 @@ class SubscriptionTable:
         return subscription_from_item(item) if item else None
 
     def delete(self, address_id: str, subscription_id: str) -> bool:
+        head_count = _count_on_head(keys.address_pk(address_id), -1)
         actions = [
             {
                 "Delete": {
@@ -128,11 +125,13 @@ class SubscriptionTable:
                     "ExpressionAttributeValues": {":minus": n(-1)},
                 }
             },
+            # Only on a head still there: the address's deletion removes its subscriptions itself.
+            {"Update": {"TableName": self._table, "ConditionExpression": "attribute_exists(pk)", **head_count}},
         ]
         try:
             table_ops.transact_write(self._client, actions)
         except ClientError as error:
-            if _reasons(error)[:1] == ["ConditionalCheckFailed"]:
+            if "ConditionalCheckFailed" in _reasons(error):
                 return False
             raise _busy(error) from None
         return True
@@ -295,6 +294,16 @@ class SubscriptionTable:
                 return None
             raise
         return subscription_from_item(response["Attributes"])
+
+
+def _count_on_head(pk: str, change: int) -> dict[str, Any]:
+    """An update of the head's subscription count by `change` (a head that never counted stays uncounted)."""
+    return {
+        "Key": key(pk, keys.META),
+        "UpdateExpression": "SET #subscribers = if_not_exists(#subscribers, :uncounted) + :change",
+        "ExpressionAttributeNames": {"#subscribers": SUBSCRIBERS},
+        "ExpressionAttributeValues": {":uncounted": n(UNCOUNTED_SUBSCRIBERS), ":change": n(change)},
+    }
 
 
 def _reasons(error: ClientError) -> list[str | None]:

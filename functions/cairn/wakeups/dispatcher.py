@@ -65,7 +65,9 @@ class Dispatcher:
         """
         by_address: dict[str, list[EventNotice]] = defaultdict(list)
         for notice in notices:
-            by_address[notice.address_id].append(notice)
+            # An event written while its address had no subscription is owed to nobody: no read needed.
+            if not notice.unsubscribed:
+                by_address[notice.address_id].append(notice)
         owed, failed = self._note(by_address)
         if self._senders is not None:
             for address_id, subscription_id in owed:

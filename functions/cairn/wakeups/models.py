@@ -139,9 +139,14 @@ class Outcome:
 
 @dataclass(frozen=True)
 class EventNotice:
-    """A new address event seen on the table's stream; `record_id` is the stream record's sequence number."""
+    """A new address event seen on the table's stream; `record_id` is the stream record's sequence number.
+
+    `unsubscribed`: the address had no subscription when the event was
+    written (its head said so, under the append's condition), so nobody is owed it.
+    """
 
     address_id: str
     sequence: int
     type: str
     record_id: str
+    unsubscribed: bool = False
