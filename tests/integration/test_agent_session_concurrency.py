@@ -51,6 +51,27 @@ def test_racing_pops_take_each_item_once(local_api: LambdaClient):
     assert call(local_api, created, "GET", "race")["items"] == []
 
 
+def test_racing_pops_each_sent_twice_at_once_under_its_pop_id_take_each_item_once(local_api: LambdaClient):
+    """Every pop is sent twice at the same moment (a client's retry racing its own first try): both
+    answers are the one item it took, and no item is taken twice or left."""
+    created = local_api.provision()
+    stored = [f"item-{index}" for index in range(24)]
+    call(local_api, created, "POST", "twice", json_body={"items": [{"content": text} for text in stored]})
+
+    def pop(pop_id: str) -> str | None:
+        item = call(local_api, created, "POST", "twice", f"/pop?pop_id={pop_id}")["item"]
+        return None if item is None else str(item["content"])
+
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        pop_ids = [f"pop{index}" for index in range(len(stored))]
+        answers = list(pool.map(pop, [pop_id for pop_id in pop_ids for _ in range(2)]))
+
+    firsts, seconds = answers[0::2], answers[1::2]
+    assert firsts == seconds
+    assert sorted(text for text in firsts if text is not None) == sorted(stored)
+    assert call(local_api, created, "GET", "twice")["items"] == []
+
+
 def test_first_adds_racing_on_a_new_session_make_one_session_holding_every_item(local_api: LambdaClient):
     created = local_api.provision()
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from cairn.agent_sessions import conversations
-from cairn.client import Address, HttpClient
+from cairn.client import Address, HttpClient, RetryPolicy
 from cairn.integrations.openai_agents import CairnSession
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply
@@ -133,3 +133,59 @@ def test_an_add_sent_again_under_its_add_id_adds_nothing(api: LambdaClient, addr
     assert [answer.json()["count"] for answer in answers] == [2, 2]
     assert other.json()["count"] == 3
     assert call(api, address, "GET").json()["items"] == [*said(2), *said(1)]
+
+
+def test_a_pop_sent_again_under_its_pop_id_answers_the_same_item_and_takes_no_other(
+    api: LambdaClient, address: Address
+):
+    large = {"role": "tool", "content": "x" * 1_500_000}  # kept in pieces, in the item and in the claim
+    call(api, address, "POST", json_body={"items": [*said(2), large]})
+
+    first = call(api, address, "POST", "/pop?pop_id=p1").json()["item"]
+    again = call(api, address, "POST", "/pop?pop_id=p1").json()["item"]
+    assert first == again == large
+    assert call(api, address, "GET").json()["items"] == said(2)
+
+    assert call(api, address, "POST", "/pop?pop_id=p2").json()["item"] == said(2)[1]
+    assert call(api, address, "POST", "/pop?pop_id=p3").json()["item"] == said(2)[0]
+    # The session is empty now; a retry of the pop that emptied it still answers what it took.
+    assert call(api, address, "POST", "/pop?pop_id=p3").json()["item"] == said(2)[0]
+    assert call(api, address, "POST", "/pop?pop_id=p4").json()["item"] is None
+
+
+def test_a_retried_pop_id_answers_nothing_to_another_token(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": said(1)})
+    assert call(api, address, "POST", "/pop?pop_id=p1").json()["item"] == said(1)[0]
+
+    stolen = api.request("POST", url(address) + "/pop?pop_id=p1", token="not-the-token")
+    assert (stolen.status, stolen.json()["error"]["code"]) == (401, "unauthorized")
+
+
+@pytest.mark.parametrize("pop_id", ["", "a" * 65, "has.dot", "co:lon"])
+def test_a_malformed_pop_id_is_refused_and_pops_nothing(api: LambdaClient, address: Address, pop_id: str):
+    call(api, address, "POST", json_body={"items": said(1)})
+    reply = call(api, address, "POST", f"/pop?pop_id={pop_id}")
+    assert (reply.status, reply.json()["error"]["code"]) == (422, "invalid_request")
+    assert call(api, address, "GET").json()["items"] == said(1)
+
+
+def test_cairn_session_pop_item_survives_a_lost_answer(api: LambdaClient, address: Address):
+    """The first answer to the pop is lost on the way back (the gateway answers 502); the SDK's retry
+    answers the item the pop took, and no second item is taken."""
+    call(api, address, "POST", json_body={"items": said(3)})
+    lost: list[str] = []
+
+    def losing_first_pop(request: httpx.Request) -> httpx.Response:
+        answer = api.handle(request)
+        if request.url.path.endswith("/pop") and not lost:
+            lost.append(request.url.params.get("pop_id", ""))
+            return httpx.Response(502, json={"message": "Internal server error"})
+        return answer
+
+    base_url = address.address_url.split("/api/v1/", 1)[0]
+    http = HttpClient(transport=httpx.MockTransport(losing_first_pop), retry=RetryPolicy(base_delay=0.0))
+    session = CairnSession(Address.connect(base_url, address.id, address.read_token, http=http), "s")
+
+    assert asyncio.run(session.pop_item()) == said(3)[2]
+    assert len(lost) == 1
+    assert asyncio.run(session.get_items()) == said(2)

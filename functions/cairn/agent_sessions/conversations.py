@@ -80,14 +80,20 @@ class AgentSessions:
         page = self._store.page(address_id, session_id, limit=wanted, before=before, max_bytes=ANSWER_BUDGET)
         return [json.loads(text) for text in page.items], page.next
 
-    def pop(self, address_id: str, read_token: str | None, session_id: str) -> dict[str, Any] | None:
-        """Remove and return the newest item; None when the session is empty."""
+    def pop(
+        self, address_id: str, read_token: str | None, session_id: str, *, pop_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """Remove and return the newest item; None when the session is empty.
+
+        `pop_id` makes a retry safe: a pop sent again under it after it committed takes nothing more and
+        answers the item it took.
+        """
         _check_session_id(session_id)
-        text = self._store.pop(self._admission(address_id, read_token), session_id, now=self._clock())
-        if text is None:
-            self._owner(address_id, read_token)  # nothing popped, so no commit checked the token
-            return None
-        return dict(json.loads(text))
+        admission = self._admission(address_id, read_token)
+        popped = self._store.pop(admission, session_id, pop_id=pop_id, now=self._clock())
+        if not popped.token_checked:
+            self._owner(address_id, read_token)  # no commit ran, so none checked the token
+        return None if popped.text is None else dict(json.loads(popped.text))
 
     def clear(self, address_id: str, read_token: str | None, session_id: str) -> None:
         _check_session_id(session_id)

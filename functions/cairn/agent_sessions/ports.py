@@ -17,6 +17,14 @@ class ItemPage:
     next: int | None
 
 
+@dataclass(frozen=True)
+class Popped:
+    """What a pop took (None: nothing), and whether a commit checked the token on the way."""
+
+    text: str | None
+    token_checked: bool
+
+
 class SessionItemStore(Protocol):
     def add(
         self, admission: Admission, session_id: str, items: Sequence[str], *, add_id: str | None, now: float
@@ -34,11 +42,12 @@ class SessionItemStore(Protocol):
         """The newest `limit` items below sequence `before` (None: the newest of all), within `max_bytes`."""
         ...
 
-    def pop(self, admission: Admission, session_id: str, *, now: float) -> str | None:
+    def pop(self, admission: Admission, session_id: str, *, pop_id: str | None, now: float) -> Popped:
         """Remove and return the newest item, conditional on the session's head: no two callers get one item.
 
-        `Unauthorized` when the commit's address check refuses the token. None when there is nothing to
-        pop: no commit ran, so the token is not checked yet; the caller checks it.
+        A pop under a `pop_id` that committed before takes nothing and answers the item it took then.
+        `Unauthorized` when the commit's address check refuses the token. With no commit (nothing to
+        pop, or the earlier pop's item found without one) the token is not checked yet: the caller checks it.
         """
         ...
 

@@ -8,6 +8,8 @@ from cairn.agent_sessions import conversations
 from cairn.api.schemas import Schema
 
 Item = dict[str, Any]
+# What a client's own id for one add or pop may be (a random hex id fits).
+CLIENT_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 class ItemsAddRequest(Schema):
@@ -22,7 +24,7 @@ class ItemsAddRequest(Schema):
     )
     add_id: str | None = Field(
         default=None,
-        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        pattern=CLIENT_ID_PATTERN,
         description="A random id for this add: sent again after the add committed, it adds nothing.",
     )
 

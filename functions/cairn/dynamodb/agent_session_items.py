@@ -13,6 +13,8 @@ from cairn.dynamodb.items import get_int, key, n, s
 Item = dict[str, Any]
 
 _VERSION = "version"
+# How long a pop's claim keeps the item it took, for a retry of that pop.
+POP_CLAIM_SECONDS = 86_400
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,26 @@ def add_claim(table: str, owner: Owner, session_id: str, add_id: str) -> Item:
             "ConditionExpression": "attribute_not_exists(pk)",
         }
     }
+
+
+def pop_claim_puts(table: str, owner: Owner, session_id: str, pop_id: str, text: str, *, now: float) -> list[Item]:
+    """The pop's claim holding the item it takes, stored once (its pieces after it when large).
+
+    A retry of a pop whose answer was lost finds it and answers the same item.
+    It is kept `POP_CLAIM_SECONDS` (a retry comes within that), never past the address.
+    """
+    pk = keys.address_pk(owner.address_id)
+    sk = keys.agent_session_pop_sk(session_id, pop_id)
+    until = int(now) + POP_CLAIM_SECONDS
+    expires_at = n(until if owner.expires_at is None else min(until, int(owner.expires_at)))
+    payload, pieces = blobs.split(pk, sk, text.encode(), text=True, expires_at=expires_at)
+    claim = {
+        "TableName": table,
+        "Item": {**key(pk, sk), **payload, "expires_at": expires_at},
+        "ConditionExpression": "attribute_not_exists(pk)",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    return [{"Put": claim}, *({"Put": {"TableName": table, "Item": piece}} for piece in pieces)]
 
 
 def item_deletes(table: str, item: Item) -> list[Item]:

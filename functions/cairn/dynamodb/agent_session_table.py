@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cairn import jsontext
-from cairn.agent_sessions.ports import ItemPage
+from cairn.agent_sessions.ports import ItemPage, Popped
 from cairn.checkpoints.models import Admission, Owner
 from cairn.dynamodb import address_items, agent_session_items, blobs, keys, table_ops
 from cairn.dynamodb.agent_session_items import Head
@@ -42,7 +42,11 @@ class _Moved(Exception):
 
 
 class _Claimed(Exception):
-    """The add's claim is already stored: this add committed before."""
+    """The change's claim is already stored: it committed before. `item`: the claim as stored."""
+
+    def __init__(self, item: Item | None) -> None:
+        super().__init__("claimed before")
+        self.item = item
 
 
 class AgentSessionTable:
@@ -75,23 +79,46 @@ class AgentSessionTable:
 
         return self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
 
-    def pop(self, admission: Admission, session_id: str, *, now: float) -> str | None:
+    def pop(self, admission: Admission, session_id: str, *, pop_id: str | None, now: float) -> Popped:
         def top() -> tuple[Head, Item | None]:
             head, live = self._newest_first(admission.address_id, session_id, before=None, wanted=1)
             return head, next(live, None)
 
-        def attempt(seen: tuple[Head, Item | None]) -> str | None:
+        seen_ids = (admission.address_id, session_id)
+
+        def attempt(seen: tuple[Head, Item | None]) -> Popped:
             head, newest = seen
             if newest is None:
-                return None  # no commit, so no address check: the caller checks the token
+                # No commit, so no address check: the caller checks the token. The session may be empty
+                # because this very pop took its last item before its answer was lost.
+                return Popped(self._popped_before(admission.address_id, session_id, pop_id), token_checked=False)
             text = self._text(newest)
-            deletes = agent_session_items.item_deletes(self._table, newest)
             # The head carries its address's expiry; the commit's address check decides the token.
             owner = admission.unchecked_owner(head.expires_at)
-            self._commit(owner, session_id, head, head.popped(), deletes, now=now)
-            return text
+            claims = (
+                []
+                if pop_id is None
+                else agent_session_items.pop_claim_puts(self._table, owner, session_id, pop_id, text, now=now)
+            )
+            deletes = agent_session_items.item_deletes(self._table, newest)
+            try:
+                self._commit(owner, session_id, head, head.popped(), [*claims, *deletes], now=now, claimed=bool(claims))
+            except _Claimed as claimed:
+                earlier = self._text(claimed.item) if claimed.item else self._popped_before(*seen_ids, pop_id)
+                return Popped(earlier, token_checked=True)
+            return Popped(text, token_checked=True)
 
         return self._until_committed(top(), top, attempt)
+
+    def _popped_before(self, address_id: str, session_id: str, pop_id: str | None) -> str | None:
+        """The item a pop under `pop_id` took, if it committed; None without an id."""
+        if pop_id is None:
+            return None
+        sk = keys.agent_session_pop_sk(session_id, pop_id)
+        item = self._client.get_item(
+            TableName=self._table, Key=key(keys.address_pk(address_id), sk), ConsistentRead=True
+        ).get("Item")
+        return None if item is None else self._text(item)
 
     def clear(self, owner: Owner, session_id: str, *, now: float) -> None:
         def attempt(head: Head) -> Head | None:
@@ -145,13 +172,17 @@ class AgentSessionTable:
         now: float,
         claimed: bool = False,
     ) -> None:
-        """Commit `actions` with the address check and the head's move; `claimed`: the first is an add's claim."""
+        """Commit `actions` with the address check and the head's move.
+
+        `claimed`: the first action is an add's or a pop's claim, whose failed condition is `_Claimed`.
+        """
         head = agent_session_items.head_put(self._table, owner, session_id, seen, new)
         try:
             table_ops.transact_owned(self._client, address_check(self._table, owner, now=now), [head, *actions])
         except table_ops.Cancelled as cancelled:
-            if claimed and cancelled.failed(1) is not None:
-                raise _Claimed() from cancelled
+            reason = cancelled.failed(1) if claimed else None
+            if reason is not None:
+                raise _Claimed(reason.get("Item")) from cancelled
             # The head moved, an item another pop took, or another transaction held one: read again.
             raise _Moved() from cancelled
 

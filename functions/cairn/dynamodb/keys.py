@@ -296,7 +296,7 @@ AGENT_SESSION_PREFIX = "AGS#"
 
 
 def agent_session_sk_base(session_id: str) -> str:
-    """Where a session's rows sit: items (digits), then its head (`H`), then its adds' claims (`R`)."""
+    """Where a session's rows sit: items (digits), then its head (`H`), its pops' claims (`P`), its adds' (`R`)."""
     return f"{AGENT_SESSION_PREFIX}{credentials.digest(session_id)}#"
 
 
@@ -317,6 +317,11 @@ def agent_session_item_sk(session_id: str, sequence: int) -> str:
 def agent_session_add_sk(session_id: str, add_id: str) -> str:
     """The claim of one add under the id its client gave it: above the head, out of the items' range."""
     return f"{agent_session_sk_base(session_id)}R#{credentials.digest(add_id)}"
+
+
+def agent_session_pop_sk(session_id: str, pop_id: str) -> str:
+    """The claim of one pop under the id its client gave it, holding the item it took (pieces beside it)."""
+    return f"{agent_session_sk_base(session_id)}P#{credentials.digest(pop_id)}"
 
 
 # -- Strands sessions (in the address partition) ------------------------------------

@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from cairn.agent_sessions import conversations
 from cairn.api.agent_session_schemas import (
+    CLIENT_ID_PATTERN,
     ClearedResponse,
     ItemsAddedResponse,
     ItemsAddRequest,
@@ -70,12 +71,21 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         f"{ITEMS}/pop",
         summary="Remove and return a session's newest item",
         description="Atomic across processes: of two pops at once, each gets a different item (or null once the "
-        "session is empty).",
+        "session is empty). With `pop_id`, a pop sent again after it committed takes nothing more and answers "
+        "the item it took (for a day).",
         tags=TAGS,
         security=BEARER,
     )
-    def pop(address_id: str, session_id: str) -> PoppedResponse:
-        return PoppedResponse(session_id=session_id, item=services.agent_sessions.pop(address_id, token(), session_id))
+    def pop(
+        address_id: str,
+        session_id: str,
+        pop_id: Annotated[
+            str | None,
+            Query(pattern=CLIENT_ID_PATTERN, description="A random id for this pop, the same on each retry of it."),
+        ] = None,
+    ) -> PoppedResponse:
+        item = services.agent_sessions.pop(address_id, token(), session_id, pop_id=pop_id)
+        return PoppedResponse(session_id=session_id, item=item)
 
     @app.delete(ITEMS, summary="Clear a session: remove every item", tags=TAGS, security=BEARER)
     def clear(address_id: str, session_id: str) -> ClearedResponse:

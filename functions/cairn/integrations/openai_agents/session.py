@@ -56,7 +56,8 @@ class CairnSession(SessionABC):
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; no other process gets the same one."""
-        answer = await asyncio.to_thread(self._request, "POST", "/pop", None)
+        # One id for every attempt of this pop: a retry after a lost answer takes no second item.
+        answer = await asyncio.to_thread(self._request, "POST", "/pop", None, {"pop_id": uuid.uuid4().hex})
         item: TResponseInputItem | None = answer["item"]
         return item
 
@@ -78,6 +79,8 @@ class CairnSession(SessionABC):
                 break
         return found
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, params: dict[str, Any] | None = None
+    ) -> Any:
         payload = None if body is None else json_body(body)
-        return self._http.request(method, self._url + path, token=self._token, body=payload).json()
+        return self._http.request(method, self._url + path, token=self._token, body=payload, params=params).json()
