@@ -169,13 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter runs and fewer trials (noisier figures)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     only_help = "run one part alone (integrations: with its calls floor rows)"
-    parser.add_argument("--only", choices=["integrations", "handler"], help=only_help)
+    parser.add_argument("--only", choices=["integrations", "handler", "cold-starts"], help=only_help)
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cairn-bench-") as workdir:
-        only = {"integrations": run_integrations, "handler": run_handler}
+        only = {"integrations": run_integrations, "handler": run_handler, "cold-starts": run_cold_starts}
         tables = only[args.only](plan, Path(workdir)) if args.only else run(plan, Path(workdir))
     setup = {
         "python": platform.python_version(),
@@ -275,6 +275,14 @@ def run_handler(plan: Plan, workdir: Path) -> list[Table]:
         settings = _settings(database)
         ensure_table(make_client(settings), HANDLER_TABLE, stream=False)
         return list(measure_handler(settings, HANDLER_TABLE, handler_requests(plan)).values())
+
+
+def run_cold_starts(plan: Plan, workdir: Path) -> list[Table]:
+    """The cold starts alone."""
+    with DynamoDBLocal(workdir / "dynamodb") as database:
+        settings = _settings(database)
+        ensure_table(make_client(settings), COLD_TABLE, stream=False)
+        return [measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)]
 
 
 def handler_requests(plan: Plan) -> int:

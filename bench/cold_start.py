@@ -9,13 +9,21 @@ handler), and the process's peak memory. Beside them in the same run, a
 fresh process's `import boto3`, and its first DynamoDB answer (a client and
 one GetItem), as the ratio each figure is read against. The processes talk
 to the same DynamoDB Local; the wall clock includes nothing but Python.
+
+Each process sees what a Lambda container has: Cairn and the packages its
+bundle installs (pyproject's own dependencies, installed apart once for
+this interpreter), not this environment's development tools. A module
+imported only when present (httpcore takes `trio` when it finds it, and
+selenium brings it) would otherwise count in a figure Lambda never pays.
 """
 
 from __future__ import annotations
 
 import compileall
+import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,10 +43,13 @@ from cairn.dynamodb.raw_messages import raw_message_store
 from cairn.email.ingest import Delivery
 from cairn.services import Services
 from cairn.settings import Settings
+from infra.dependencies import runtime_dependencies
 from tests.support.lambda_client import LambdaClient
 from tests.support.mail import fixture_message, new_message_id, ses_event
 
 ROOT = Path(__file__).resolve().parents[1]
+# The packages a Lambda bundle installs, for this interpreter: kept between runs, named by what they hold.
+PACKAGES_DIR = ROOT / ".cairn" / "bench"
 CONTEXT = (
     "types.SimpleNamespace(function_name='cairn', memory_limit_in_mb=1024, aws_request_id='bench', "
     "invoked_function_arn='arn:aws:lambda:us-east-1:123456789012:function:cairn')"
@@ -82,7 +93,7 @@ def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, pro
     # pip byte-compiled boto3 when it installed it; Cairn's modules get the same, or every process
     # would compile them from source where writing byte code is off (PYTHONDONTWRITEBYTECODE).
     compileall.compile_dir(ROOT / "functions" / "cairn", quiet=1)
-    environment = _environment(settings)
+    environment = _environment(settings, _lambda_packages())
     entry_points = _entry_points(settings)
     boto3 = EntryPoint(
         "import boto3",
@@ -110,6 +121,8 @@ def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, pro
         "Import: the entry point's module, which builds its services as Lambda's init does; the DynamoDB client "
         "is made with the first request (or before a SnapStart snapshot). Every module has its byte code, "
         "as pip leaves boto3's and the Lambda asset ships Cairn's.",
+        "Every process (boto3's too) runs without site-packages, on Cairn and the packages of its Lambda bundle "
+        "installed apart (pyproject's dependencies), as a Lambda container has them.",
         "First answer: from the start of the import to the first request's answer. boto3's: a client and one "
         "GetItem on the same DynamoDB Local.",
         "Downloads: the download function's loop resolves with the API handler; its first request is an "
@@ -194,10 +207,25 @@ def _first_attachment(services: Services, address_id: str, token: str) -> tuple[
     return event.id, str(event.data["attachments"][0]["id"])
 
 
-def _environment(settings: Settings) -> dict[str, str]:
+def _lambda_packages() -> Path:
+    """A folder holding the Lambda bundle's packages for this interpreter, installed on first use."""
+    wanted = sorted(runtime_dependencies())
+    name = hashlib.sha256(json.dumps([sys.version, wanted]).encode()).hexdigest()[:16]
+    folder = PACKAGES_DIR / f"lambda-packages-{name}"
+    if not folder.is_dir():
+        partial = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-conflicts"]
+        subprocess.run([*pip, f"--target={partial}", *wanted], check=True)
+        partial.rename(folder)
+    return folder
+
+
+def _environment(settings: Settings, packages: Path) -> dict[str, str]:
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(ROOT)]),
+        # With `-S` (no site-packages) these are all a process can import besides the standard library.
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "functions"), str(packages)]),
         "CAIRN_TABLE_NAME": settings.table_name,
         "CAIRN_DYNAMODB_ENDPOINT": settings.dynamodb_endpoint or "",
         "CAIRN_EMAIL_BLOB_DIR": str(settings.email_blob_dir),
@@ -232,7 +260,7 @@ def _start(entry_point: EntryPoint, environment: dict[str, str]) -> dict[str, An
         imports=entry_point.imports, first=entry_point.first, event=json.dumps(entry_point.event()), context=CONTEXT
     )
     done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
+        [sys.executable, "-S", "-c", textwrap.dedent(script)],
         capture_output=True, text=True, check=True, cwd=ROOT, env=environment,
     )  # fmt: skip
     return cast(dict[str, Any], json.loads(done.stdout.splitlines()[-1]))

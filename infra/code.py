@@ -19,8 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
-from importlib import metadata
 from pathlib import Path
 from typing import cast
 
@@ -29,6 +27,7 @@ from aws_cdk import AssetHashType, BundlingOptions, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
 from infra.config import PROJECT_DIR
+from infra.dependencies import runtime_dependencies
 
 # The newest Python Lambda offers: the longest time before a forced upgrade.
 # Graviton (arm64) costs less per GB-second than x86 for the same work.
@@ -41,7 +40,6 @@ LAMBDA_TASK_ROOT = "/var/task"
 BUNDLE_PYTHON_VARIABLE = "CAIRN_BUNDLE_PYTHON"
 
 PACKAGE = "cairn"
-DISTRIBUTION = "cairn-state"
 
 
 def _functions_dir() -> Path:
@@ -72,15 +70,6 @@ ASSET_EXCLUDES = [*BYTE_CODE, ".pytest_cache", "*.egg-info", "cdk"]
 # does not widen a manylinux tag by itself, hence the whole range.
 _MANYLINUX_MINORS = range(17, 35)
 _MACHINE = {"arm64": "aarch64", "x86_64": "x86_64"}
-
-
-def runtime_dependencies() -> list[str]:
-    """The distribution's own dependencies: pyproject.toml's `[project].dependencies` in a source
-    checkout, the installed distribution's requirements without extras otherwise."""
-    pyproject = PROJECT_DIR / "pyproject.toml"
-    if pyproject.is_file():
-        return list(tomllib.loads(pyproject.read_text())["project"]["dependencies"])
-    return [requirement for requirement in metadata.requires(DISTRIBUTION) or [] if "extra ==" not in requirement]
 
 
 def pip_install_command(target: str) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import code
+from infra import code, dependencies
 from infra.config import PROJECT_DIR
 
 
@@ -158,7 +158,7 @@ def test_an_installed_distribution_bundles_its_own_requirements(
     # Installed (`pip install "cairn-state[cdk]"`), there is no pyproject.toml beside the constructs.
     monkeypatch.setattr(code, "PROJECT_DIR", tmp_path)
 
-    requirements = code.runtime_dependencies()
+    requirements = dependencies.runtime_dependencies()
 
     assert requirements == [r for r in metadata.requires("cairn-state") or [] if "extra ==" not in r]
     assert any(requirement.startswith("aws-lambda-powertools") for requirement in requirements)
