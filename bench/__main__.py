@@ -43,6 +43,7 @@ when it ends. What it measures, in the order printed:
    store: 1 and 8 on one run, 8 across 50 runs (in 50 sessions, and in one);
    `list_run_records` page latency on runs of 10, 100 and 10,000 records
    (2,000 with --quick), from the start, the middle and the end.
+   `--only runtime-calls` runs its calls table alone.
 6b. The API handler's own time: API Gateway REST events fed straight to
    `cairn.entrypoints.api_handler.lambda_handler` in this process; per hot
    operation (inbox post, duplicate post, poll, ack, state read, write and
@@ -97,6 +98,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,13 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter runs and fewer trials (noisier figures)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     only_help = "run one part alone (integrations: with its calls floor rows)"
-    parser.add_argument("--only", choices=["integrations", "handler", "cold-starts"], help=only_help)
+    parser.add_argument("--only", choices=["integrations", "handler", "cold-starts", "runtime-calls"], help=only_help)
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cairn-bench-") as workdir:
-        only = {"integrations": run_integrations, "handler": run_handler, "cold-starts": run_cold_starts}
+        only = {
+            "integrations": run_integrations,
+            "handler": run_handler,
+            "cold-starts": run_cold_starts,
+            "runtime-calls": run_runtime_calls,
+        }
         tables = only[args.only](plan, Path(workdir)) if args.only else run(plan, Path(workdir))
     setup = {
         "python": platform.python_version(),
@@ -271,18 +278,35 @@ def run_integrations(plan: Plan, workdir: Path) -> list[Table]:
 
 def run_handler(plan: Plan, workdir: Path) -> list[Table]:
     """The handler's part alone."""
-    with DynamoDBLocal(workdir / "dynamodb") as database:
-        settings = _settings(database)
-        ensure_table(make_client(settings), HANDLER_TABLE, stream=False)
-        return list(measure_handler(settings, HANDLER_TABLE, handler_requests(plan)).values())
+    return _alone(
+        workdir,
+        HANDLER_TABLE,
+        lambda settings: list(measure_handler(settings, HANDLER_TABLE, handler_requests(plan)).values()),
+    )
 
 
 def run_cold_starts(plan: Plan, workdir: Path) -> list[Table]:
     """The cold starts alone."""
+    return _alone(
+        workdir,
+        COLD_TABLE,
+        lambda settings: [measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)],
+    )
+
+
+def run_runtime_calls(plan: Plan, workdir: Path) -> list[Table]:
+    """The runtime store's calls per operation alone."""
+    return _alone(
+        workdir, RUNTIME_TABLE, lambda settings: [measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)]
+    )
+
+
+def _alone(workdir: Path, table_name: str, measure: Callable[[Settings], list[Table]]) -> list[Table]:
+    """One part on a DynamoDB Local and a table of its own."""
     with DynamoDBLocal(workdir / "dynamodb") as database:
         settings = _settings(database)
-        ensure_table(make_client(settings), COLD_TABLE, stream=False)
-        return [measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)]
+        ensure_table(make_client(settings), table_name, stream=False)
+        return measure(settings)
 
 
 def handler_requests(plan: Plan) -> int:

@@ -12,14 +12,27 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime.errors import ContractError, EventConflictError, RunNotActiveError, is_error
+from cairn.runtime.model import EMPTY_SEED_END_ID, SeedPublication
 from cairn.settings import Settings
-from tests.contract.builders import T0, child_start, note, root_start, run_start, terminal
+from tests.contract.builders import (
+    LITERAL,
+    PREPARED,
+    T0,
+    child_start,
+    declaration,
+    note,
+    root_start,
+    run_start,
+    seed_append,
+    terminal,
+)
 
 Counted = tuple[DynamoRuntimeStore, Counter[str]]
 
@@ -134,3 +147,46 @@ def test_processes_appending_to_one_run_at_once_lose_and_repeat_nothing(process)
     records = stores[1].list_run_records(run.run_id, limit=100).events
     assert [record.id for record in records] == [str(n) for n in range(1, 42)]
     assert len({record.event_key for record in records}) == 41
+
+
+def test_a_seed_is_prepared_and_attached_in_one_read_and_one_transaction_each(process) -> None:
+    store, calls = process()
+    store.create_session("seed-floor-session", T0)
+    run = run_start("seed-floor", session="seed-floor-session")
+    seed = declaration(run)
+    operations: list[Callable[[], object]] = [
+        lambda: store.begin_run_seed(seed),
+        lambda: store.append_run_seed(seed_append(seed, "first", EMPTY_SEED_END_ID, messages=LITERAL)),
+        lambda: store.append_run_seed(seed_append(seed, "prepared", "1", prepared=PREPARED)),
+        lambda: store.publish_run_seed(SeedPublication(run.run_id, seed.attempt_id, "1", "2", len(PREPARED))),
+        lambda: store.start_root_run(root_start(replace(run, seed_end_id="1"))),
+    ]
+    counted = []
+    for operation in operations:
+        calls.clear()
+        operation()
+        counted.append(calls.copy())
+
+    assert counted == [Counter(BatchGetItem=1, TransactWriteItems=1)] * len(operations)
+    assert store.load_run_seed(run.run_id, "1").end_id == "1"
+    assert store.load_run(run.run_id).seed_end_id == "1"
+
+
+def test_a_seed_published_by_another_process_is_attached_from_what_a_read_shows(process) -> None:
+    first, first_calls = process()
+    second, _ = process()
+    first.create_session("seed-other-session", T0)
+    run = run_start("seed-other", session="seed-other-session")
+    seed = declaration(run)
+    first.begin_run_seed(seed)  # the first process keeps the seed head: nothing published yet
+    second.append_run_seed(seed_append(seed, "first", EMPTY_SEED_END_ID, messages=LITERAL))
+    second.append_run_seed(seed_append(seed, "prepared", "1", prepared=PREPARED))
+    second.publish_run_seed(SeedPublication(run.run_id, seed.attempt_id, "1", "2", len(PREPARED)))
+    first_calls.clear()
+
+    result = first.start_root_run(root_start(replace(run, seed_end_id="1")))
+
+    assert result.started.inserted
+    # Its kept head named no published attempt: the one published is read after the batch.
+    assert first_calls == Counter(BatchGetItem=2, TransactWriteItems=1)
+    assert first.load_run(run.run_id).seed_end_id == "1"

@@ -18,6 +18,8 @@ back with the failed condition (`ReturnValuesOnConditionCheckFailure`), so
 the next attempt needs no read for it; a key that was taken makes the next
 attempt read the keys. An error decided on trusted state is never reported:
 the operation runs once more on state read in full, and answers from that.
+Seed commands read their seed head, attempt, declaration and key guards in
+that same first call, with the session a kept seed head names.
 
 Keys are in `keys`, item shapes in `runtime_items`; this module holds the
 reads, the commit and the purge.
@@ -31,7 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -39,7 +41,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn.decimal_text import is_decimal
 from cairn.dynamodb import blobs, keys, runtime_items, table_ops
-from cairn.dynamodb.items import error_code, get_int, key, n, s
+from cairn.dynamodb.items import error_code, get_int, get_s, key, n, s
 from cairn.runtime.backend import Reads
 from cairn.runtime.errors import ContractError, RuntimeStoreUnavailable
 from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
@@ -77,7 +79,11 @@ class _Conflict(Exception):
 
 
 class _HeadCache:
-    """Session and run head items as this process last wrote, read or was shown them, newest kept."""
+    """Session, run and seed head items as this process last wrote, read or was shown them, newest kept.
+
+    Session and run heads may be trusted (their commit conditions check them); seed heads only
+    say what a seed command will read (`DynamoRuntimeBackend._hinted`).
+    """
 
     def __init__(self, size: int = _CACHED_HEADS) -> None:
         self._items: OrderedDict[ItemKey, dict[str, Any]] = OrderedDict()
@@ -131,6 +137,8 @@ class DynamoRuntimeBackend:
         deadline = time.monotonic() + _BUDGET_SECONDS
         attempt = 0
         trust = _Trust()
+        if reads is not None:
+            reads = self._hinted(reads)
         with ExitStack() as turns:
             taking_turns = False
             if reads is not None:
@@ -173,6 +181,32 @@ class DynamoRuntimeBackend:
                         taking_turns = True
                     # Whoever won may be another process: back off before the re-read.
                     time.sleep(random.uniform(0, 0.001 * min(2**attempt, 100)))
+
+    def _hinted(self, reads: Reads) -> Reads:
+        """`reads` and what the seed heads this process kept say the operation will read next.
+
+        A seed command names its run and attempt, not its session, and a start
+        attaching a seed does not name the attempt its head published; without
+        these the operation would read them one by one after the batch. A seed
+        head's session never changes, and a published attempt stays published,
+        so the kept head is a sound guess; and only a guess of what to fetch:
+        the seed items themselves are always read, and a wrong guess only
+        costs the read the operation then makes itself.
+        """
+        sessions, attempts = list(reads.sessions), list(reads.seed_attempts)
+        for run_id in dict.fromkeys([*reads.seed_runs, *(run_id for run_id, _ in reads.seed_attempts)]):
+            head = self.heads.get((keys.run_pk(run_id), keys.SEED_HEAD))
+            if head is None:
+                continue
+            sessions.append(get_s(head, "session_id") or "")
+            published = get_s(head, "published_attempt")
+            if published and run_id in reads.seed_runs:
+                attempts.append((run_id, published))
+        return replace(
+            reads,
+            sessions=tuple(dict.fromkeys(session for session in sessions if session)),
+            seed_attempts=tuple(dict.fromkeys(attempts)),
+        )
 
     @staticmethod
     def _stripes(heads: set[str]) -> list[int]:
@@ -283,24 +317,20 @@ class DynamoRuntimeBackend:
         for item in items:
             yield runtime_items.pointer_from_item(item)
 
-    def load_seed_head(self, run_id: str) -> SeedHead | None:
-        item = self.get(keys.run_pk(run_id), keys.SEED_HEAD)
-        return runtime_items.seed_head_from_item(item) if item else None
-
-    def load_seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None:
-        pk = keys.run_pk(run_id)
-        item = self.get(pk, keys.seed_attempt_sk(attempt_id))
+    def seed_attempt_from(
+        self, item: dict[str, Any] | None, declaration_item: dict[str, Any] | None
+    ) -> SeedAttempt | None:
+        """The attempt its item and its declaration's item (read with it, absent until begun) hold."""
         if not item:
             return None
         declaration = None
         if runtime_items.seed_attempt_begun(item):
-            stored = self.get(pk, keys.seed_declaration_sk(attempt_id)) or {}
-            declaration = runtime_items.seed_declaration_from(self._payload(stored, ""))
+            declaration = runtime_items.seed_declaration_from(self._payload(declaration_item or {}, ""))
         return runtime_items.seed_attempt_from_item(item, declaration)
 
-    def seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None:
+    def seed_record_by_guard(self, run_id: str, attempt_id: str, guard: dict[str, Any] | None) -> SeedRecord | None:
+        """The seed record a key guard points to (None for no guard: the key is free)."""
         pk = keys.run_pk(run_id)
-        guard = self.get(pk, keys.seed_guard_sk(attempt_id, key))
         item = self.get(pk, keys.seed_record_sk(attempt_id, get_int(guard, "seq"))) if guard else None
         return self._seed_record_from_item(item) if item else None
 
@@ -431,6 +461,8 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
             else:
                 self._known[head] = cached
                 self.trusted = True
+        # Seed heads and attempts are never trusted from memory: they are always read, in the same call.
+        wanted += _seed_item_keys(reads)
         record_keys = [(keys.run_pk(run_id), keys.guard_sk(event_key)) for run_id, event_key in reads.keys]
         if wanted or not self._trust.free_keys:
             wanted += record_keys
@@ -442,7 +474,7 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
             return
         for item_key, item in self._backend.get_many(wanted).items():
             self._known[item_key] = item
-            if item_key[1] == keys.META:
+            if item_key[1] in (keys.META, keys.SEED_HEAD):
                 self._backend.heads.put(item_key, item)
 
     def learn(self, reasons: list[dict[str, Any]]) -> _Trust:
@@ -491,19 +523,30 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         self._seen_runs[run_id] = None if run is None else run.version
         return run
 
+    def _items(self, item_keys: list[ItemKey]) -> list[dict[str, Any] | None]:
+        """Each item as prefetched, the rest read now in one call."""
+        missing = [item_key for item_key in item_keys if item_key not in self._known]
+        if missing:
+            self._known.update(self._backend.get_many(missing))
+        return [self._known[item_key] for item_key in item_keys]
+
     def load_seed_head(self, run_id: str) -> SeedHead | None:
-        head = self._backend.load_seed_head(run_id)
-        self._seen_seeds[(keys.run_pk(run_id), keys.SEED_HEAD)] = None if head is None else head.version
+        head_key = (keys.run_pk(run_id), keys.SEED_HEAD)
+        [item] = self._items([head_key])
+        self._backend.heads.put(head_key, item)
+        head = runtime_items.seed_head_from_item(item) if item else None
+        self._seen_seeds[head_key] = None if head is None else head.version
         return head
 
     def load_seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None:
-        attempt = self._backend.load_seed_attempt(run_id, attempt_id)
-        seen = None if attempt is None else attempt.version
-        self._seen_seeds[(keys.run_pk(run_id), keys.seed_attempt_sk(attempt_id))] = seen
+        attempt_key, declaration_key = _seed_attempt_keys(run_id, attempt_id)
+        attempt = self._backend.seed_attempt_from(*self._items([attempt_key, declaration_key]))
+        self._seen_seeds[attempt_key] = None if attempt is None else attempt.version
         return attempt
 
     def load_seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None:
-        return self._backend.seed_record_by_key(run_id, attempt_id, key)
+        [guard] = self._items([(keys.run_pk(run_id), keys.seed_guard_sk(attempt_id, key))])
+        return self._backend.seed_record_by_guard(run_id, attempt_id, guard)
 
     def heads(self) -> set[str]:
         """The session, run and seed heads this unit read, as item keys."""
@@ -572,14 +615,18 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         for run_id, suspension in writes.checkpoints.items():
             checkpoint, chunks = runtime_items.checkpoint_items(run_id, suspension)
             actions.extend(backend.put(new, "attribute_not_exists(pk)") for new in (checkpoint, *chunks))
-        actions.extend(self._seed_actions())
+        actions.extend(self._seed_actions(written))
         self._action_heads = [heads.get(index) for index in range(len(actions))]
         backend.commit(actions)
         for item_key, item in written.items():
             backend.heads.put(item_key, item)
 
-    def _seed_actions(self) -> list[dict[str, Any]]:
-        """Seed heads and attempts under their versions, new declarations and records once."""
+    def _seed_actions(self, written_heads: dict[ItemKey, dict[str, Any]]) -> list[dict[str, Any]]:
+        """Seed heads and attempts under their versions, new declarations and records once.
+
+        Seed heads written go into `written_heads`, kept once committed: the next seed command
+        of this process reads their session and published attempt in its first call.
+        """
         backend = self._backend
         writes = self.writes
         written: dict[tuple[str, str], tuple[dict[str, Any], SeedAttempt | None]] = {}
@@ -595,6 +642,8 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         for item_key, (item, attempt) in written.items():
             seen = self._seen_seeds.get(item_key)
             actions.append(_versioned_put(backend, item, seen))
+            if item_key[1] == keys.SEED_HEAD:
+                written_heads[item_key] = item
             if seen is None and item_key[1] == keys.SEED_HEAD and item["session_id"]["S"]:
                 member = runtime_items.seed_member_item(item["session_id"]["S"], item["run_id"]["S"])
                 actions.append(backend.put(member, "attribute_not_exists(pk)"))
@@ -606,6 +655,21 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
             item, chunks, guard = runtime_items.seed_record_items(run_id, attempt_id, record)
             actions.extend(backend.put(new, "attribute_not_exists(pk)") for new in (item, *chunks, guard))
         return actions
+
+
+def _seed_attempt_keys(run_id: str, attempt_id: str) -> tuple[ItemKey, ItemKey]:
+    """An attempt's item and its declaration's, read together."""
+    pk = keys.run_pk(run_id)
+    return (pk, keys.seed_attempt_sk(attempt_id)), (pk, keys.seed_declaration_sk(attempt_id))
+
+
+def _seed_item_keys(reads: Reads) -> list[ItemKey]:
+    """The seed heads, attempts (with their declarations) and seed key guards `reads` names."""
+    item_keys = [(keys.run_pk(run_id), keys.SEED_HEAD) for run_id in reads.seed_runs]
+    for run_id, attempt_id in reads.seed_attempts:
+        item_keys.extend(_seed_attempt_keys(run_id, attempt_id))
+    item_keys += [(keys.run_pk(run_id), keys.seed_guard_sk(attempt, key)) for run_id, attempt, key in reads.seed_keys]
+    return item_keys
 
 
 def _versioned_put(

@@ -14,7 +14,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Reads:
-    """What an operation reads first: run and session heads, and the record keys it will claim.
+    """What an operation reads first: run, session and seed heads, seed attempts, and the keys it will claim.
 
     A backend may fetch them all at once, or trust what it last wrote for the
     heads and let the commit's conditions check them; either way the
@@ -25,6 +25,11 @@ class Reads:
     sessions: tuple[str, ...] = ()
     # (run id, event key) of each record the operation appends.
     keys: tuple[tuple[str, str], ...] = ()
+    # Runs whose seed head the operation reads; (run id, attempt id) of each seed attempt it reads,
+    # its declaration with it; (run id, attempt id, key) of each seed record it appends.
+    seed_runs: tuple[str, ...] = ()
+    seed_attempts: tuple[tuple[str, str], ...] = ()
+    seed_keys: tuple[tuple[str, str, str], ...] = ()
 
 
 class Backend(Protocol):

@@ -223,13 +223,14 @@ class EngineRuntimeStore:
     # -- initial history and preparations ------------------------------------------
 
     def begin_run_seed(self, declaration: SeedDeclaration) -> RunSeed:
-        return self._mutate(lambda uow: seed_rules.begin_run_seed(uow, declaration))
+        return self._mutate(lambda uow: seed_rules.begin_run_seed(uow, declaration), _begin_reads(declaration))
 
     def append_run_seed(self, command: SeedAppend) -> str:
-        return self._mutate(lambda uow: seed_rules.append_run_seed(uow, command))
+        return self._mutate(lambda uow: seed_rules.append_run_seed(uow, command), _seed_append_reads(command))
 
     def publish_run_seed(self, publication: SeedPublication) -> None:
-        self._mutate(lambda uow: seed_rules.publish_run_seed(uow, publication))
+        reads = Reads(seed_runs=(publication.run_id,), seed_attempts=((publication.run_id, publication.attempt_id),))
+        self._mutate(lambda uow: seed_rules.publish_run_seed(uow, publication), reads)
 
     def find_run_preparation(self, operation: PreparationOperation) -> RunPreparation | None:
         return self._mutate(lambda uow: seed_rules.find_run_preparation(uow, operation))
@@ -431,4 +432,23 @@ def _start_reads(run: RunStart, started: RunRecord, parent_linked: RunRecord | N
     if parent_linked is not None:
         record_keys.append((run.parent_run_id, parent_linked.event_key))
     sessions = (run.session_id,) if run.session_id else ()
-    return Reads(runs=runs, sessions=sessions, keys=tuple(record_keys))
+    # A start attaching a seed checks the attempt its seed head published.
+    seed_runs = (run.run_id,) if run.seed_end_id else ()
+    return Reads(runs=runs, sessions=sessions, keys=tuple(record_keys), seed_runs=seed_runs)
+
+
+def _begin_reads(declaration: SeedDeclaration) -> Reads:
+    """A seed's first reads: its session, its run (which must not exist yet) and source, its head and attempt."""
+    runs = (declaration.run_id, declaration.source_run_id) if declaration.source_run_id else (declaration.run_id,)
+    return Reads(
+        runs=runs,
+        sessions=(declaration.session_id,) if declaration.session_id else (),
+        seed_runs=(declaration.run_id,),
+        seed_attempts=((declaration.run_id, declaration.attempt_id),),
+    )
+
+
+def _seed_append_reads(command: SeedAppend) -> Reads:
+    """A seed append's first reads: the attempt and the record's key (its session is known from the attempt)."""
+    attempt = (command.run_id, command.attempt_id)
+    return Reads(seed_attempts=(attempt,), seed_keys=((*attempt, command.record.key),))
