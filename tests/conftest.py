@@ -1,4 +1,4 @@
-"""Shared fixtures: moto for unit tests, one DynamoDB Local per session for
+"""Shared fixtures: moto or the in-memory ports for unit tests, one DynamoDB Local per session for
 integration tests, and `cairn serve` processes for end-to-end tests."""
 
 from __future__ import annotations
@@ -72,6 +72,12 @@ def moto_env() -> Iterator[None]:
 def moto_api(moto_env: None, clock: FakeClock) -> LambdaClient:
     """The API resolver on moto, called with API Gateway events."""
     return LambdaClient.on_moto(clock)
+
+
+@pytest.fixture
+def memory_api(clock: FakeClock) -> LambdaClient:
+    """The API resolver on the in-memory address ports, for tests of address behaviour, not of DynamoDB."""
+    return LambdaClient.in_memory(clock)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,8 @@ of an inbox post and a poll are built at once; the others (provisioning,
 inbox settings, email in and out, wake-ups, runtime, memory, checkpoints,
 the LangGraph store and agent sessions), with the modules they need, when
 first asked for, so a container that only takes inbox posts and polls never
-loads them.
+loads them. `Services.in_memory` wires the address use cases to the
+in-memory ports instead, for tests.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
-from cairn.addresses.ports import Waiter
+from cairn.addresses.ports import AddressStore, RateLimiter, ReadLeases, StateStore, Waiter
 from cairn.addresses.state import AddressState
 from cairn.clock import Clock, system_clock
 from cairn.dynamodb.address_table import AddressTable
 from cairn.dynamodb.client import LazyClient
-from cairn.dynamodb.ratelimit import RateLimiter
-from cairn.dynamodb.read_leases import ReadLeases
+from cairn.dynamodb.ratelimit import RateLimiter as DynamoRateLimiter
+from cairn.dynamodb.read_leases import ReadLeases as DynamoReadLeases
 from cairn.dynamodb.state_table import StateTable
 from cairn.dynamodb.waiters import PollingWaiter
 from cairn.server_secret import ServerSecret
@@ -64,9 +65,9 @@ class Services:
     state: AddressState
     # What the use cases built on first use are made of.
     client: Any
-    table: AddressTable
+    table: AddressStore
     limiter: RateLimiter
-    state_table: StateTable
+    state_table: StateStore
     waiter: Waiter
     clock: Clock
     # Read on first use: by provisioning under a key, and by inbox verifiers.
@@ -282,13 +283,75 @@ class Services:
             max_events=settings.max_events,
             owner_reserve=settings.owner_reserved_events,
         )
-        limiter = RateLimiter(client, settings.table_name)
-        state_table = StateTable(client, settings.table_name)
+        return cls._wired(
+            settings,
+            client=client,
+            ports=(table, StateTable(client, settings.table_name), DynamoRateLimiter(client, settings.table_name)),
+            leases=DynamoReadLeases(client, settings.table_name),
+            waiter=waiter,
+            clock=clock,
+            mailer=mailer,
+            wake_transport=wake_transport,
+            runtime=runtime,
+        )
+
+    @classmethod
+    def in_memory(
+        cls,
+        settings: Settings,
+        *,
+        waiter: Waiter | None = None,
+        clock: Clock = system_clock,
+        runtime: RuntimeStore | None = None,
+    ) -> Services:
+        """The address use cases on the in-memory ports (`cairn.addresses.inmem`), for tests.
+
+        What stores elsewhere in the table (mail out, contacts, wake-ups,
+        checkpoints, sessions, memory) has no in-memory form: it has no
+        client here, and its first call says so.
+        """
+        from cairn.addresses import inmem
+        from cairn.dynamodb.waiters import NotifyingWaiter
+
+        memory = inmem.AddressMemory()
+        table = inmem.InMemoryAddressStore(
+            memory,
+            retention_seconds=settings.event_retention_seconds,
+            max_events=settings.max_events,
+            owner_reserve=settings.owner_reserved_events,
+        )
+        return cls._wired(
+            settings,
+            client=_NoClient(),
+            ports=(table, inmem.InMemoryStateStore(memory), inmem.InMemoryRateLimiter(memory)),
+            leases=inmem.InMemoryReadLeases(memory),
+            waiter=waiter or NotifyingWaiter(),
+            clock=clock,
+            mailer=None,
+            wake_transport=None,
+            runtime=runtime,
+        )
+
+    @classmethod
+    def _wired(
+        cls,
+        settings: Settings,
+        *,
+        client: Any,
+        ports: tuple[AddressStore, StateStore, RateLimiter],
+        leases: ReadLeases,
+        waiter: Waiter,
+        clock: Clock,
+        mailer: OutboundMailer | None,
+        wake_transport: Transport | None,
+        runtime: RuntimeStore | None,
+    ) -> Services:
+        table, state_table, limiter = ports
         server_secret = ServerSecret.from_settings(settings)
         return cls(
             settings=settings,
             inbox=Inbox(table, waiter, settings, clock, server_secret),
-            feed=Feed(table, ReadLeases(client, settings.table_name), waiter, settings, clock),
+            feed=Feed(table, leases, waiter, settings, clock),
             state=AddressState(table, state_table, waiter, settings, clock),
             client=client,
             table=table,
@@ -301,6 +364,13 @@ class Services:
             given_wake_transport=wake_transport,
             given_runtime=runtime,
         )
+
+
+class _NoClient:
+    """The client of in-memory services: the stores that would need one have no in-memory form."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"in-memory services have no DynamoDB client (asked for {name})")
 
 
 def _aws_client(settings: Settings, service: str) -> Any:

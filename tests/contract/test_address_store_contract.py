@@ -1,7 +1,8 @@
 """The address storage port, run against every implementation.
 
-`cairn.addresses.ports.AddressStore` and `StateStore` are exercised
-directly, as the use cases call them, on moto and on DynamoDB Local.
+`cairn.addresses.ports.AddressStore`, `StateStore`, `RateLimiter` and
+`ReadLeases` are exercised directly, as the use cases call them, on moto, on
+DynamoDB Local and in memory (`cairn.addresses.inmem`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,26 @@ import pytest
 
 from cairn import credentials
 from cairn.addresses.inbox_settings import InboxSettings, Verifier
+from cairn.addresses.inmem import (
+    AddressMemory,
+    InMemoryAddressStore,
+    InMemoryRateLimiter,
+    InMemoryReadLeases,
+    InMemoryStateStore,
+)
 from cairn.addresses.models import AddressRecord, IdempotencyClaim, NewEvent
 from cairn.addresses.ports import (
     AddressStore,
+    AlreadyProvisioned,
     AppendRequest,
     Credential,
     CredentialKind,
     InboxSettingsMoved,
+    ProvisionClaim,
+    RateCount,
+    RateLimiter,
+    RateSpent,
+    ReadLeases,
     StateMoved,
     StateStore,
 )
@@ -27,6 +41,8 @@ from cairn.addresses.quota import Writer
 from cairn.addresses.state_model import KeyChange, StateChanges, StateEntry, StateLimits
 from cairn.dynamodb.address_table import AddressTable
 from cairn.dynamodb.client import make_client
+from cairn.dynamodb.ratelimit import RateLimiter as DynamoRateLimiter
+from cairn.dynamodb.read_leases import ReadLeases as DynamoReadLeases
 from cairn.dynamodb.state_table import StateTable
 from cairn.dynamodb.table import ensure_table
 from cairn.errors import IdempotencyKeyReused, QuotaExceeded, Unauthorized
@@ -48,6 +64,8 @@ class Stores:
     other: AddressStore
     # A writer keeping the last RESERVE slots for the owner.
     reserved: AddressStore
+    limiter: RateLimiter
+    leases: ReadLeases
 
 
 def _stores(client, table: str) -> Stores:
@@ -55,11 +73,36 @@ def _stores(client, table: str) -> Stores:
         return AddressTable(client, table, retention_seconds=RETENTION, max_events=MAX_EVENTS)
 
     reserved = AddressTable(client, table, retention_seconds=RETENTION, max_events=MAX_EVENTS, owner_reserve=RESERVE)
-    return Stores(addresses=address_table(), state=StateTable(client, table), other=address_table(), reserved=reserved)
+    return Stores(
+        addresses=address_table(),
+        state=StateTable(client, table),
+        other=address_table(),
+        reserved=reserved,
+        limiter=DynamoRateLimiter(client, table),
+        leases=DynamoReadLeases(client, table),
+    )
 
 
-@pytest.fixture(params=["moto", "dynamodb_local"])
+def _memory_stores() -> Stores:
+    memory = AddressMemory()
+
+    def address_store(reserve: int = 0) -> InMemoryAddressStore:
+        return InMemoryAddressStore(memory, retention_seconds=RETENTION, max_events=MAX_EVENTS, owner_reserve=reserve)
+
+    return Stores(
+        addresses=address_store(),
+        state=InMemoryStateStore(memory),
+        other=address_store(),
+        reserved=address_store(RESERVE),
+        limiter=InMemoryRateLimiter(memory),
+        leases=InMemoryReadLeases(memory),
+    )
+
+
+@pytest.fixture(params=["moto", "dynamodb_local", "memory"])
 def stores(request) -> Stores:
+    if request.param == "memory":
+        return _memory_stores()
     if request.param == "moto":
         request.getfixturevalue("moto_env")
         client = make_client(Settings())
@@ -70,7 +113,7 @@ def stores(request) -> Stores:
     return _stores(make_client(Settings(dynamodb_endpoint=database.endpoint)), table)
 
 
-def new_address(stores: Stores, *, now: float, expires_at: float | None = None) -> AddressRecord:
+def new_address(stores: Stores, *, now: float, expires_at: float | None = None, **create) -> AddressRecord:
     address_id = credentials.new_address_id()
     record = AddressRecord(
         id=address_id,
@@ -82,7 +125,7 @@ def new_address(stores: Stores, *, now: float, expires_at: float | None = None) 
         read_token_digest=credentials.digest(READ_TOKEN),
         inbox_secret_digest=credentials.digest(INBOX_SECRET),
     )
-    stores.addresses.create(record)
+    stores.addresses.create(record, **create)
     return record
 
 
@@ -165,6 +208,70 @@ def test_an_expired_address_can_still_be_deleted_by_its_owner_and_no_one_else(st
     assert stores.addresses.delete(record.id, record.read_token_digest) is True
     assert stores.addresses.load(record.id) is None
     assert stores.addresses.count_events(record.id, now=NOW).retained == 0
+
+
+def test_a_provisioning_claim_is_taken_once_and_outlives_its_address(stores: Stores) -> None:
+    claim = ProvisionClaim(key_digest=credentials.digest(f"key-{NOW}"), request_digest=credentials.digest("body"))
+    first = new_address(stores, now=NOW, claim=claim)
+    second = replace(first, id=credentials.new_address_id())
+    with pytest.raises(AlreadyProvisioned) as taken:
+        stores.addresses.create(second, claim=claim)
+    assert (taken.value.address_id, taken.value.request_digest) == (first.id, claim.request_digest)
+    assert (taken.value.derivation, stores.addresses.load(second.id)) == (claim.derivation, None)
+    assert stores.addresses.delete(first.id, first.read_token_digest)
+    with pytest.raises(AlreadyProvisioned):
+        stores.addresses.create(second, claim=claim)
+
+
+def test_a_creation_counts_on_the_rate_limiter_s_window(stores: Stores) -> None:
+    subject = credentials.new_address_id()
+    rate = RateCount(scope="create", subject=subject, limit=2)
+    assert stores.limiter.hit("create", subject, limit=2, now=NOW) is None
+    kept = new_address(stores, now=NOW, rate=rate)
+    refused = replace(kept, id=credentials.new_address_id())
+    with pytest.raises(RateSpent) as spent:
+        stores.addresses.create(refused, rate=rate)
+    assert spent.value.retry_after == 60 - int(NOW) % 60
+    assert stores.addresses.load(refused.id) is None
+    assert stores.limiter.hit("create", subject, limit=2, now=NOW) == 60 - int(NOW) % 60
+    assert stores.limiter.hit("create", subject, limit=2, now=NOW + 60) is None, "the next window"
+    assert stores.limiter.hit("create", "another", limit=1, now=NOW) is None
+
+
+def test_a_counted_read_admits_only_the_read_token_of_a_live_address(stores: Stores) -> None:
+    start = (int(NOW) // 60) * 60
+    record = new_address(stores, now=start, expires_at=start + 600)
+    token = record.read_token_digest
+    assert stores.addresses.admit_read(record.id, token, limit=2, now=start) == record
+    assert stores.addresses.admit_read(record.id, token, limit=2, now=start + 1) == record
+    with pytest.raises(RateSpent) as spent:
+        stores.addresses.admit_read(record.id, token, limit=2, now=start + 20)
+    assert spent.value.retry_after == 40
+    assert stores.addresses.admit_read(record.id, token, limit=2, now=start + 60) == record
+    for digest, now in ((credentials.digest("wrong"), start + 61), (token, start + 600)):
+        with pytest.raises(Unauthorized):
+            stores.addresses.admit_read(record.id, digest, limit=2, now=now)
+    with pytest.raises(Unauthorized):
+        stores.addresses.admit_read(credentials.new_address_id(), token, limit=2, now=start)
+
+
+def test_held_reads_are_capped_per_address_until_released_or_lapsed(stores: Stores) -> None:
+    at = float(int(NOW))  # whole seconds: a lease lapses at a whole second
+    record = new_address(stores, now=at)
+    hold = {"cap": 2, "now": at}
+    assert stores.leases.hold(record.id, "stream", "a", until=at + 30, **hold) is None
+    assert stores.leases.hold(record.id, "stream", "b", until=at + 10, **hold) is None
+    assert stores.leases.hold(record.id, "poll", "c", until=at + 10, **hold) is None, "each kind has its own cap"
+    assert stores.leases.hold(record.id, "stream", "c", until=at + 30, **hold) == 10
+    stores.leases.release(record.id, "stream", "a")
+    stores.leases.release(record.id, "stream", "never-held")
+    assert stores.leases.hold(record.id, "stream", "c", until=at + 30, **hold) is None
+    # b lapses at at + 10: its holder is gone, and its slot is free again.
+    assert stores.leases.hold(record.id, "stream", "d", until=at + 40, cap=2, now=at + 11) is None
+    assert stores.leases.hold(record.id, "stream", "e", until=at + 40, cap=2, now=at + 11) == 19
+    assert stores.addresses.delete(record.id, record.read_token_digest)
+    with pytest.raises(Unauthorized):
+        stores.leases.hold(record.id, "stream", "f", until=at + 40, **hold)
 
 
 # -- appends -----------------------------------------------------------------------

@@ -22,9 +22,14 @@ from cairn.settings import Settings
 SERVER_SECRET = "tests-server-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
-def make_services(*, clock: Clock, waiter=None, mailer=None, runtime=None, **overrides: Any) -> Services:
+def settings_for_tests(**overrides: Any) -> Settings:
+    """The tests' settings: their table, their server secret, and rates no test reaches unless it asks."""
     relaxed = {"poll_rate_per_minute": 10_000, "create_rate_per_minute": 10_000}
-    settings = Settings(**{"table_name": "cairn-test", "server_secret": SERVER_SECRET, **relaxed, **overrides})
+    return Settings(**{"table_name": "cairn-test", "server_secret": SERVER_SECRET, **relaxed, **overrides})
+
+
+def make_services(*, clock: Clock, waiter=None, mailer=None, runtime=None, **overrides: Any) -> Services:
+    settings = settings_for_tests(**overrides)
     return Services.build(settings, waiter=waiter or NotifyingWaiter(), clock=clock, mailer=mailer, runtime=runtime)
 
 
@@ -63,6 +68,11 @@ class LambdaClient:
         services = make_services(clock=clock, **overrides)
         ensure_table(make_client(services.settings), services.settings.table_name)
         return cls(services)
+
+    @classmethod
+    def in_memory(cls, clock: Clock, **overrides: Any) -> LambdaClient:
+        """The resolver on the in-memory address ports (`Services.in_memory`): no moto, no table."""
+        return cls(Services.in_memory(settings_for_tests(**overrides), waiter=NotifyingWaiter(), clock=clock))
 
     def request(self, method: str, url: str, **parts: Any) -> Reply:
         """Resolve the request `event(method, url, **parts)` describes."""

@@ -1,4 +1,4 @@
-"""The address API through the Lambda resolver, on moto."""
+"""The address API through the Lambda resolver, in memory; what DynamoDB stores, on moto."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def events_of(reply) -> list[dict]:
 # -- provisioning -------------------------------------------------------------
 
 
-def test_provision_returns_the_agentaddress_shape(moto_api: LambdaClient):
-    created = moto_api.provision(task_id="build-42", name="nightly build", expires_in_seconds=3600)
+def test_provision_returns_the_agentaddress_shape(memory_api: LambdaClient):
+    created = memory_api.provision(task_id="build-42", name="nightly build", expires_in_seconds=3600)
     address = created["address"]
     assert address["task_id"] == "build-42"
     assert address["name"] == "nightly build"
@@ -35,15 +35,15 @@ def test_provision_returns_the_agentaddress_shape(moto_api: LambdaClient):
     assert endpoints["state_url"].endswith("/state")
 
 
-def test_provision_accepts_an_empty_request(moto_api: LambdaClient):
-    reply = moto_api.request("POST", "/api/v1/addresses")
+def test_provision_accepts_an_empty_request(memory_api: LambdaClient):
+    reply = memory_api.request("POST", "/api/v1/addresses")
     assert reply.status == 201
     assert reply.json()["address"]["expiresAt"] is None
 
 
 @pytest.mark.parametrize("expires_in", [59, 31_536_001, -1])
-def test_provision_refuses_lifetimes_out_of_range(moto_api: LambdaClient, expires_in: int):
-    reply = moto_api.request("POST", "/api/v1/addresses", json_body={"expires_in_seconds": expires_in})
+def test_provision_refuses_lifetimes_out_of_range(memory_api: LambdaClient, expires_in: int):
+    reply = memory_api.request("POST", "/api/v1/addresses", json_body={"expires_in_seconds": expires_in})
     assert reply.status in (400, 422)
     assert reply.error_code == "invalid_request"
     assert "expires_in_seconds" in reply.text
@@ -58,14 +58,14 @@ def test_secrets_are_stored_only_as_digests(moto_api: LambdaClient):
     assert secret not in dump
 
 
-def test_configured_public_base_url_wins(moto_env, clock):
-    api = LambdaClient.on_moto(clock, public_base_url="https://cairn.example.com/prod/")
+def test_configured_public_base_url_wins(clock):
+    api = LambdaClient.in_memory(clock, public_base_url="https://cairn.example.com/prod/")
     created = api.provision()
     assert created["endpoints"]["events_url"].startswith("https://cairn.example.com/prod/api/v1/addresses/")
 
 
-def test_creation_is_rate_limited_per_client_ip(moto_env, clock):
-    api = LambdaClient.on_moto(clock, create_rate_per_minute=3)
+def test_creation_is_rate_limited_per_client_ip(clock):
+    api = LambdaClient.in_memory(clock, create_rate_per_minute=3)
     for _ in range(3):
         api.provision()
     refused = api.request("POST", "/api/v1/addresses")
@@ -82,73 +82,73 @@ def test_creation_is_rate_limited_per_client_ip(moto_env, clock):
 # -- inbox --------------------------------------------------------------------
 
 
-def test_inbox_accepts_then_deduplicates_by_idempotency_key(moto_api: LambdaClient):
-    created = moto_api.provision()
-    first = moto_api.post_inbox(created, {"type": "demo.callback", "data": {"ok": True}}, key="task:callback")
+def test_inbox_accepts_then_deduplicates_by_idempotency_key(memory_api: LambdaClient):
+    created = memory_api.provision()
+    first = memory_api.post_inbox(created, {"type": "demo.callback", "data": {"ok": True}}, key="task:callback")
     assert first.status == 202
     assert first.json()["duplicate"] is False
-    again = moto_api.post_inbox(created, {"type": "demo.callback", "data": {"ok": True}}, key="task:callback")
+    again = memory_api.post_inbox(created, {"type": "demo.callback", "data": {"ok": True}}, key="task:callback")
     assert again.status == 200
     assert again.json() == {"duplicate": True, "event": first.json()["event"]}
-    assert len(events_of(moto_api.poll(created))) == 1
+    assert len(events_of(memory_api.poll(created))) == 1
 
 
-def test_same_key_with_another_body_is_refused_and_changes_nothing(moto_api: LambdaClient):
-    created = moto_api.provision()
-    moto_api.post_inbox(created, {"n": 1}, key="k")
-    reused = moto_api.post_inbox(created, {"n": 2}, key="k")
+def test_same_key_with_another_body_is_refused_and_changes_nothing(memory_api: LambdaClient):
+    created = memory_api.provision()
+    memory_api.post_inbox(created, {"n": 1}, key="k")
+    reused = memory_api.post_inbox(created, {"n": 2}, key="k")
     assert reused.status == 422
     assert reused.error_code == "idempotency_key_reused"
-    assert [e["data"] for e in events_of(moto_api.poll(created))] == [{"n": 1}]
+    assert [e["data"] for e in events_of(memory_api.poll(created))] == [{"n": 1}]
 
 
-def test_key_order_and_whitespace_do_not_make_a_different_body(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_key_order_and_whitespace_do_not_make_a_different_body(memory_api: LambdaClient):
+    created = memory_api.provision()
     url = path_of(created["endpoints"]["inbox_url"])
     headers = {"Idempotency-Key": "k"}
-    assert moto_api.request("POST", url, body='{"a": 1, "b": 2}', headers=headers).status == 202
-    assert moto_api.request("POST", url, body='{"b":2,"a":1}', headers=headers).status == 200
+    assert memory_api.request("POST", url, body='{"a": 1, "b": 2}', headers=headers).status == 202
+    assert memory_api.request("POST", url, body='{"b":2,"a":1}', headers=headers).status == 200
 
 
-def test_inbox_size_limit_is_exact_and_answers_json(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_inbox_size_limit_is_exact_and_answers_json(memory_api: LambdaClient):
+    created = memory_api.provision()
     url = path_of(created["endpoints"]["inbox_url"])
     prefix, suffix = '{"data":"', '"}'
     at_limit = prefix + "x" * (INBOX_LIMIT - len(prefix) - len(suffix)) + suffix
     assert len(at_limit) == INBOX_LIMIT
-    accepted = moto_api.request("POST", url, body=at_limit)
+    accepted = memory_api.request("POST", url, body=at_limit)
     assert accepted.status == 202
-    over = moto_api.request("POST", url, body=json.dumps({"data": "x" * 1_000_001}))
+    over = memory_api.request("POST", url, body=json.dumps({"data": "x" * 1_000_001}))
     assert over.status == 413
     assert over.error_code == "payload_too_large"
-    events = events_of(moto_api.poll(created))
+    events = events_of(memory_api.poll(created))
     assert len(events) == 1
     assert events[0]["data"] == "x" * (INBOX_LIMIT - len(prefix) - len(suffix))
 
 
-def test_inbox_refuses_malformed_json_and_bad_keys(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_inbox_refuses_malformed_json_and_bad_keys(memory_api: LambdaClient):
+    created = memory_api.provision()
     url = path_of(created["endpoints"]["inbox_url"])
-    assert moto_api.request("POST", url, body="{not json").error_code == "invalid_json"
-    assert moto_api.request("POST", url, body=b"\xff\xfe{}").error_code == "invalid_json"
-    assert moto_api.request("POST", url, body="[" * 10_000 + "]" * 10_000).error_code == "invalid_json"
-    too_long = moto_api.post_inbox(created, {"a": 1}, key="k" * 256)
+    assert memory_api.request("POST", url, body="{not json").error_code == "invalid_json"
+    assert memory_api.request("POST", url, body=b"\xff\xfe{}").error_code == "invalid_json"
+    assert memory_api.request("POST", url, body="[" * 10_000 + "]" * 10_000).error_code == "invalid_json"
+    too_long = memory_api.post_inbox(created, {"a": 1}, key="k" * 256)
     assert too_long.status == 400
     assert too_long.error_code == "invalid_request"
-    assert events_of(moto_api.poll(created)) == []
+    assert events_of(memory_api.poll(created)) == []
 
 
-def test_wrong_inbox_secret_is_unauthorized(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_wrong_inbox_secret_is_unauthorized(memory_api: LambdaClient):
+    created = memory_api.provision()
     url = path_of(created["endpoints"]["inbox_url"]).rsplit("/", 1)[0] + "/wrong"
-    reply = moto_api.request("POST", url, json_body={"a": 1})
+    reply = memory_api.request("POST", url, json_body={"a": 1})
     assert reply.status == 401
     assert reply.error_code == "unauthorized"
-    assert events_of(moto_api.poll(created)) == []
+    assert events_of(memory_api.poll(created)) == []
 
 
-def test_full_feed_is_refused_until_events_expire(moto_env, clock):
-    api = LambdaClient.on_moto(clock, max_events=3, owner_reserved_events=0, event_retention_seconds=3600)
+def test_full_feed_is_refused_until_events_expire(clock):
+    api = LambdaClient.in_memory(clock, max_events=3, owner_reserved_events=0, event_retention_seconds=3600)
     created = api.provision()
     for n in range(3):
         assert api.post_inbox(created, {"n": n}, key=f"k{n}").status == 202
@@ -162,67 +162,67 @@ def test_full_feed_is_refused_until_events_expire(moto_env, clock):
     assert [e["sequence"] for e in events_of(api.poll(created))] == [4]
 
 
-def test_inbox_payload_above_one_item_round_trips(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_inbox_payload_above_one_item_round_trips(memory_api: LambdaClient):
+    created = memory_api.provision()
     text = "é" * 400_000  # 800,000 bytes of UTF-8: stored in several chunk items
     body = json.dumps({"data": {"text": text}}, ensure_ascii=False)
-    assert moto_api.request("POST", path_of(created["endpoints"]["inbox_url"]), body=body).status == 202
-    assert events_of(moto_api.poll(created))[0]["data"] == {"text": text}
+    assert memory_api.request("POST", path_of(created["endpoints"]["inbox_url"]), body=body).status == 202
+    assert events_of(memory_api.poll(created))[0]["data"] == {"text": text}
 
 
 # -- feed ---------------------------------------------------------------------
 
 
-def test_poll_pages_with_cursor_limit_and_has_more(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_poll_pages_with_cursor_limit_and_has_more(memory_api: LambdaClient):
+    created = memory_api.provision()
     for n in range(5):
-        moto_api.post_inbox(created, {"type": "step", "data": {"n": n}})
-    page = moto_api.poll(created, after=0, limit=2).json()
+        memory_api.post_inbox(created, {"type": "step", "data": {"n": n}})
+    page = memory_api.poll(created, after=0, limit=2).json()
     assert [e["sequence"] for e in page["events"]] == [1, 2]
     assert page["next_cursor"] == 2 and page["has_more"] is True
-    page = moto_api.poll(created, after=2, limit=3).json()
+    page = memory_api.poll(created, after=2, limit=3).json()
     assert [e["data"]["n"] for e in page["events"]] == [2, 3, 4]
     assert page["next_cursor"] == 5 and page["has_more"] is False
-    empty = moto_api.poll(created, after=5).json()
+    empty = memory_api.poll(created, after=5).json()
     assert empty == {"events": [], "next_cursor": 5, "has_more": False, "trimmed_through": 0}
 
 
-def test_poll_validates_its_query(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_poll_validates_its_query(memory_api: LambdaClient):
+    created = memory_api.provision()
     for query in ({"wait": 26}, {"limit": 0}, {"limit": 1001}, {"after": -1}, {"after": "x"}):
-        reply = moto_api.poll(created, **query)
+        reply = memory_api.poll(created, **query)
         assert reply.status == 422, query
         assert reply.error_code == "invalid_request"
         assert reply.json()["error"]["fields"]
 
 
-def test_ack_is_idempotent_and_keeps_the_first_time(moto_api: LambdaClient, clock):
-    created = moto_api.provision()
-    moto_api.post_inbox(created, {"type": "demo.callback"})
-    event = events_of(moto_api.poll(created))[0]
+def test_ack_is_idempotent_and_keeps_the_first_time(memory_api: LambdaClient, clock):
+    created = memory_api.provision()
+    memory_api.post_inbox(created, {"type": "demo.callback"})
+    event = events_of(memory_api.poll(created))[0]
     token = created["credentials"]["read_token"]
     url = f"{path_of(created['endpoints']['events_url'])}/{event['id']}/ack"
-    first = moto_api.request("POST", url, token=token)
+    first = memory_api.request("POST", url, token=token)
     assert first.status == 200
     acked = first.json()["event"]
     assert acked["id"] == event["id"] and acked["sequence"] == 1 and acked["acknowledged_at"]
     clock.advance(5)
-    assert moto_api.request("POST", url, token=token).json() == first.json()
-    assert events_of(moto_api.poll(created))[0]["acknowledged_at"] == acked["acknowledged_at"]
+    assert memory_api.request("POST", url, token=token).json() == first.json()
+    assert events_of(memory_api.poll(created))[0]["acknowledged_at"] == acked["acknowledged_at"]
 
 
 @pytest.mark.parametrize("event_id", ["evt_99_abcdef01", "nonsense", "evt_1_wrongsfx"])
-def test_ack_of_an_unknown_event_is_not_found(moto_api: LambdaClient, event_id: str):
-    created = moto_api.provision()
-    moto_api.post_inbox(created, {"a": 1})
+def test_ack_of_an_unknown_event_is_not_found(memory_api: LambdaClient, event_id: str):
+    created = memory_api.provision()
+    memory_api.post_inbox(created, {"a": 1})
     url = f"{path_of(created['endpoints']['events_url'])}/{event_id}/ack"
-    reply = moto_api.request("POST", url, token=created["credentials"]["read_token"])
+    reply = memory_api.request("POST", url, token=created["credentials"]["read_token"])
     assert reply.status == 404
     assert reply.error_code == "not_found"
 
 
-def test_polls_are_rate_limited_per_address(moto_env, clock):
-    api = LambdaClient.on_moto(clock, poll_rate_per_minute=2)
+def test_polls_are_rate_limited_per_address(clock):
+    api = LambdaClient.in_memory(clock, poll_rate_per_minute=2)
     created = api.provision()
     other = api.provision()
     assert api.poll(created).status == 200
@@ -235,7 +235,7 @@ def test_polls_are_rate_limited_per_address(moto_env, clock):
     assert api.poll(created).status == 200, "the window recovers"
 
 
-def test_read_tokens_are_compared_in_constant_time(moto_api: LambdaClient, monkeypatch):
+def test_read_tokens_are_compared_in_constant_time(memory_api: LambdaClient, monkeypatch):
     """Timing is too noisy to measure in a test; instead prove the comparison goes through hmac.compare_digest.
 
     A poll's token is a condition of its storage write, on the token's SHA-256 (whose timing tells nothing
@@ -252,17 +252,17 @@ def test_read_tokens_are_compared_in_constant_time(moto_api: LambdaClient, monke
         compared.append((left, right))
         return constant_time(left, right)
 
-    created = moto_api.provision()
+    created = memory_api.provision()
     token = created["credentials"]["read_token"]
     monkeypatch.setattr(hmac, "compare_digest", recording)
-    assert moto_api.poll(created).status == 200
+    assert memory_api.poll(created).status == 200
     compared.clear()
     events_path = path_of(created["endpoints"]["events_url"])
-    assert moto_api.request("GET", events_path, token="crt_wrong").status == 401
+    assert memory_api.request("GET", events_path, token="crt_wrong").status == 401
     assert compared == [(credentials.digest("crt_wrong"), credentials.digest(token))]
 
 
-def test_an_unknown_address_costs_the_same_comparison_as_a_wrong_token(moto_api: LambdaClient, monkeypatch):
+def test_an_unknown_address_costs_the_same_comparison_as_a_wrong_token(memory_api: LambdaClient, monkeypatch):
     """A refusal that skipped the hash for unknown ids was measurably faster (0.15-0.4 ms): an oracle for ids."""
     import hmac
 
@@ -275,24 +275,24 @@ def test_an_unknown_address_costs_the_same_comparison_as_a_wrong_token(moto_api:
         compared.append(left)
         return constant_time(left, right)
 
-    created = moto_api.provision()
+    created = memory_api.provision()
     monkeypatch.setattr(hmac, "compare_digest", recording)
     unknown_id = "addr_" + "a" * 26
     for path in (f"/api/v1/addresses/{unknown_id}/events", f"/api/v1/addresses/{unknown_id}/state"):
         compared.clear()
-        assert moto_api.request("GET", path, token="crt_wrong").status == 401
+        assert memory_api.request("GET", path, token="crt_wrong").status == 401
         assert compared == [credentials.digest("crt_wrong")], path
     compared.clear()
-    assert moto_api.request("GET", path_of(created["endpoints"]["events_url"]), token="crt_wrong").status == 401
+    assert memory_api.request("GET", path_of(created["endpoints"]["events_url"]), token="crt_wrong").status == 401
     assert compared == [credentials.digest("crt_wrong")]
 
 
-def test_unknown_address_and_wrong_token_answer_identically(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_unknown_address_and_wrong_token_answer_identically(memory_api: LambdaClient):
+    created = memory_api.provision()
     events_path = path_of(created["endpoints"]["events_url"])
-    wrong = moto_api.request("GET", events_path, token="crt_wrong")
-    unknown = moto_api.request("GET", "/api/v1/addresses/addr_unknown/events", token="crt_wrong")
-    missing = moto_api.request("GET", events_path)
+    wrong = memory_api.request("GET", events_path, token="crt_wrong")
+    unknown = memory_api.request("GET", "/api/v1/addresses/addr_unknown/events", token="crt_wrong")
+    missing = memory_api.request("GET", events_path)
     assert wrong.status == unknown.status == missing.status == 401
     assert wrong.text == unknown.text == missing.text
 
@@ -300,14 +300,14 @@ def test_unknown_address_and_wrong_token_answer_identically(moto_api: LambdaClie
 # -- describe, delete, expiry -----------------------------------------------
 
 
-def test_describe_reports_feed_depth(moto_api: LambdaClient):
-    created = moto_api.provision(task_id="t")
+def test_describe_reports_feed_depth(memory_api: LambdaClient):
+    created = memory_api.provision(task_id="t")
     for n in range(3):
-        moto_api.post_inbox(created, {"n": n})
+        memory_api.post_inbox(created, {"n": n})
     token = created["credentials"]["read_token"]
-    first = events_of(moto_api.poll(created))[0]
-    moto_api.request("POST", f"{path_of(created['endpoints']['events_url'])}/{first['id']}/ack", token=token)
-    detail = moto_api.request("GET", path_of(created["endpoints"]["address_url"]), token=token).json()
+    first = events_of(memory_api.poll(created))[0]
+    memory_api.request("POST", f"{path_of(created['endpoints']['events_url'])}/{first['id']}/ack", token=token)
+    detail = memory_api.request("GET", path_of(created["endpoints"]["address_url"]), token=token).json()
     assert detail["address"]["task_id"] == "t"
     assert detail["feed"] == {"events": 3, "unacknowledged": 2, "last_sequence": 3, "max_events": 1000}
     assert "inbox_url" not in detail["endpoints"]
@@ -328,30 +328,30 @@ def test_delete_removes_everything_and_credentials_stop_at_once(moto_api: Lambda
     assert not [item for item in items if item["pk"]["S"] == f"A#{created['address']['id']}"]
 
 
-def test_expired_address_is_never_served(moto_api: LambdaClient, clock):
-    created = moto_api.provision(expires_in_seconds=60)
-    assert moto_api.post_inbox(created, {"a": 1}).status == 202
+def test_expired_address_is_never_served(memory_api: LambdaClient, clock):
+    created = memory_api.provision(expires_in_seconds=60)
+    assert memory_api.post_inbox(created, {"a": 1}).status == 202
     clock.advance(61)
-    assert moto_api.poll(created).status == 401
-    assert moto_api.post_inbox(created, {"a": 2}).status == 401
+    assert memory_api.poll(created).status == 401
+    assert memory_api.post_inbox(created, {"a": 2}).status == 401
 
 
-def test_the_owner_may_delete_an_expired_address_before_storage_reclaims_it(moto_api: LambdaClient, clock):
-    created = moto_api.provision(expires_in_seconds=60)
+def test_the_owner_may_delete_an_expired_address_before_storage_reclaims_it(memory_api: LambdaClient, clock):
+    created = memory_api.provision(expires_in_seconds=60)
     address_path = path_of(created["endpoints"]["address_url"])
     clock.advance(61)
-    assert moto_api.request("DELETE", address_path, token="crt_wrong").status == 401
-    assert moto_api.request("GET", address_path, token=created["credentials"]["read_token"]).status == 401
-    deleted = moto_api.request("DELETE", address_path, token=created["credentials"]["read_token"])
+    assert memory_api.request("DELETE", address_path, token="crt_wrong").status == 401
+    assert memory_api.request("GET", address_path, token=created["credentials"]["read_token"]).status == 401
+    deleted = memory_api.request("DELETE", address_path, token=created["credentials"]["read_token"])
     assert deleted.status == 200 and deleted.json() == {"address": {"id": created["address"]["id"]}, "deleted": True}
-    assert moto_api.request("DELETE", address_path, token=created["credentials"]["read_token"]).status == 401
+    assert memory_api.request("DELETE", address_path, token=created["credentials"]["read_token"]).status == 401
 
 
 # -- discovery and errors -----------------------------------------------------
 
 
-def test_skill_names_this_servers_endpoints(moto_api: LambdaClient):
-    reply = moto_api.request("GET", "/skill.md")
+def test_skill_names_this_servers_endpoints(memory_api: LambdaClient):
+    reply = memory_api.request("GET", "/skill.md")
     assert reply.status == 200
     for needle in ("http://cairn.test/api/v1/addresses", "credentials.read_token", "next_cursor", "ack"):
         assert needle in reply.text
@@ -361,8 +361,8 @@ def test_skill_names_this_servers_endpoints(moto_api: LambdaClient):
     assert "{{" not in reply.text and "Over 10000000 bytes: 413" in reply.text
 
 
-def test_openapi_is_3_1_and_lists_every_route(moto_api: LambdaClient):
-    document = moto_api.request("GET", "/openapi.json").json()
+def test_openapi_is_3_1_and_lists_every_route(memory_api: LambdaClient):
+    document = memory_api.request("GET", "/openapi.json").json()
     assert document["openapi"].startswith("3.1")
     assert {
         "/api/v1/addresses",
@@ -374,13 +374,13 @@ def test_openapi_is_3_1_and_lists_every_route(moto_api: LambdaClient):
     assert document["servers"][0]["url"] == "http://cairn.test"
 
 
-def test_llms_full_holds_the_guide_every_route_every_error_code_and_the_limits(moto_api: LambdaClient):
-    full = moto_api.request("GET", "/llms-full.txt")
+def test_llms_full_holds_the_guide_every_route_every_error_code_and_the_limits(memory_api: LambdaClient):
+    full = memory_api.request("GET", "/llms-full.txt")
     assert full.status == 200
     assert full.headers["Content-Type"].startswith("text/plain")
     text = full.text
-    assert moto_api.request("GET", "/skill.md").text.rstrip() in text
-    document = moto_api.request("GET", "/openapi.json").json()
+    assert memory_api.request("GET", "/skill.md").text.rstrip() in text
+    document = memory_api.request("GET", "/openapi.json").json()
     for path, operations in document["paths"].items():
         for method in operations:
             assert f"## {method.upper()} {path}\n" in text
@@ -390,34 +390,34 @@ def test_llms_full_holds_the_guide_every_route_every_error_code_and_the_limits(m
     assert "`ingress_surface` string: Where the event entered Cairn" in text
     assert '"max_events_per_address": 1000' in text
     assert "{{" not in text and "http://cairn.test/api/v1/addresses" in text
-    assert "/llms-full.txt" in moto_api.request("GET", "/llms.txt").text
+    assert "/llms-full.txt" in memory_api.request("GET", "/llms.txt").text
 
 
-def test_capabilities_and_health(moto_api: LambdaClient):
-    limits = moto_api.request("GET", "/.well-known/agentaddress.json").json()["limits"]
+def test_capabilities_and_health(memory_api: LambdaClient):
+    limits = memory_api.request("GET", "/.well-known/agentaddress.json").json()["limits"]
     assert limits["max_events_per_address"] == 1000
     assert limits["max_inbox_bytes"] == INBOX_LIMIT
-    assert moto_api.request("GET", "/llms.txt").status == 200
-    assert moto_api.request("GET", "/healthz").json()["status"] == "ok"
+    assert memory_api.request("GET", "/llms.txt").status == 200
+    assert memory_api.request("GET", "/healthz").json()["status"] == "ok"
 
 
-def test_unknown_routes_answer_json(moto_api: LambdaClient):
-    reply = moto_api.request("GET", "/nowhere")
+def test_unknown_routes_answer_json(memory_api: LambdaClient):
+    reply = memory_api.request("GET", "/nowhere")
     assert reply.status == 404
     assert reply.error_code == "not_found"
 
 
-def test_address_routes_judge_the_bytes_not_the_label(moto_api: LambdaClient):
+def test_address_routes_judge_the_bytes_not_the_label(memory_api: LambdaClient):
     """`curl -d` labels a JSON body as a form: JSON is JSON whatever its label, anything else `invalid_json`.
 
     Powertools would decode a form into the model (`task_id=x` as `["x"]`): the bytes are never read as a form.
     """
     form = {"Content-Type": "application/x-www-form-urlencoded"}
-    assert moto_api.request("POST", "/api/v1/addresses", body="", headers=form).status == 201
-    refused = moto_api.request("POST", "/api/v1/addresses", body="task_id=x", headers=form)
+    assert memory_api.request("POST", "/api/v1/addresses", body="", headers=form).status == 201
+    refused = memory_api.request("POST", "/api/v1/addresses", body="task_id=x", headers=form)
     assert (refused.status, refused.error_code) == (400, "invalid_json")
     for label in ("application/x-www-form-urlencoded", "text/plain", "application/json; charset=utf-8"):
-        created = moto_api.request(
+        created = memory_api.request(
             "POST", "/api/v1/addresses", body='{"task_id": "x"}', headers={"Content-Type": label}
         )
         assert created.status == 201 and created.json()["address"]["task_id"] == "x"
@@ -428,21 +428,21 @@ def test_address_routes_judge_the_bytes_not_the_label(moto_api: LambdaClient):
 LAMBDA_ANSWER_LIMIT = 6 * 1024 * 1024
 
 
-def test_a_feed_of_escaped_text_answers_in_pages_lambda_can_carry(moto_api: LambdaClient):
+def test_a_feed_of_escaped_text_answers_in_pages_lambda_can_carry(memory_api: LambdaClient):
     """Six posts of 333,300 "€" (each under 1 MB) once made a 13 MB answer: Lambda refuses those, so no poll got past them."""
-    created = moto_api.provision()
+    created = memory_api.provision()
     inbox = path_of(created["endpoints"]["inbox_url"])
     for n in range(6):
         body = json.dumps({"type": f"big.{n}", "data": "€" * 333_300}, ensure_ascii=False).encode()
-        assert moto_api.request("POST", inbox, body=body, headers={"Content-Type": "application/json"}).status == 202
+        assert memory_api.request("POST", inbox, body=body, headers={"Content-Type": "application/json"}).status == 202
     events_path = path_of(created["endpoints"]["events_url"])
     seen: list[str] = []
     after, pages = 0, 0
     while True:
-        event = moto_api.event(
+        event = memory_api.event(
             "GET", f"{events_path}?after={after}&limit=100", token=created["credentials"]["read_token"]
         )
-        answer = moto_api.app.resolve(event, {})
+        answer = memory_api.app.resolve(event, {})
         assert len(json.dumps(answer)) < LAMBDA_ANSWER_LIMIT  # as Lambda writes the proxy answer
         page = json.loads(answer["body"])
         seen += [event["type"] for event in page["events"]]

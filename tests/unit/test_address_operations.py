@@ -19,8 +19,8 @@ from tests.support.lambda_client import LambdaClient
 
 
 @pytest.fixture
-def document(moto_api: LambdaClient) -> dict:
-    reply = moto_api.request("GET", "/openapi.json")
+def document(memory_api: LambdaClient) -> dict:
+    reply = memory_api.request("GET", "/openapi.json")
     assert reply.status == 200
     return reply.json()
 

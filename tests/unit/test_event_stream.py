@@ -1,4 +1,4 @@
-"""Server-sent events of the feed: framing, the route, the streaming Lambda loop, the SDK's reader. On moto."""
+"""Server-sent events of the feed: framing, the route, the streaming Lambda loop, the SDK's reader. In memory."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def an_event(type_: str = "build.done", data: Any = None) -> Event:
 
 
 @pytest.fixture
-def api(moto_env: None, clock: FakeClock) -> LambdaClient:
-    return LambdaClient.on_moto(clock, max_stream_seconds=2, stream_heartbeat_seconds=1)
+def api(clock: FakeClock) -> LambdaClient:
+    return LambdaClient.in_memory(clock, max_stream_seconds=2, stream_heartbeat_seconds=1)
 
 
 def stream_request(api: LambdaClient, created: dict, **headers: str) -> dict[str, Any]:
@@ -134,8 +134,8 @@ def test_a_stream_sends_retained_events_then_heartbeats_and_ends(api: LambdaClie
     assert [message.id for message in received] == ["1", "2"]
 
 
-def test_an_event_posted_while_streaming_arrives_without_waiting_for_the_end(moto_env: None, clock: FakeClock):
-    api = LambdaClient.on_moto(clock, max_stream_seconds=30, stream_heartbeat_seconds=10)
+def test_an_event_posted_while_streaming_arrives_without_waiting_for_the_end(clock: FakeClock):
+    api = LambdaClient.in_memory(clock, max_stream_seconds=30, stream_heartbeat_seconds=10)
     created = api.provision()
     body = api.app.resolve(stream_request(api, created), StreamingContext())["body"]
     assert next(body).startswith(b"retry:")
@@ -180,8 +180,8 @@ def test_a_buffered_edge_answers_406_and_json_polls_are_unchanged(api: LambdaCli
     assert api.poll(created).json() == {"events": [], "next_cursor": 0, "has_more": False, "trimmed_through": 0}
 
 
-def test_a_stream_counts_once_against_the_poll_rate(moto_env: None, clock: FakeClock):
-    api = LambdaClient.on_moto(clock, poll_rate_per_minute=2, max_stream_seconds=1, stream_heartbeat_seconds=1)
+def test_a_stream_counts_once_against_the_poll_rate(clock: FakeClock):
+    api = LambdaClient.in_memory(clock, poll_rate_per_minute=2, max_stream_seconds=1, stream_heartbeat_seconds=1)
     created = api.provision()
     api.post_inbox(created, {"type": "one"})
     first = api.app.resolve(stream_request(api, created), StreamingContext())
@@ -191,8 +191,8 @@ def test_a_stream_counts_once_against_the_poll_rate(moto_env: None, clock: FakeC
     assert limited["statusCode"] == 429
 
 
-def test_a_deleted_address_ends_its_stream_at_the_next_heartbeat(moto_env: None, clock: FakeClock):
-    api = LambdaClient.on_moto(clock, max_stream_seconds=30, stream_heartbeat_seconds=1)
+def test_a_deleted_address_ends_its_stream_at_the_next_heartbeat(clock: FakeClock):
+    api = LambdaClient.in_memory(clock, max_stream_seconds=30, stream_heartbeat_seconds=1)
     created = api.provision()
     body = api.app.resolve(stream_request(api, created), StreamingContext())["body"]
     next(body)

@@ -115,8 +115,8 @@ def test_overlong_labels_are_refused():
         read(b"a=1", FORM, Labels(source="x" * 257))
 
 
-def test_the_inbox_route_records_each_kind(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_the_inbox_route_records_each_kind(memory_api: LambdaClient):
+    created = memory_api.provision()
     inbox = path_of(created["endpoints"]["inbox_url"])
     sent = [
         (b"token=x&text=hello", FORM, {"token": "x", "text": "hello"}),
@@ -125,11 +125,11 @@ def test_the_inbox_route_records_each_kind(moto_api: LambdaClient):
         (b'{"type": "build.finished"}', FORM, {"type": "build.finished"}),
     ]
     for raw, declared, _ in sent:
-        reply = moto_api.request(
+        reply = memory_api.request(
             "POST", f"{inbox}?type=hook&source=tests", body=raw, headers={"Content-Type": declared}
         )
         assert reply.status == 202, reply.text
-    events = moto_api.poll(created).json()["events"]
+    events = memory_api.poll(created).json()["events"]
     assert [(event["type"], event["source"], event["data"]) for event in events] == [
         ("hook", "tests", sent[0][2]),
         ("hook", "tests", "hello"),
@@ -145,12 +145,12 @@ def test_the_inbox_route_records_each_kind(moto_api: LambdaClient):
     assert all(event["ingress_surface"] == "http" and event["verified_by"] is None for event in events)
 
 
-def test_idempotency_works_for_every_kind(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_idempotency_works_for_every_kind(memory_api: LambdaClient):
+    created = memory_api.provision()
     inbox = path_of(created["endpoints"]["inbox_url"])
 
     def post(raw: bytes, declared: str, key: str):
-        return moto_api.request("POST", inbox, body=raw, headers={"Content-Type": declared, "Idempotency-Key": key})
+        return memory_api.request("POST", inbox, body=raw, headers={"Content-Type": declared, "Idempotency-Key": key})
 
     first = post(b"a=1&a=2", FORM, "k1")
     again = post(b"a=1&a=2", FORM, "k1")
@@ -158,12 +158,12 @@ def test_idempotency_works_for_every_kind(moto_api: LambdaClient):
     assert again.json() == {**first.json(), "duplicate": True}
     assert (post(b"a=1", FORM, "k1").status, post(b"a=1&a=2", "text/plain", "k1").status) == (422, 422)
     assert post(b"\x00", "image/png", "k2").status == 202 and post(b"\x00", "image/png", "k2").status == 200
-    assert len(moto_api.poll(created).json()["events"]) == 2
+    assert len(memory_api.poll(created).json()["events"]) == 2
 
 
-def test_an_overlong_query_label_is_refused(moto_api: LambdaClient):
-    created = moto_api.provision()
+def test_an_overlong_query_label_is_refused(memory_api: LambdaClient):
+    created = memory_api.provision()
     inbox = path_of(created["endpoints"]["inbox_url"])
-    reply = moto_api.request("POST", f"{inbox}?type={'x' * 257}", body=b"a=1", headers={"Content-Type": FORM})
+    reply = memory_api.request("POST", f"{inbox}?type={'x' * 257}", body=b"a=1", headers={"Content-Type": FORM})
     assert reply.status in (400, 422)
-    assert moto_api.poll(created).json()["events"] == []
+    assert memory_api.poll(created).json()["events"] == []

@@ -1,4 +1,5 @@
-"""Kept headers and provider signature verifiers of an inbox, through the resolver on moto."""
+"""Kept headers and provider signature verifiers of an inbox, through the resolver in memory; the
+sealed secrets as DynamoDB stores them, on moto."""
 
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ class Owner:
         return self.api.poll(self.created).json()["events"]
 
 
-def test_kept_headers_are_chosen_at_provisioning_and_changed_with_patch(moto_api: LambdaClient):
-    owner = Owner(moto_api, inbox={"keep_headers": ["X-GitHub-Event", "x-github-event", "Stripe-Signature"]})
+def test_kept_headers_are_chosen_at_provisioning_and_changed_with_patch(memory_api: LambdaClient):
+    owner = Owner(memory_api, inbox={"keep_headers": ["X-GitHub-Event", "x-github-event", "Stripe-Signature"]})
     sent = {"X-GitHub-Event": "push", "Stripe-Signature": "t=1,v1=x", "Authorization": "Bearer sender", "X-Other": "1"}
     assert owner.post(b"{}", sent).status == 202
     changed = owner.call("PATCH", body={"inbox": {"keep_headers": ["X-Other", "Missing-Header"]}})
@@ -63,32 +64,32 @@ def test_kept_headers_are_chosen_at_provisioning_and_changed_with_patch(moto_api
     [["Authorization"], ["cookie"], ["Proxy-Authorization"], [f"X-H{n}" for n in range(17)], ["bad header"], [""]],
     ids=["authorization", "cookie", "proxy-authorization", "seventeen", "space", "empty"],
 )
-def test_credentials_and_too_many_headers_are_never_kept(moto_api: LambdaClient, names: list[str]):
-    owner = Owner(moto_api)
+def test_credentials_and_too_many_headers_are_never_kept(memory_api: LambdaClient, names: list[str]):
+    owner = Owner(memory_api)
     refused = owner.call("PATCH", body={"inbox": {"keep_headers": names}})
     assert refused.status in (400, 422) and refused.error_code == "invalid_request", refused.text
     assert owner.call("GET", "/inbox").json()["inbox"]["keep_headers"] == []
-    provisioned = moto_api.request("POST", "/api/v1/addresses", json_body={"inbox": {"keep_headers": names}})
+    provisioned = memory_api.request("POST", "/api/v1/addresses", json_body={"inbox": {"keep_headers": names}})
     assert provisioned.status in (400, 422)
 
 
-def test_inbox_settings_need_the_read_token(moto_api: LambdaClient):
-    owner = Owner(moto_api)
+def test_inbox_settings_need_the_read_token(memory_api: LambdaClient):
+    owner = Owner(memory_api)
     for method, path, body in [
         ("PATCH", "", {"inbox": {"keep_headers": []}}),
         ("GET", "/inbox", None),
         ("PUT", "/inbox/verifiers/github", {"secret": "s"}),
         ("DELETE", "/inbox/verifiers/github", None),
     ]:
-        reply = moto_api.request(method, owner.url + path, json_body=body, token="crt_wrong")
+        reply = memory_api.request(method, owner.url + path, json_body=body, token="crt_wrong")
         assert (reply.status, reply.error_code) == (401, "unauthorized")
 
 
 @pytest.mark.parametrize("kind", list(SECRETS))
 def test_each_verifier_accepts_a_valid_signature_and_refuses_the_rest(
-    moto_api: LambdaClient, clock: FakeClock, kind: str
+    memory_api: LambdaClient, clock: FakeClock, kind: str
 ):
-    owner = Owner(moto_api)
+    owner = Owner(memory_api)
     secret = SECRETS[kind]
     field = "signing_secret" if kind == "slack" else "secret"
     registered = owner.call("PUT", f"/inbox/verifiers/{kind}", {field: secret})
@@ -114,19 +115,19 @@ def test_each_verifier_accepts_a_valid_signature_and_refuses_the_rest(
     assert (event["verified_by"], event["ingress_surface"], event["data"]) == (kind, "http", json.loads(BODY))
 
 
-def test_a_stranger_learns_nothing_of_the_verifiers(moto_api: LambdaClient):
-    owner = Owner(moto_api)
+def test_a_stranger_learns_nothing_of_the_verifiers(memory_api: LambdaClient):
+    owner = Owner(memory_api)
     owner.call("PUT", "/inbox/verifiers/github", {"secret": "gh"})
     wrong = owner.inbox.rsplit("/", 1)[0] + "/not-the-secret"
     for _ in range(2):  # before and after this process has seen the settings
-        reply = moto_api.request("POST", wrong, body=BODY, headers={"Content-Type": "application/json"})
+        reply = memory_api.request("POST", wrong, body=BODY, headers={"Content-Type": "application/json"})
         assert (reply.status, reply.error_code) == (401, "unauthorized")
         owner.post(BODY, signatures.github("gh", BODY))
 
 
-def test_a_verifier_registered_after_a_post_binds_the_next_post(moto_api: LambdaClient):
+def test_a_verifier_registered_after_a_post_binds_the_next_post(memory_api: LambdaClient):
     """The process saw the inbox with no verifier; the append itself finds out."""
-    owner = Owner(moto_api)
+    owner = Owner(memory_api)
     assert owner.post(BODY, {}).status == 202
     assert owner.call("PUT", "/inbox/verifiers/github", {"secret": "gh"}).status == 201
     assert owner.post(BODY, {}).error_code == "signature_invalid"
@@ -135,8 +136,8 @@ def test_a_verifier_registered_after_a_post_binds_the_next_post(moto_api: Lambda
     assert [event["verified_by"] for event in owner.events()] == [None, None]
 
 
-def test_any_registered_verifier_may_pass_and_names_itself(moto_api: LambdaClient, clock: FakeClock):
-    owner = Owner(moto_api)
+def test_any_registered_verifier_may_pass_and_names_itself(memory_api: LambdaClient, clock: FakeClock):
+    owner = Owner(memory_api)
     owner.call("PUT", "/inbox/verifiers/github", {"secret": "gh"})
     replaced = owner.call("PUT", "/inbox/verifiers/stripe", {"secret": "st", "tolerance_s": 60})
     assert replaced.status == 201
@@ -164,8 +165,8 @@ def test_any_registered_verifier_may_pass_and_names_itself(moto_api: LambdaClien
         ("github", {"secret": "s", "extra": 1}),
     ],
 )
-def test_unusable_verifiers_are_refused(moto_api: LambdaClient, kind: str, body: dict):
-    owner = Owner(moto_api)
+def test_unusable_verifiers_are_refused(memory_api: LambdaClient, kind: str, body: dict):
+    owner = Owner(memory_api)
     refused = owner.call("PUT", f"/inbox/verifiers/{kind}", body)
     assert refused.status in (400, 422) and refused.error_code == "invalid_request", refused.text
     assert owner.call("GET", "/inbox").json()["inbox"]["verifiers"] == []

@@ -1,4 +1,4 @@
-"""One nesting limit where JSON bodies are decoded; values stored deeper before it still read back. On moto.
+"""One nesting limit where JSON bodies are decoded; values stored deeper before it still read back. In memory.
 
 Before the limit, an inbox post or a state write nested a few hundred levels
 deep was stored, and every answer that held it failed (pydantic serializes at
@@ -118,26 +118,26 @@ def test_an_inbox_body_too_deep_for_json_is_refused_unless_labelled_as_something
 
 @pytest.mark.parametrize("depth", STORED_DEPTHS)
 def test_an_event_stored_deeper_than_the_limit_reads_back_as_its_marked_json_text(
-    moto_api: LambdaClient, clock: FakeClock, depth: int
+    memory_api: LambdaClient, clock: FakeClock, depth: int
 ):
-    created = moto_api.provision()
+    created = memory_api.provision()
     address_id, token = created["address"]["id"], created["credentials"]["read_token"]
-    assert moto_api.post_inbox(created, {"type": "before", "data": {"ok": True}}).status == 202
+    assert memory_api.post_inbox(created, {"type": "before", "data": {"ok": True}}).status == 202
     stored = deep_text(depth)
     old = NewEvent("poison", "old-client", stored, HTTP_SURFACE, content_type="application/json")
-    moto_api.services.table.append(AppendRequest(address_id, [old], None, clock()))
-    assert moto_api.post_inbox(created, {"type": "after", "data": {"ok": True}}).status == 202
+    memory_api.services.table.append(AppendRequest(address_id, [old], None, clock()))
+    assert memory_api.post_inbox(created, {"type": "after", "data": {"ok": True}}).status == 202
 
-    page = moto_api.poll(created)
+    page = memory_api.poll(created)
     assert page.status == 200, page.text
     before, poison, after = page.json()["events"]
     assert (poison["data"], poison["data_encoding"]) == (stored, "json_text")
     assert before["data"] == after["data"] == {"ok": True}
     assert "data_encoding" not in before and "data_encoding" not in after
     for endpoint in ("/mcp", "/api/mcp"):
-        polled = rpc(moto_api, endpoint, "poll_events", address_id=address_id, read_token=token)
+        polled = rpc(memory_api, endpoint, "poll_events", address_id=address_id, read_token=token)
         assert polled["events"] == page.json()["events"]
-    events = moto_api.services.table.list_events(address_id, after=0, limit=10, now=clock(), max_bytes=10**6).events
+    events = memory_api.services.table.list_events(address_id, after=0, limit=10, now=clock(), max_bytes=10**6).events
     [frame] = [item for item in parse(event_frame(events[1]).decode().splitlines()) if isinstance(item, Message)]
     assert json.loads(frame.data) == poison
     delivered = json.loads(event_delivery(address_id, "sub_1", events[1]).body)["event"]
@@ -146,14 +146,14 @@ def test_an_event_stored_deeper_than_the_limit_reads_back_as_its_marked_json_tex
 
 @pytest.mark.parametrize("depth", STORED_DEPTHS)
 def test_a_state_value_stored_deeper_than_the_limit_reads_back_as_its_marked_json_text(
-    moto_api: LambdaClient, clock: FakeClock, depth: int
+    memory_api: LambdaClient, clock: FakeClock, depth: int
 ):
-    created = moto_api.provision()
+    created = memory_api.provision()
     address_id, token = created["address"]["id"], created["credentials"]["read_token"]
     stored = deep_text(depth)
     change = KeyChange("deep", None, 1, entry_size("deep", stored), stored)
     note = json.dumps({"key": "deep", "op": "set", "revision": 1, "size": change.size})
-    moto_api.services.table.append(
+    memory_api.services.table.append(
         AppendRequest(
             address_id,
             [NewEvent(EVENT_TYPE, EVENT_SOURCE, note, STATE_SURFACE)],
@@ -163,13 +163,13 @@ def test_a_state_value_stored_deeper_than_the_limit_reads_back_as_its_marked_jso
         )
     )
 
-    read = moto_api.request("GET", f"/api/v1/addresses/{address_id}/state/deep", token=token)
+    read = memory_api.request("GET", f"/api/v1/addresses/{address_id}/state/deep", token=token)
     assert read.status == 200, read.text
     assert (read.json()["value"], read.json()["value_encoding"], read.json()["revision"]) == (stored, "json_text", 1)
-    assert rpc(moto_api, "/mcp", "get_state", address_id=address_id, read_token=token, key="deep") == read.json()
+    assert rpc(memory_api, "/mcp", "get_state", address_id=address_id, read_token=token, key="deep") == read.json()
     # The owner can replace it with a value within the limit, which reads back as JSON again.
-    replaced = moto_api.request(
+    replaced = memory_api.request(
         "PUT", f"/api/v1/addresses/{address_id}/state/deep", json_body={"value": [1], "if_revision": 1}, token=token
     )
     assert replaced.status == 200, replaced.text
-    assert moto_api.request("GET", f"/api/v1/addresses/{address_id}/state/deep", token=token).json()["value"] == [1]
+    assert memory_api.request("GET", f"/api/v1/addresses/{address_id}/state/deep", token=token).json()["value"] == [1]

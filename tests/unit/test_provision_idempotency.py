@@ -1,4 +1,5 @@
-"""Provisioning under an `Idempotency-Key`: a retry gets the same address and credentials, on moto."""
+"""Provisioning under an `Idempotency-Key`: a retry gets the same address and credentials, in memory;
+what the table holds, on moto."""
 
 from __future__ import annotations
 
@@ -36,19 +37,19 @@ def from_key_alone(key: str, purpose: str, address_id: str) -> str:
     return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
-def test_a_retry_answers_the_same_address_and_credentials_that_work(moto_api: LambdaClient):
+def test_a_retry_answers_the_same_address_and_credentials_that_work(memory_api: LambdaClient):
     key = secrets.token_urlsafe(32)
-    first = provision(moto_api, key)
-    again = provision(moto_api, key)
+    first = provision(memory_api, key)
+    again = provision(memory_api, key)
 
     assert first.status == again.status == 201
     assert "Idempotent-Replayed" not in first.headers
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json() == first.json()
     created = again.json()
-    posted = moto_api.post_inbox(created, {"type": "job.done"})
+    posted = memory_api.post_inbox(created, {"type": "job.done"})
     assert posted.status == 202, posted.text
-    assert moto_api.poll(created).json()["events"][0]["type"] == "job.done"
+    assert memory_api.poll(created).json()["events"][0]["type"] == "job.done"
 
 
 def test_neither_the_key_nor_the_credentials_are_stored(moto_api: LambdaClient):
@@ -59,9 +60,9 @@ def test_neither_the_key_nor_the_credentials_are_stored(moto_api: LambdaClient):
         assert secret not in dump
 
 
-def test_different_keys_make_different_addresses(moto_api: LambdaClient):
-    one = provision(moto_api, secrets.token_urlsafe(32)).json()
-    other = provision(moto_api, secrets.token_urlsafe(32)).json()
+def test_different_keys_make_different_addresses(memory_api: LambdaClient):
+    one = provision(memory_api, secrets.token_urlsafe(32)).json()
+    other = provision(memory_api, secrets.token_urlsafe(32)).json()
     assert one["address"]["id"] != other["address"]["id"]
     assert one["credentials"]["read_token"] != other["credentials"]["read_token"]
 
@@ -77,9 +78,9 @@ def test_the_key_for_another_request_is_refused_and_makes_nothing(moto_api: Lamb
     assert len(table_items()) == before
 
 
-def test_the_key_and_the_public_address_id_do_not_open_the_address(moto_api: LambdaClient):
+def test_the_key_and_the_public_address_id_do_not_open_the_address(memory_api: LambdaClient):
     key = secrets.token_urlsafe(32)
-    created = provision(moto_api, key).json()
+    created = provision(memory_api, key).json()
     address_id = created["address"]["id"]
     offline_token = "crt_" + from_key_alone(key, "read-token", address_id)
     offline_inbox = (
@@ -87,13 +88,13 @@ def test_the_key_and_the_public_address_id_do_not_open_the_address(moto_api: Lam
     )
 
     assert created["credentials"]["read_token"] != offline_token
-    described = moto_api.request("GET", path_of(created["endpoints"]["address_url"]), token=offline_token)
+    described = memory_api.request("GET", path_of(created["endpoints"]["address_url"]), token=offline_token)
     assert (described.status, described.error_code) == (401, "unauthorized")
-    posted = moto_api.request("POST", path_of(offline_inbox), json_body={"type": "forged"})
+    posted = memory_api.request("POST", path_of(offline_inbox), json_body={"type": "forged"})
     assert (posted.status, posted.error_code) == (401, "unauthorized")
     # The credentials handed out still work, and a retry still answers them.
-    assert moto_api.poll(created).status == 200
-    assert provision(moto_api, key).json() == created
+    assert memory_api.poll(created).status == 200
+    assert provision(memory_api, key).json() == created
 
 
 def test_an_address_provisioned_before_the_server_secret_is_still_answered_on_retry(moto_api: LambdaClient):
@@ -144,7 +145,7 @@ def test_a_key_no_random_draw_would_give_is_refused_before_anything_is_written(m
     assert len(table_items()) == before
 
 
-def test_random_keys_of_every_common_shape_are_accepted(moto_api: LambdaClient):
+def test_random_keys_of_every_common_shape_are_accepted(memory_api: LambdaClient):
     draw = random.Random(27)
     shapes = {
         "uuid4": lambda: str(uuid.UUID(int=draw.getrandbits(128), version=4)),
@@ -154,7 +155,7 @@ def test_random_keys_of_every_common_shape_are_accepted(moto_api: LambdaClient):
     }
     for shape, make in shapes.items():
         assert all(looks_random(make()) for _ in range(2_000)), shape
-    assert provision(moto_api, str(uuid.uuid4())).status == 201
+    assert provision(memory_api, str(uuid.uuid4())).status == 201
 
 
 @pytest.mark.parametrize("key", ["short", "x" * 31, "\x01" * 40, "k" * 300], ids=["short", "31", "controls", "long"])
@@ -166,22 +167,22 @@ def test_a_guessable_or_malformed_key_is_refused_before_anything_is_written(moto
     assert len(table_items()) == before
 
 
-def test_a_retry_after_the_address_was_deleted_makes_no_new_one(moto_api: LambdaClient):
+def test_a_retry_after_the_address_was_deleted_makes_no_new_one(memory_api: LambdaClient):
     key = secrets.token_urlsafe(32)
-    created = provision(moto_api, key).json()
-    deleted = moto_api.request(
+    created = provision(memory_api, key).json()
+    deleted = memory_api.request(
         "DELETE", path_of(created["endpoints"]["address_url"]), token=created["credentials"]["read_token"]
     )
     assert deleted.status == 200, deleted.text
 
-    again = provision(moto_api, key)
+    again = provision(memory_api, key)
 
     assert again.status == 422 and again.error_code == "idempotency_key_reused"
     assert "deleted or expired" in again.json()["error"]["message"]
 
 
-def test_a_replay_is_answered_even_when_the_creation_rate_is_spent(moto_env, clock):
-    api = LambdaClient.on_moto(clock, create_rate_per_minute=1)
+def test_a_replay_is_answered_even_when_the_creation_rate_is_spent(clock):
+    api = LambdaClient.in_memory(clock, create_rate_per_minute=1)
     key = secrets.token_urlsafe(32)
     first = provision(api, key)
     assert api.request("POST", "/api/v1/addresses").status == 429

@@ -1,4 +1,4 @@
-"""Durable state through the Lambda resolver, on moto."""
+"""Durable state through the Lambda resolver, on the in-memory address ports."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ class StateClient:
 
 
 @pytest.fixture
-def state(moto_api: LambdaClient) -> StateClient:
-    return StateClient(moto_api, moto_api.provision())
+def state(memory_api: LambdaClient) -> StateClient:
+    return StateClient(memory_api, memory_api.provision())
 
 
 def test_accounting_counts_key_canonical_value_and_overhead():
@@ -226,8 +226,8 @@ def test_key_limit_is_exact(state: StateClient):
     assert state.put("k32", 32).status == 201
 
 
-def test_full_feed_blocks_state_writes(moto_env, clock):
-    api = LambdaClient.on_moto(clock, max_events=2, owner_reserved_events=0)
+def test_full_feed_blocks_state_writes(clock):
+    api = LambdaClient.in_memory(clock, max_events=2, owner_reserved_events=0)
     state = StateClient(api, api.provision())
     state.put("a", 1)
     state.put("a", 2)
@@ -237,8 +237,8 @@ def test_full_feed_blocks_state_writes(moto_env, clock):
     assert state.get("a").json() | {"updated_at": None} == {"key": "a", "value": 2, "revision": 2, "updated_at": None}
 
 
-def test_state_outlives_event_retention_but_not_the_address(moto_env, clock):
-    api = LambdaClient.on_moto(clock, event_retention_seconds=3600)
+def test_state_outlives_event_retention_but_not_the_address(clock):
+    api = LambdaClient.in_memory(clock, event_retention_seconds=3600)
     created = api.provision(expires_in_seconds=7200)
     state = StateClient(api, created)
     state.put("checkpoint", {"done": 3})
@@ -249,24 +249,24 @@ def test_state_outlives_event_retention_but_not_the_address(moto_env, clock):
     assert state.get("checkpoint").status == 401
 
 
-def test_another_addresss_token_cannot_touch_state(state: StateClient, moto_api: LambdaClient):
-    other = moto_api.provision()
+def test_another_addresss_token_cannot_touch_state(state: StateClient, memory_api: LambdaClient):
+    other = memory_api.provision()
     state.put("secret", "mine")
-    intruder = StateClient(moto_api, {**state.created, "credentials": other["credentials"]})
+    intruder = StateClient(memory_api, {**state.created, "credentials": other["credentials"]})
     assert intruder.get("secret").status == 401
     assert intruder.put("secret", "theirs").status == 401
     assert intruder.keys().status == 401
     assert state.get("secret").json()["value"] == "mine"
 
 
-def test_describe_reports_state_usage(state: StateClient, moto_api: LambdaClient):
+def test_describe_reports_state_usage(state: StateClient, memory_api: LambdaClient):
     state.put("a", 1)
-    detail = moto_api.request("GET", path_of(state.created["endpoints"]["address_url"]), token=state.token).json()
+    detail = memory_api.request("GET", path_of(state.created["endpoints"]["address_url"]), token=state.token).json()
     assert detail["state"] == {"keys": 1, "bytes": entry_size("a", "1"), "max_keys": 32, "max_bytes": 65536}
 
 
-def test_a_batch_larger_than_the_feed_is_refused_by_the_quota(moto_env, clock):
-    api = LambdaClient.on_moto(clock, max_events=2, owner_reserved_events=0)
+def test_a_batch_larger_than_the_feed_is_refused_by_the_quota(clock):
+    api = LambdaClient.in_memory(clock, max_events=2, owner_reserved_events=0)
     state = StateClient(api, api.provision())
     operations = [{"key": f"k{n}", "op": "set", "value": n} for n in range(3)]
     refused = state.batch(operations)

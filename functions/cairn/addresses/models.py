@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cairn import jsontext
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.decimal_text import is_decimal
 
@@ -163,3 +164,13 @@ def sequence_of(event_id_text: str) -> int | None:
     if len(parts) != 3 or parts[0] != "evt" or not is_decimal(parts[1]) or len(parts[1]) > 12:
         return None
     return int(parts[1])
+
+
+# An event's id, sequence, times and field names in an answer.
+_EVENT_FRAME_BYTES = 256
+
+
+def sent_size(event: Event) -> int:
+    """What one event adds to a feed answer, escaped as Lambda carries it."""
+    labels = [event.type, event.source, event.content_type, event.verified_by, event.headers]
+    return jsontext.sent_size(event.data_json) + jsontext.sent_size(jsontext.canonical(labels)) + _EVENT_FRAME_BYTES

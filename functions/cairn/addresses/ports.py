@@ -1,9 +1,9 @@
 """What the address use cases need from storage, in their own terms.
 
-`cairn.dynamodb` implements these protocols; the use cases name neither
-tables nor attributes nor keys. One contract suite
-(`tests/contract/test_address_store_contract.py`) runs against every
-implementation.
+`cairn.dynamodb` implements these protocols, and `cairn.addresses.inmem` in
+memory for tests; the use cases name neither tables nor attributes nor keys.
+One contract suite (`tests/contract/test_address_store_contract.py`) runs
+against every implementation.
 """
 
 from __future__ import annotations

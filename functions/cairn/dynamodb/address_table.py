@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from cairn import credentials, jsontext
+from cairn import credentials
+from cairn.addresses import rate_windows
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.models import (
     Acknowledged,
@@ -36,6 +37,7 @@ from cairn.addresses.models import (
     IdempotencyClaim,
     TrimResult,
     event_id,
+    sent_size,
 )
 from cairn.addresses.ports import (
     AlreadyProvisioned,
@@ -161,7 +163,7 @@ class AddressTable:
                 # Decided first: a retry is answered with its address even when the rate is spent.
                 raise self._already_provisioned(claim, reasons[0].get("Item")) from error
             if rate is not None and failed[len(writes) - 1]:
-                raise RateSpent(ratelimit.retry_after(now)) from error
+                raise RateSpent(rate_windows.retry_after(now)) from error
             # A conflict with another creation on the counter or the claim: busy, and nothing was written.
             raise Unavailable() from error
         self._remember(record.id, 0)
@@ -215,7 +217,7 @@ class AddressTable:
         that returns none) a consistent read of the head stands in, so a
         refusal is always decided on the head as stored.
         """
-        window = read_count.window_of(now)
+        window = rate_windows.window_of(now)
         pk = key(keys.address_pk(address_id), keys.META)
         for attempt in range(_READ_ATTEMPTS):
             same_window = self._read_windows.get(address_id, window) >= window
@@ -236,7 +238,7 @@ class AddressTable:
                 if not verdict.admitted:
                     raise Unauthorized() from error
                 if verdict.spent:
-                    raise RateSpent(ratelimit.retry_after(now)) from error
+                    raise RateSpent(rate_windows.retry_after(now)) from error
                 self._remember_read_window(address_id, -1 if verdict.window is None else verdict.window)
                 continue
             item = response["Attributes"]
@@ -589,7 +591,7 @@ class AddressTable:
             if len(events) == limit:
                 return FeedPage(events=events, has_more=True)
             event = self._event_from_item(item)
-            size += _sent_size(event)
+            size += sent_size(event)
             if events and size > max_bytes:
                 return FeedPage(events=events, has_more=True)
             events.append(event)
@@ -836,13 +838,3 @@ def _duplicate(item: dict[str, Any], claim: IdempotencyClaim) -> AppendResult:
             "This Idempotency-Key was already used with a different request body.",
         )
     return AppendResult(events=[address_items.claimed_ref(item)], duplicate=True)
-
-
-# An event's id, sequence, times and field names in an answer.
-_EVENT_FRAME_BYTES = 256
-
-
-def _sent_size(event: Event) -> int:
-    """What one event adds to a feed answer, escaped as Lambda carries it."""
-    labels = [event.type, event.source, event.content_type, event.verified_by, event.headers]
-    return jsontext.sent_size(event.data_json) + jsontext.sent_size(jsontext.canonical(labels)) + _EVENT_FRAME_BYTES

@@ -6,13 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from cairn.addresses.rate_windows import WINDOW_SECONDS, retry_after, window_of
 from cairn.dynamodb import keys
 from cairn.dynamodb.items import error_code, key, n
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
-
-WINDOW_SECONDS = 60
 
 
 class RateLimiter:
@@ -38,7 +37,7 @@ def count_action(
     table: str, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = WINDOW_SECONDS
 ) -> dict[str, Any]:
     """One use of the window of `now` as a transaction action: it fails its condition when `limit` is reached."""
-    window = int(now) // window_seconds
+    window = window_of(now, window_seconds)
     return {
         "Update": {
             "TableName": table,
@@ -52,8 +51,3 @@ def count_action(
             },
         }
     }
-
-
-def retry_after(now: float, window_seconds: int = WINDOW_SECONDS) -> int:
-    """Seconds until the window of `now` ends."""
-    return max(1, (int(now) // window_seconds + 1) * window_seconds - int(now))

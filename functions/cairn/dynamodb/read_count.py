@@ -17,18 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.addresses.rate_windows import window_of
 from cairn.dynamodb.address_items import DELETED, READ_TOKEN, head_opens
 from cairn.dynamodb.items import get_int, n, s
-from cairn.dynamodb.ratelimit import WINDOW_SECONDS
 
 WINDOW = "read_window"
 HITS = "read_hits"
 
 Item = dict[str, Any]
-
-
-def window_of(now: float) -> int:
-    return int(now) // WINDOW_SECONDS
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,9 @@ def run(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             lifespan="off",
+            # h11, not httptools even when installed: httptools refuses a header value holding a control
+            # character with a plain-text 400 of its own, where Cairn answers its JSON error.
+            http="h11",
             log_level="warning",
             timeout_keep_alive=30,
             # Waiting long-polls must not hold Ctrl-C up for their full 25 s.
