@@ -29,6 +29,10 @@ FLOOR: list[tuple[str, str, str]] = [
     ("runtime_calls", "start_root_run", "2"),
     ("runtime_calls", "start_child_run", "3"),
     ("runtime_calls", "record_run_terminal (completed)", "2"),
+    ("runtime_calls", "begin_run_seed", "2: the seed's head, attempt and session in one read, then the transaction"),
+    ("runtime_calls", "append_run_seed (literal)", "2 in a process that saw the seed (3 in a new one: its session)"),
+    ("runtime_calls", "publish_run_seed", "2 in a process that saw the seed (3 in a new one: its session)"),
+    ("runtime_calls", "start_root_run (attaching its seed)", "2 in a process that saw the seed (3 in a new one)"),
     # The integrations: each SDK call is one request; its reads and its transaction are what it costs.
     (
         "integration_calls",

@@ -112,6 +112,11 @@ def _runtime_calls(tables: dict[str, Table]) -> tuple[str, str]:
     return _calls(tables["runtime_calls"], labels), ""
 
 
+def _seed_calls(tables: dict[str, Table]) -> tuple[str, str]:
+    labels = ["begin_run_seed", "append_run_seed (literal)", "publish_run_seed", "start_root_run (attaching its seed)"]
+    return _calls(tables["runtime_calls"], labels), "target <= 2 each"
+
+
 def _appends(tables: dict[str, Table]) -> tuple[str, str]:
     labels = ["1 client, 1 run", "8 clients, 50 runs in 50 sessions", "8 clients, 50 runs in 1 session"]
     return _rates([_cells(tables["appends"], label)["appends/s"] for label in labels]), ""
@@ -191,6 +196,7 @@ _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("state calls: read / write / conflict / batch of 5", _state_calls),
     ("state compare-and-set writes/s, 8 clients: one key / 32 keys", _against_raw("cas_vs_raw")),
     ("runtime calls: append / root start / child start / terminal", _runtime_calls),
+    ("seed calls: begin / append / publish / root start attaching it", _seed_calls),
     ("runtime appends/s: 1 run / 50 runs in 50 sessions / in 1 session", _appends),
     ("API handler overhead above DynamoDB, p50 ms: " + HANDLER_OPERATIONS, _handler_overhead),
     ("$ per million requests (Lambda + DynamoDB): " + HANDLER_OPERATIONS, _handler_costs),
