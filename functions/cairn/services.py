@@ -286,7 +286,9 @@ class Services:
         return cls._wired(
             settings,
             client=client,
-            ports=(table, StateTable(client, settings.table_name), DynamoRateLimiter(client, settings.table_name)),
+            table=table,
+            state_table=StateTable(client, settings.table_name),
+            limiter=DynamoRateLimiter(client, settings.table_name),
             leases=DynamoReadLeases(client, settings.table_name),
             waiter=waiter,
             clock=clock,
@@ -323,7 +325,9 @@ class Services:
         return cls._wired(
             settings,
             client=_NoClient(),
-            ports=(table, inmem.InMemoryStateStore(memory), inmem.InMemoryRateLimiter(memory)),
+            table=table,
+            state_table=inmem.InMemoryStateStore(memory),
+            limiter=inmem.InMemoryRateLimiter(memory),
             leases=inmem.InMemoryReadLeases(memory),
             waiter=waiter or NotifyingWaiter(),
             clock=clock,
@@ -338,7 +342,9 @@ class Services:
         settings: Settings,
         *,
         client: Any,
-        ports: tuple[AddressStore, StateStore, RateLimiter],
+        table: AddressStore,
+        state_table: StateStore,
+        limiter: RateLimiter,
         leases: ReadLeases,
         waiter: Waiter,
         clock: Clock,
@@ -346,7 +352,6 @@ class Services:
         wake_transport: Transport | None,
         runtime: RuntimeStore | None,
     ) -> Services:
-        table, state_table, limiter = ports
         server_secret = ServerSecret.from_settings(settings)
         return cls(
             settings=settings,

@@ -360,8 +360,6 @@ class InMemoryAddressStore:
                 return None
             if event.acknowledged_at is not None:
                 return Acknowledged(id=event.id, sequence=sequence, acknowledged_at=event.acknowledged_at)
-            if not _live(event.expires_at, int(now)):
-                return None
             acknowledged_at = round(now, 3)
             address.events[sequence] = replace(event, acknowledged_at=acknowledged_at)
             return Acknowledged(id=event.id, sequence=sequence, acknowledged_at=acknowledged_at)

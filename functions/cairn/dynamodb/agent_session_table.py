@@ -84,8 +84,6 @@ class AgentSessionTable:
             head, live = self._newest_first(admission.address_id, session_id, before=None, wanted=1)
             return head, next(live, None)
 
-        seen_ids = (admission.address_id, session_id)
-
         def attempt(seen: tuple[Head, Item | None]) -> Popped:
             head, newest = seen
             if newest is None:
@@ -104,7 +102,11 @@ class AgentSessionTable:
             try:
                 self._commit(owner, session_id, head, head.popped(), [*claims, *deletes], now=now, claimed=bool(claims))
             except _Claimed as claimed:
-                earlier = self._text(claimed.item) if claimed.item else self._popped_before(*seen_ids, pop_id)
+                earlier = (
+                    self._text(claimed.item)
+                    if claimed.item
+                    else self._popped_before(admission.address_id, session_id, pop_id)
+                )
                 return Popped(earlier, token_checked=True)
             return Popped(text, token_checked=True)
 
