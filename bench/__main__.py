@@ -230,7 +230,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             _progress("7/16 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
             _progress(f"7b/16 wake-ups by webhook (with two {IDLE_SECONDS} s idle measurements)")
-            webhooks = measure_webhooks(server, settings.model_copy(update={"table_name": WAKE_TABLE}), plan.trials)
+            webhooks = measure_webhooks(server, settings.replace(table_name=WAKE_TABLE), plan.trials)
         _progress("8/16 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
         _progress("8b/16 the API handler's own time per request, its cost, and a profile")
@@ -323,7 +323,7 @@ def measure_integrations(
     slow every later part's writes on DynamoDB Local.
     """
     _progress(f"{step}agent-framework integrations (writing {plan.history:,}-item histories first)")
-    served = settings.model_copy(update={"table_name": INTEGRATIONS_TABLE})
+    served = settings.replace(table_name=INTEGRATIONS_TABLE)
     with CairnServer(database.endpoint, INTEGRATIONS_TABLE, workdir) as server:
         return {
             "integration_calls": measure_integration_calls(settings, plan.repeats),

@@ -89,7 +89,7 @@ class Start:
 
 
 def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, processes: int) -> Table:
-    settings = settings.model_copy(update={"table_name": table_name, "email_blob_dir": blob_dir})
+    settings = settings.replace(table_name=table_name, email_blob_dir=blob_dir)
     # pip byte-compiled boto3 when it installed it; Cairn's modules get the same, or every process
     # would compile them from source where writing byte code is off (PYTHONDONTWRITEBYTECODE).
     compileall.compile_dir(ROOT / "functions" / "cairn", quiet=1)

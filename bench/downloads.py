@@ -35,7 +35,7 @@ SIZES = (1_000_000, 4_000_000, 8_000_000)
 
 
 def measure_downloads(settings: Settings, table_name: str, blob_dir: Path, trials: int) -> Table:
-    settings = settings.model_copy(update={"table_name": table_name, "email_blob_dir": blob_dir})
+    settings = settings.replace(table_name=table_name, email_blob_dir=blob_dir)
     client = LambdaClient(Services.build(settings))
     created = client.provision()
     token = created["credentials"]["read_token"]

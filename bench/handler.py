@@ -378,7 +378,7 @@ class Scenario:
 
 def measure_handler(settings: Settings, table_name: str, requests: int) -> dict[str, Table]:
     """Overhead per operation, cost per million requests, and the worst operation's profile."""
-    settings = settings.model_copy(update={"table_name": table_name})
+    settings = settings.replace(table_name=table_name)
     handler = Handler(settings)
     scenario = Scenario(handler)
     operations = scenario.operations()

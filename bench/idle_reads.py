@@ -19,7 +19,7 @@ IDLE_SECONDS = 20
 
 
 def measure_idle_reads(settings: Settings, seconds: int = IDLE_SECONDS) -> Table:
-    process = CairnProcess(settings.model_copy(update={"max_stream_seconds": seconds}))
+    process = CairnProcess(settings.replace(max_stream_seconds=seconds))
     reply = process.provision()
     address = Address.from_provisioned(reply.body)
     process.counter.take()

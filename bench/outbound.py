@@ -66,10 +66,8 @@ def measure_outbound(settings: Settings, table_name: str, trials: int, seconds: 
 def _measure(
     settings: Settings, table_name: str, relay: _Relay, port: int, trials: int, seconds: float, warmup: float
 ) -> Table:
-    settings = settings.model_copy(
-        update={"table_name": table_name, "outbound_max_sends_per_day": 10**9, "max_events": 10**9,
-                "outbound_verifications_per_day": 10**9, "outbound_verifications_per_recipient_per_day": 10**9}
-    )  # fmt: skip
+    settings = settings.replace(table_name=table_name, outbound_max_sends_per_day=10**9, max_events=10**9,
+                outbound_verifications_per_day=10**9, outbound_verifications_per_recipient_per_day=10**9)  # fmt: skip
     client = make_client(settings)
     counter = CallCounter(client)
     services = Services.build(settings, client=client, mailer=SmtpRelayMailer("127.0.0.1", port))

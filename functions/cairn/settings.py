@@ -3,19 +3,27 @@
 The defaults are the AgentAddress limits; CDK sets the same variables in
 Lambda, and `cairn serve` in the local process. Nothing else reads
 `os.environ` for configuration.
+
+Settings are a dataclass checked by msgspec, not a pydantic model: every
+Lambda entry point reads them while its container starts, and the paths
+that validate no client input (wake-ups, mail, mail outcomes) would
+otherwise import pydantic and build a model for them, most of their cold
+start above boto3's own.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from functools import lru_cache
+from dataclasses import dataclass, field, fields, replace
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Annotated, Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+import msgspec
+from msgspec import Meta
 
 DAY_SECONDS = 86_400
+
 SURFACE_NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
 # One plain email address, `name@example.com` (cairn.email.composing checks every address it mails with it).
 EMAIL_PATTERN = (
@@ -27,65 +35,69 @@ RESERVED_SURFACES = frozenset({"http", "state", "outbound"})
 
 
 ENV_PREFIX = "CAIRN_"
+# Settings whose variable is not `CAIRN_<FIELD>`: Lambda sets the region's.
+ENVIRONMENT_NAMES = {"region": "AWS_REGION"}
 
 
-class Settings(BaseModel):
+class InvalidSetting(ValueError):
+    """A setting its field cannot hold: the deployment refuses to start with it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
     """Configuration of one Cairn deployment.
 
-    Each field not given as an argument comes from the environment variable
-    `CAIRN_<FIELD>` (upper case; its alias for `region`), else its default.
-    Values are text, converted by the field's validation; a tuple is a JSON
-    array. (This is what pydantic-settings would do here; a new Lambda
-    container would import it for tens of milliseconds before its first answer.)
+    Each value is converted and checked against its field when the settings
+    are made (text such as `"500"` or `"true"` is read as the field's type),
+    so a deployment with a value its field cannot hold fails at its start;
+    `from_environment` fills what is not given from the environment.
     """
-
-    model_config = ConfigDict(frozen=True, validate_by_name=True, validate_by_alias=True)
 
     table_name: str = "cairn"
     dynamodb_endpoint: str | None = None
-    region: str = Field(default="us-east-1", validation_alias="AWS_REGION")
+    region: str = "us-east-1"
     public_base_url: str | None = None
     email_domain: str = "cairn.localhost"
 
-    event_retention_seconds: int = Field(default=30 * DAY_SECONDS, ge=1)
-    max_events: int = Field(default=1_000, ge=1)
+    event_retention_seconds: Annotated[int, Meta(ge=1)] = 30 * DAY_SECONDS
+    max_events: Annotated[int, Meta(ge=1)] = 1_000
     # The last slots of every feed, which only the owner's own writes (state
     # changes, sends) may fill: inbox posts and mail stop at max_events - this.
-    owner_reserved_events: int = Field(default=50, ge=0)
-    max_inbox_bytes: int = Field(default=1_000_000, ge=1)
-    max_idempotency_key_length: int = Field(default=255, ge=1)
-    min_expires_in_seconds: int = Field(default=60, ge=1)
-    max_expires_in_seconds: int = Field(default=365 * DAY_SECONDS, ge=1)
+    owner_reserved_events: Annotated[int, Meta(ge=0)] = 50
+    max_inbox_bytes: Annotated[int, Meta(ge=1)] = 1_000_000
+    max_idempotency_key_length: Annotated[int, Meta(ge=1)] = 255
+    min_expires_in_seconds: Annotated[int, Meta(ge=1)] = 60
+    max_expires_in_seconds: Annotated[int, Meta(ge=1)] = 365 * DAY_SECONDS
 
-    create_rate_per_minute: int = Field(default=20, ge=1)
-    poll_rate_per_minute: int = Field(default=30, ge=1)
+    create_rate_per_minute: Annotated[int, Meta(ge=1)] = 20
+    poll_rate_per_minute: Annotated[int, Meta(ge=1)] = 30
     # Messages one address accepts per minute; more are refused (SMTP) or dropped with a logged reason (SES).
-    email_rate_per_minute: int = Field(default=60, ge=1)
+    email_rate_per_minute: Annotated[int, Meta(ge=1)] = 60
 
-    max_wait_seconds: int = Field(default=25, ge=0, le=28)
+    max_wait_seconds: Annotated[int, Meta(ge=0, le=28)] = 25
     # Server-sent event streams of the feed: how long one connection lasts before the
     # client reconnects (Lambda and API Gateway's STREAM mode both stop at 15 minutes),
     # and how often an idle stream sends a comment that keeps proxies from cutting it.
-    max_stream_seconds: int = Field(default=870, ge=1, le=870)
-    stream_heartbeat_seconds: int = Field(default=15, ge=1)
+    max_stream_seconds: Annotated[int, Meta(ge=1, le=870)] = 870
+    stream_heartbeat_seconds: Annotated[int, Meta(ge=1)] = 15
     # Reads one address may hold open at once: each keeps an invocation (or a local
     # thread) busy for its whole length, so they are capped per address, not only per client.
-    max_streams_per_address: int = Field(default=5, ge=1)
-    max_waiting_polls_per_address: int = Field(default=10, ge=1)
-    default_page_limit: int = Field(default=100, ge=1)
-    max_page_limit: int = Field(default=1_000, ge=1)
+    max_streams_per_address: Annotated[int, Meta(ge=1)] = 5
+    max_waiting_polls_per_address: Annotated[int, Meta(ge=1)] = 10
+    default_page_limit: Annotated[int, Meta(ge=1)] = 100
+    max_page_limit: Annotated[int, Meta(ge=1)] = 1_000
     # Lambda answers at most 6 MB; a page of events stops growing before that.
-    max_page_bytes: int = Field(default=5_000_000, ge=1_100_000)
+    max_page_bytes: Annotated[int, Meta(ge=1_100_000)] = 5_000_000
 
-    state_max_keys: int = Field(default=32, ge=1)
-    state_max_bytes: int = Field(default=65_536, ge=1)
+    state_max_keys: Annotated[int, Meta(ge=1)] = 32
+    state_max_bytes: Annotated[int, Meta(ge=1)] = 65_536
 
     # Bearer secret the runtime routes require when set (local serve); in AWS
     # API Gateway authorizes them with IAM instead.
     runtime_key: str | None = None
     # The deployment's own secret (`cairn.server_secret`): given here (`cairn serve` keeps one in its
     # data directory), or the ARN of the Secrets Manager secret that holds it (the stack's).
-    server_secret: str | None = Field(default=None, repr=False)
+    server_secret: str | None = field(default=None, repr=False)
     server_secret_arn: str | None = None
 
     # Raw inbound messages: SES's S3 action writes `<prefix><SES message id>`
@@ -93,19 +105,19 @@ class Settings(BaseModel):
     email_bucket: str | None = None
     email_prefix: str = ""
     email_blob_dir: Path = Path(".cairn/data/email")
-    email_text_max_bytes: int = Field(default=256 * 1024, ge=1)
-    email_attachment_max_bytes: int = Field(default=10_000_000, ge=1)
+    email_text_max_bytes: Annotated[int, Meta(ge=1)] = 256 * 1024
+    email_attachment_max_bytes: Annotated[int, Meta(ge=1)] = 10_000_000
     # The `ingress_surface` of received mail: `resend` lets agents written for
     # AgentAddress keep checking the value they know.
-    email_ingress_surface: str = Field(default="email", pattern=SURFACE_NAME_PATTERN)
+    email_ingress_surface: Annotated[str, Meta(pattern=SURFACE_NAME_PATTERN)] = "email"
 
     # Wake-ups: subscriptions per address, webhook answer time, retry back-off (doubling from the base,
     # capped at the interval) and how long a failing target is retried before its subscription fails.
-    max_subscriptions_per_address: int = Field(default=10, ge=1)
-    webhook_timeout_seconds: int = Field(default=10, ge=1, le=60)
-    wake_retry_base_seconds: int = Field(default=5, ge=1)
-    wake_retry_max_interval_seconds: int = Field(default=3_600, ge=1)
-    wake_retry_window_seconds: int = Field(default=DAY_SECONDS, ge=1)
+    max_subscriptions_per_address: Annotated[int, Meta(ge=1)] = 10
+    webhook_timeout_seconds: Annotated[int, Meta(ge=1, le=60)] = 10
+    wake_retry_base_seconds: Annotated[int, Meta(ge=1)] = 5
+    wake_retry_max_interval_seconds: Annotated[int, Meta(ge=1)] = 3_600
+    wake_retry_window_seconds: Annotated[int, Meta(ge=1)] = DAY_SECONDS
     # ARN patterns (`*` wildcards) of the AWS targets subscriptions may name; the stack grants exactly these.
     wake_target_arns: tuple[str, ...] = ()
     # `cairn serve` only: webhooks may use http://127.0.0.1 and http://localhost.
@@ -114,57 +126,79 @@ class Settings(BaseModel):
     # Outbound mail. `outbound` names the mailer: `none` (routes answer
     # `outbound_not_configured`) or `ses` (SES v2 from `<address>@email_domain`,
     # events through `ses_configuration_set`); `cairn serve` picks its own.
-    outbound: str = Field(default="none", pattern=r"^(none|ses)$")
+    outbound: Annotated[str, Meta(pattern=r"^(none|ses)$")] = "none"
     ses_configuration_set: str | None = None
     # The operator's sender: when set, every mail goes `From` it with `Reply-To` the address's own email,
     # as AgentAddress sends (its `OUTBOUND_FROM`); unset, `From` is the address's own email.
-    outbound_from: str | None = Field(default=None, pattern=f"^{EMAIL_PATTERN}$", max_length=254)
-    outbound_max_sends_per_day: int = Field(default=20, ge=1)
-    outbound_max_text_bytes: int = Field(default=10_000, ge=1)
-    outbound_max_contacts: int = Field(default=10, ge=1)
-    outbound_verifications_per_day: int = Field(default=20, ge=1)
+    outbound_from: Annotated[str, Meta(pattern=f"^{EMAIL_PATTERN}$", max_length=254)] | None = None
+    outbound_max_sends_per_day: Annotated[int, Meta(ge=1)] = 20
+    outbound_max_text_bytes: Annotated[int, Meta(ge=1)] = 10_000
+    outbound_max_contacts: Annotated[int, Meta(ge=1)] = 10
+    outbound_verifications_per_day: Annotated[int, Meta(ge=1)] = 20
     # Codes mailed to one email per UTC day from all addresses together: what bounds the guesses at
     # any one person's codes, however many addresses ask.
-    outbound_verifications_per_recipient_per_day: int = Field(default=10, ge=1)
+    outbound_verifications_per_recipient_per_day: Annotated[int, Meta(ge=1)] = 10
     # How long a send's reserved outcome slot waits for the carrier's report before the outcome sweep
     # spends it on `email.outcome_unknown` (capped at the event retention). It must exceed what a real
     # report can take: a retry may hand a lost message over up to a day after the send
     # (`sending.RECOVERY_SECONDS`), and SES then tries to deliver it for up to 14 hours before it
     # reports; two days leave room for SNS's and Lambda's retries. A shorter value (tests) makes a
     # later report a duplicate of the sweep's outcome.
-    outbound_outcome_deadline_seconds: int = Field(default=2 * DAY_SECONDS, ge=1)
+    outbound_outcome_deadline_seconds: Annotated[int, Meta(ge=1)] = 2 * DAY_SECONDS
 
-    @model_validator(mode="before")
-    @classmethod
-    def _environment_fills_the_rest(cls, given: Any) -> Any:
-        if not isinstance(given, dict):
-            return given
-        values = dict(given)
-        for name, field in cls.model_fields.items():
-            alias = field.validation_alias if isinstance(field.validation_alias, str) else None
-            if name in values or (alias is not None and alias in values):
-                continue
-            text = os.environ.get(alias or ENV_PREFIX + name.upper())
-            if text is not None:
-                values[name] = json.loads(text) if get_origin(field.annotation) in (tuple, list) else text
-        return values
-
-    @model_validator(mode="after")
-    def _outsiders_keep_a_slot(self) -> Settings:
+    def __post_init__(self) -> None:
+        for name, kind in _field_types().items():
+            value = getattr(self, name)
+            try:
+                converted = msgspec.convert(value, kind, strict=False, dec_hook=_from_text)
+            except msgspec.ValidationError as error:
+                raise InvalidSetting(f"{name}: {error}") from None
+            if converted is not value:
+                object.__setattr__(self, name, converted)  # the field's own type, e.g. 500 for "500"
         if self.owner_reserved_events >= self.max_events:
-            raise ValueError("owner_reserved_events must be below max_events")
-        return self
-
-    @field_validator("email_ingress_surface")
-    @classmethod
-    def _mail_surface_is_its_own(cls, value: str) -> str:
+            raise InvalidSetting("owner_reserved_events must be below max_events")
         # Mail named like inbox posts or state changes could not be told from them.
-        if value in RESERVED_SURFACES:
-            raise ValueError(f"must not be one of {sorted(RESERVED_SURFACES)}")
-        return value
+        if self.email_ingress_surface in RESERVED_SURFACES:
+            raise InvalidSetting(f"email_ingress_surface must not be one of {sorted(RESERVED_SURFACES)}")
+
+    @classmethod
+    def from_environment(cls, **given: Any) -> Settings:
+        """The settings given, each other one from its variable (`CAIRN_<FIELD>` upper case; `AWS_REGION`
+        for the region) when set, else its default. A tuple's variable holds a JSON array."""
+        values = dict(given)
+        for name, kind in _field_types().items():
+            text = os.environ.get(ENVIRONMENT_NAMES.get(name) or ENV_PREFIX + name.upper())
+            if name in values or text is None:
+                continue
+            try:
+                values[name] = msgspec.json.decode(text) if _is_tuple(kind) else text
+            except msgspec.DecodeError as error:
+                raise InvalidSetting(f"{name}: not a JSON array ({error})") from None
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        """These settings with `changes`, checked as a new deployment's."""
+        return replace(self, **changes)
+
+
+@cache
+def _field_types() -> dict[str, Any]:
+    hints = get_type_hints(Settings, include_extras=True)
+    return {item.name: hints[item.name] for item in fields(Settings)}
+
+
+def _is_tuple(kind: Any) -> bool:
+    return getattr(kind, "__origin__", None) is tuple
+
+
+def _from_text(kind: type, value: Any) -> Any:
+    """A value of a type msgspec does not convert itself (a path) from its text."""
+    if kind is Path and isinstance(value, str | Path):
+        return Path(value)
+    raise NotImplementedError(kind)
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process-wide settings, read from the environment on first use."""
-    return Settings()
+    return Settings.from_environment()

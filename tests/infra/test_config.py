@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from typing import Any
 
@@ -20,16 +21,12 @@ def from_context(context: dict[str, Any]) -> StageConfig:
 def test_limits_default_to_the_application_defaults() -> None:
     # The stack passes every limit explicitly; a default changed in the
     # application alone would otherwise be silently overridden in AWS.
-    application = {name: field.default for name, field in Settings.model_fields.items()}
+    application = {field.name: field.default for field in dataclasses.fields(Settings)}
     assert {name: application[name] for name in LIMIT_DEFAULTS} == dict(LIMIT_DEFAULTS)
 
 
 def test_every_numeric_setting_is_a_context_value() -> None:
-    numeric = {
-        name
-        for name, field in Settings.model_fields.items()
-        if typing.get_origin(field.annotation) is None and field.annotation is int
-    }
+    numeric = {name for name, annotation in typing.get_type_hints(Settings).items() if annotation is int}
     missing = numeric - set(LIMIT_DEFAULTS)
     assert not missing, f"add {sorted(missing)} to LIMIT_DEFAULTS in infra/config.py"
 
@@ -113,7 +110,7 @@ def test_zero_wait_is_a_valid_limit() -> None:
 
 
 def test_the_mail_surface_is_a_context_value_with_the_application_rules() -> None:
-    assert StageConfig(stage="dev").email_ingress_surface == Settings.model_fields["email_ingress_surface"].default
+    assert StageConfig(stage="dev").email_ingress_surface == Settings().email_ingress_surface
     assert f"^{config._SURFACE_NAME.pattern}$" == SURFACE_NAME_PATTERN
     assert config._RESERVED_SURFACES == RESERVED_SURFACES
     moved = from_context({"stage": "dev", "email_ingress_surface": "resend"})
@@ -121,7 +118,7 @@ def test_the_mail_surface_is_a_context_value_with_the_application_rules() -> Non
 
 
 def test_the_operator_sender_is_a_context_value_with_the_application_rules() -> None:
-    assert StageConfig(stage="dev").outbound_from is Settings.model_fields["outbound_from"].default is None
+    assert StageConfig(stage="dev").outbound_from is Settings().outbound_from is None
     assert config._SENDER.pattern == EMAIL_PATTERN
     sending = from_context({"stage": "dev", "email_domain": "mail.example.com", "outbound_from": "agents@example.com"})
     assert sending.application_environment["CAIRN_OUTBOUND_FROM"] == "agents@example.com"

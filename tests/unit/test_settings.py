@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
 from cairn.addresses.models import HTTP_SURFACE, OUTBOUND_SURFACE, STATE_SURFACE
-from cairn.settings import RESERVED_SURFACES, Settings
+from cairn.settings import RESERVED_SURFACES, InvalidSetting, Settings
 
 
 def test_mail_may_be_named_as_agentaddress_agents_expect() -> None:
@@ -17,7 +16,7 @@ def test_mail_may_be_named_as_agentaddress_agents_expect() -> None:
     "name", [HTTP_SURFACE, STATE_SURFACE, OUTBOUND_SURFACE, "", "Resend", "mail surface", "x" * 65]
 )
 def test_mail_cannot_take_another_surface_or_an_unreadable_name(name: str) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidSetting):
         Settings(email_ingress_surface=name)
 
 
@@ -32,14 +31,14 @@ def test_the_environment_fills_what_is_not_given_and_arguments_win(monkeypatch: 
     monkeypatch.setenv("CAIRN_WAKE_TARGET_ARNS", '["arn:aws:sqs:us-east-1:123456789012:runs-*"]')
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
 
-    settings = Settings(table_name="given")
+    settings = Settings.from_environment(table_name="given")
 
     assert settings.table_name == "given"
     assert settings.max_events == 500
     assert settings.webhook_allow_local is True
     assert settings.wake_target_arns == ("arn:aws:sqs:us-east-1:123456789012:runs-*",)
     assert settings.region == "eu-west-1"
-    assert Settings(region="us-west-2").region == "us-west-2"
+    assert Settings.from_environment(region="us-west-2").region == "us-west-2"
 
 
 @pytest.mark.parametrize(
@@ -50,5 +49,5 @@ def test_a_value_the_environment_cannot_hold_stops_the_start(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str
 ) -> None:
     monkeypatch.setenv(variable, value)
-    with pytest.raises(ValidationError):
-        Settings()
+    with pytest.raises(InvalidSetting, match=variable.removeprefix("CAIRN_").lower()):
+        Settings.from_environment()

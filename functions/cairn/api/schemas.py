@@ -84,6 +84,8 @@ class EventRefOut(Schema):
 
 
 class DeliveryResponse(Schema):
+    """An inbox post: the event it made, or with `duplicate` the one an earlier post made."""
+
     duplicate: bool
     event: EventRefOut
 
@@ -99,6 +101,16 @@ class EmailReplayRequest(Schema):
 
 
 class EventOut(Schema):
+    """`ingress_surface` is the server's word on where it came from (`http`, `state`, or mail's name).
+
+    Inbox posts also carry `content_type` (how the body was read), `headers`
+    (the ones the address keeps) and `verified_by` (the verifier whose
+    signature check the post passed); other events carry them as null.
+    `data_encoding` is `json_text` only on an event stored nested deeper than
+    the server's limit (128 levels) before it refused such input: `data` is
+    then the JSON text of its data.
+    """
+
     id: str
     sequence: int
     type: str = Field(description="The poster's label for inbox posts; Cairn's for mail and state changes.")
@@ -194,6 +206,8 @@ class StateListResponse(Schema):
 
 
 class StateValueOut(Schema):
+    """`value_encoding` is `json_text` only on a value stored nested too deeply, as on an event."""
+
     key: str
     value: Any
     value_encoding: TextEncoding | None = Field(
@@ -221,6 +235,8 @@ class DeletedStateOut(Schema):
 
 
 class StateOperationIn(Schema):
+    """One operation of a state transaction (`State.transaction` in the SDK); `if_revision` as for `State.set`."""
+
     model_config = ConfigDict(extra="forbid")
 
     key: str
@@ -312,6 +328,8 @@ class ContactRequest(Schema):
 
 
 class ContactResponse(Schema):
+    """A contact after a request; `code_sent` says whether a code was mailed by it."""
+
     contact: ContactOut
     code_sent: bool = Field(description="Whether a new code was mailed by this request.")
     # The AgentAddress client reads the contact's fields at the top level too.
@@ -337,6 +355,8 @@ class SendRequest(Schema):
 
 
 class SendResponse(Schema):
+    """`accepted`: the carrier took the message; the feed reports its outcome later."""
+
     status: Literal["accepted", "failed"] = Field(
         description="`accepted`: the carrier took the message (not yet delivered); `failed`: it refused at once."
     )

@@ -1,3 +1,5 @@
+# Generated from cairn.api.schemas by cairn/api/wire_types.py: do not edit.
+# Regenerate with `python -m cairn.api.wire_types`.
 """The API's answers as typed dictionaries.
 
 The SDK hands the server's JSON through unchanged, fields a newer server adds
@@ -7,7 +9,7 @@ tools answer with the same shapes.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, Required, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 class EventRef(TypedDict):
@@ -35,23 +37,37 @@ class Event(TypedDict):
 
     id: str
     sequence: int
+    # The poster's label for inbox posts; Cairn's for mail and state changes.
     type: str
+    # The poster's label for inbox posts: proves nothing about origin.
     source: str
+    # Where the event entered Cairn, set by the server alone: `http` for an inbox post (anyone holding the inbox URL),
+    # `state` for a state change made with the read token, and the deployment's mail surface (`email` unless configured,
+    # e.g. `resend`) for received mail.
     ingress_surface: str
     data: Any
+    # Present only as `json_text`, for a value nested deeper than 128 levels (accepted before Cairn refused such input):
+    # `data` is then that value's JSON text, to decode with a parser that allows the depth.
     data_encoding: NotRequired[Literal["json_text"]]
     created_at: str
     acknowledged_at: str | None
+    # Inbox posts: the type the body was read as (`application/json`, `application/x-www-form-urlencoded`, `text/...`,
+    # or the declared type of bytes kept as base64).
     content_type: str | None
+    # Inbox posts: the request headers the address keeps (`inbox.keep_headers`).
     headers: dict[str, str] | None
+    # Inbox posts: the verifier (`github`, `stripe`, `slack`, `standard_webhooks`) whose signature check this delivery
+    # passed, set by Cairn alone.
     verified_by: str | None
 
 
 class Page(TypedDict):
     events: list[Event]
+    # Pass as `after` to continue; when the page is empty, `after` (or `trimmed_through` if higher).
     next_cursor: int
     has_more: bool
-    # The owner trimmed every event up to this sequence; 0 when none was.
+    # The owner trimmed every event up to this sequence (0: none). A reader whose `after` was lower did not get them:
+    # they are gone, not skipped by mistake.
     trimmed_through: int
 
 
@@ -70,6 +86,8 @@ class StateValue(TypedDict):
 
     key: str
     value: Any
+    # Present only as `json_text`, for a value nested deeper than 128 levels (accepted before Cairn refused such input):
+    # `value` is then that value's JSON text, to decode with a parser that allows the depth.
     value_encoding: NotRequired[Literal["json_text"]]
     revision: int
     updated_at: str
@@ -84,6 +102,7 @@ class StateDeletion(TypedDict):
 class StateKey(TypedDict):
     key: str
     revision: int
+    # Bytes this key counts against max_bytes.
     size: int
     updated_at: str
 
@@ -100,31 +119,25 @@ class StateListing(TypedDict):
     usage: StateUsage
 
 
-class StateOperation(TypedDict, total=False):
-    """One operation of `State.transaction`; `if_revision` as for `State.set`."""
+class StateOperation(TypedDict):
+    """One operation of a state transaction (`State.transaction` in the SDK); `if_revision` as for `State.set`."""
 
-    key: Required[str]
-    op: Required[Literal["set", "delete"]]
-    value: Any
-    if_revision: int
+    key: str
+    op: Literal["set", "delete"]
+    value: NotRequired[Any]
+    if_revision: NotRequired[int | None]
 
 
-class StateResult(TypedDict, total=False):
-    key: Required[str]
-    op: Required[Literal["set", "delete"]]
-    revision: Required[int]
-    value: Any
+class StateResult(TypedDict):
+    key: str
+    op: Literal["set", "delete"]
+    revision: int
+    value: NotRequired[Any]
 
 
 class StateBatch(TypedDict):
     results: list[StateResult]
     usage: StateUsage
-
-
-class Download(TypedDict):
-    path: str
-    size: int
-    content_type: str
 
 
 class Contact(TypedDict):
@@ -136,6 +149,7 @@ class Contact(TypedDict):
 
 class ContactListing(TypedDict):
     contacts: list[Contact]
+    # Whether this server can send mail at all.
     outbound_configured: bool
 
 
@@ -143,6 +157,7 @@ class ContactChange(TypedDict):
     """A contact after a request; `code_sent` says whether a code was mailed by it."""
 
     contact: Contact
+    # Whether a new code was mailed by this request.
     code_sent: bool
     email: str
     status: Literal["pending", "verified"]
@@ -151,7 +166,19 @@ class ContactChange(TypedDict):
 class SendReceipt(TypedDict):
     """`accepted`: the carrier took the message; the feed reports its outcome later."""
 
+    # `accepted`: the carrier took the message (not yet delivered); `failed`: it refused at once.
     status: Literal["accepted", "failed"]
+    # The message's Message-ID header; outcome events carry it.
     message_id: str
+    # The `email.sent` event.
     event: EventRef
     duplicate: bool
+
+
+# Written by hand in cairn/api/wire_types.py (HAND_WRITTEN): no server answer has this shape.
+class Download(TypedDict):
+    """A file the SDK saved from a download, not a JSON answer."""
+
+    path: str
+    size: int
+    content_type: str

@@ -1,76 +1,42 @@
-"""The SES receipt event as SES really sends it.
+"""What Cairn reads of the SES receipt event, as SES really sends it.
 
-Powertools' `SesModel` is the base; three gaps would refuse or blind real
-deliveries, so they are widened here:
+Powertools' `SESEvent` data class wraps the event without a model to pass,
+so nothing SES sends is refused for its shape (and the container imports no
+pydantic). Two fields its accessors would miss on real deliveries are read
+with care here:
 
-* the DKIM verdict is sent but not modelled;
-* a verdict is `DISABLED` when the receipt rule does not scan;
-* common headers a message lacks are left out (a mail without a Subject
-  has no `subject`), which the model requires. Cairn reads headers from the
-  stored message itself, so they are kept only as sent.
+* the DKIM verdict is not always sent;
+* a verdict is `DISABLED` when the receipt rule does not scan.
+
+Common headers a message lacks are left out by SES (a mail without a Subject
+has no `subject`); Cairn reads headers from the stored message itself.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.parser.models import (
-    SesMail,
-    SesMessage,
-    SesModel,
-    SesReceipt,
-    SesReceiptVerdict,
-    SesRecordModel,
-)
+from aws_lambda_powertools.utilities.data_classes.ses_event import SESEventRecord
 
 from cairn.email.ingest import Delivery, Verdicts
 
 
-class ReceiptVerdict(SesReceiptVerdict):
-    status: str  # type: ignore[assignment]
-
-
-class Receipt(SesReceipt):
-    spamVerdict: ReceiptVerdict
-    virusVerdict: ReceiptVerdict
-    spfVerdict: ReceiptVerdict
-    dkimVerdict: ReceiptVerdict | None = None
-    dmarcVerdict: ReceiptVerdict
-
-
-class Mail(SesMail):
-    commonHeaders: dict[str, Any]  # type: ignore[assignment]
-
-
-class Message(SesMessage):
-    mail: Mail
-    receipt: Receipt
-
-
-class Record(SesRecordModel):
-    ses: Message
-
-
-class SesReceiptEvent(SesModel):
-    # Narrowing a field is how pydantic models refine one another; mypy sees a mutable attribute change type.
-    Records: list[Record]  # type: ignore[assignment]
-
-
-def delivery(record: Record) -> Delivery:
-    """What ingest needs from one record: the stored message and its recipients."""
+def delivery(record: SESEventRecord) -> Delivery:
+    """What ingest needs from one record: the stored message, its recipients and SES's verdicts."""
     receipt = record.ses.receipt
 
-    def status(verdict: ReceiptVerdict | None) -> str | None:
-        return None if verdict is None else verdict.status.lower()
+    def status(verdict: str) -> str | None:
+        found: Any = receipt.get(verdict)
+        return None if found is None else str(found["status"]).lower()
 
     return Delivery(
-        message_id=record.ses.mail.messageId,
-        recipients=receipt.recipients,
+        message_id=record.ses.mail.message_id,
+        recipients=list(receipt.recipients),
         verdicts=Verdicts(
-            spf=status(receipt.spfVerdict),
-            dkim=status(receipt.dkimVerdict),
-            dmarc=status(receipt.dmarcVerdict),
-            spam=status(receipt.spamVerdict),
-            virus=status(receipt.virusVerdict),
+            spf=status("spfVerdict"),
+            dkim=status("dkimVerdict"),
+            dmarc=status("dmarcVerdict"),
+            spam=status("spamVerdict"),
+            virus=status("virusVerdict"),
         ),
     )

@@ -11,10 +11,10 @@ from cairn.entrypoints.container_init import container_init
 
 with container_init():
     from aws_lambda_powertools import Logger
-    from aws_lambda_powertools.utilities.parser import event_parser
+    from aws_lambda_powertools.utilities.data_classes import SESEvent, event_source
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from cairn.email.ses import SesReceiptEvent, delivery
+    from cairn.email.ses import delivery
     from cairn.services import Services
     from cairn.settings import get_settings
 
@@ -25,9 +25,9 @@ with container_init():
 
 
 @logger.inject_lambda_context
-@event_parser(model=SesReceiptEvent)
-def lambda_handler(event: SesReceiptEvent, context: LambdaContext) -> None:
-    for record in event.Records:
+@event_source(data_class=SESEvent)
+def lambda_handler(event: SESEvent, context: LambdaContext) -> None:
+    for record in event.records:
         incoming = delivery(record)
         results = services.email.ingest(incoming)
         logger.info(

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             endpoint = database.endpoint
             print(f"DynamoDB Local on {endpoint}, data in {args.data_dir}", flush=True)
-        settings = Settings(
+        settings = Settings.from_environment(
             dynamodb_endpoint=endpoint,
             email_blob_dir=args.data_dir / "email",
             # Webhooks to this machine, so wake-ups can be tried here.
@@ -98,14 +98,14 @@ def run(args: argparse.Namespace) -> int:
         )
         if settings.runtime_key is None:
             key_path = args.data_dir / runtime_key_file.FILE_NAME
-            settings = settings.model_copy(update={"runtime_key": runtime_key_file.load_or_create(key_path)})
+            settings = settings.replace(runtime_key=runtime_key_file.load_or_create(key_path))
             print(
                 f"Runtime key (bearer token for /api/v1/runtime and /api/v1/memory) kept in {key_path}",
                 flush=True,
             )
         if settings.server_secret is None and settings.server_secret_arn is None:
             secret_path = args.data_dir / runtime_key_file.SERVER_SECRET_FILE_NAME
-            settings = settings.model_copy(update={"server_secret": runtime_key_file.load_or_create(secret_path)})
+            settings = settings.replace(server_secret=runtime_key_file.load_or_create(secret_path))
         client = make_client(settings)
         ensure_table(client, settings.table_name)
         services = Services.build(settings, client=client, waiter=NotifyingWaiter(), mailer=mailer)
