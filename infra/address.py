@@ -18,7 +18,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.checks import acknowledge, finding_text
-from infra.function import ServiceFunction
+from infra.function import FunctionBase, ServiceFunction
 from infra.service import CairnService
 
 # Named by string: CDK never imports the application package.
@@ -91,14 +91,12 @@ def _provider(service: CairnService) -> cr.Provider:
     handler = ServiceFunction(
         owner,
         "Handler",
-        code=service.code,
+        # Not the service's environment: the handler reaches the service through its API only.
+        base=FunctionBase(service.code, {}, service.config.log_retention, service.config.removal_policy),
         handler=ADDRESS_HANDLER,
         description="Cairn addresses declared as resources",
         timeout=Duration.minutes(1),
         memory_size=256,
-        environment={},
-        log_retention=service.config.log_retention,
-        removal_policy=service.config.removal_policy,
     ).function
     secrets = Stack.of(service).format_arn(
         service="secretsmanager",

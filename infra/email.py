@@ -8,7 +8,6 @@ verdicts, message id) and reads `<prefix><message id>` itself.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import cast
 
 from aws_cdk import ArnFormat, Aws, Duration, Stack
@@ -24,7 +23,7 @@ from constructs import Construct
 from infra.checks import acknowledge
 from infra.config import StageConfig
 from infra.failure_queue import failure_queue
-from infra.function import ServiceFunction
+from infra.function import FunctionBase, ServiceFunction
 
 # The stack's one receipt rule; its ARN pins what SES may do here.
 RECEIPT_RULE_NAME = "inbound"
@@ -139,14 +138,7 @@ class InboundEmail(Construct):
     """
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        domain: str,
-        config: StageConfig,
-        code: lambda_.Code,
-        environment: Mapping[str, str],
+        self, scope: Construct, construct_id: str, *, domain: str, config: StageConfig, base: FunctionBase
     ) -> None:
         super().__init__(scope, construct_id)
         self.messages = RawMessageBucket(self, "RawMessages", config=config)
@@ -154,15 +146,13 @@ class InboundEmail(Construct):
         self.ingest = ServiceFunction(
             self,
             "Ingest",
-            code=code,
+            base=base,
             handler=EMAIL_HANDLER,
             description="Cairn inbound email ingest",
             # A message up to SES's 40 MB limit is read and parsed in one go.
             timeout=Duration.seconds(60),
             memory_size=1024,
-            environment={**environment, **self.messages.environment},
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
+            environment=self.messages.environment,
             on_failure=destinations.SqsDestination(self.failures.queue),
         )
         self.messages.grant_read_messages(self.ingest.function, delete=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -25,6 +26,17 @@ POWERTOOLS_ENVIRONMENT = {
 }
 
 
+@dataclass(frozen=True)
+class FunctionBase:
+    """What the functions of one service share: the code asset, the environment each starts with, and how long
+    their logs are kept and what becomes of them when the stack goes."""
+
+    code: lambda_.Code
+    environment: Mapping[str, str]
+    log_retention: logs.RetentionDays
+    removal_policy: RemovalPolicy
+
+
 class ServiceFunction(Construct):
     """A Cairn function: shared code asset, arm64, active tracing, logs kept for the stage's retention.
 
@@ -38,21 +50,20 @@ class ServiceFunction(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        code: lambda_.Code,
+        base: FunctionBase,
         handler: str,
         description: str,
         timeout: Duration,
         memory_size: int,
-        environment: Mapping[str, str],
-        log_retention: logs.RetentionDays,
-        removal_policy: RemovalPolicy,
+        environment: Mapping[str, str] | None = None,
         on_failure: lambda_.IDestination | None = None,
         reserved_concurrency: int | None = None,
         snap_start: bool = False,
     ) -> None:
-        """`snap_start`: publish versions with SnapStart and serve them through `live` (see `entry`)."""
+        """`environment` is added to the base's; `snap_start`: publish versions with SnapStart and serve them
+        through `live` (see `entry`)."""
         super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
+        self.log_group = logs.LogGroup(self, "Logs", retention=base.log_retention, removal_policy=base.removal_policy)
         role = iam.Role(
             self,
             "Role",
@@ -65,12 +76,12 @@ class ServiceFunction(Construct):
             description=description,
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
-            code=code,
+            code=base.code,
             handler=handler,
             role=role,
             timeout=timeout,
             memory_size=memory_size,
-            environment={**POWERTOOLS_ENVIRONMENT, **environment},
+            environment={**POWERTOOLS_ENVIRONMENT, **base.environment, **(environment or {})},
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
             on_failure=on_failure,

@@ -18,7 +18,6 @@ deadline, it records `email.outcome_unknown` in the slot the send reserved.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import ArnFormat, Aws, Duration, Stack
@@ -35,7 +34,7 @@ from constructs import Construct
 
 from infra.config import StageConfig
 from infra.failure_queue import failure_queue
-from infra.function import ServiceFunction
+from infra.function import FunctionBase, ServiceFunction
 
 # Named by string: CDK never imports the application package.
 OUTCOME_HANDLER = "cairn.entrypoints.outbound_events_handler.lambda_handler"
@@ -57,14 +56,7 @@ class OutboundEmail(Construct):
     """Sending from the email domain: identity, configuration set, outcome topic and function, deadline sweep."""
 
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        domain: str,
-        config: StageConfig,
-        code: lambda_.Code,
-        environment: Mapping[str, str],
+        self, scope: Construct, construct_id: str, *, domain: str, config: StageConfig, base: FunctionBase
     ) -> None:
         super().__init__(scope, construct_id)
         self._domain = domain
@@ -109,14 +101,12 @@ class OutboundEmail(Construct):
         self.recorder = ServiceFunction(
             self,
             "Recorder",
-            code=code,
+            base=base,
             handler=OUTCOME_HANDLER,
             description="Cairn outbound mail outcomes",
             timeout=Duration.seconds(30),
             memory_size=512,
-            environment={**environment, **self.environment},
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
+            environment=self.environment,
             on_failure=destinations.SqsDestination(self.failures),
         )
         self.topic.add_subscription(
@@ -127,14 +117,11 @@ class OutboundEmail(Construct):
         self.sweep = ServiceFunction(
             self,
             "OutcomeSweep",
-            code=code,
+            base=base,
             handler=OUTCOME_SWEEP_HANDLER,
             description="Cairn outbound mail outcome deadlines",
             timeout=Duration.minutes(2),
             memory_size=512,
-            environment=environment,
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
         )
         events.Rule(
             self,

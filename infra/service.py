@@ -27,7 +27,7 @@ from infra.checks import acknowledge, finding_text
 from infra.code import function_code
 from infra.config import StageConfig
 from infra.email import InboundEmail
-from infra.function import ServiceFunction
+from infra.function import FunctionBase, ServiceFunction
 from infra.outbound import OutboundEmail
 from infra.server_secret import ServerSecret
 from infra.storage import CairnTable
@@ -71,12 +71,17 @@ class CairnService(Construct):
         self.table: dynamodb.ITableV2 = storage.table
         # Shared with CairnAddress's handler: one asset per service.
         self.code = code = function_code()
-        environment = {"CAIRN_TABLE_NAME": storage.table.table_name, **config.application_environment}
+        base = FunctionBase(
+            code,
+            {"CAIRN_TABLE_NAME": storage.table.table_name, **config.application_environment},
+            config.log_retention,
+            config.removal_policy,
+        )
 
         api_service = ServiceFunction(
             self,
             "ApiFunction",
-            code=code,
+            base=base,
             handler=API_HANDLER,
             description="Cairn HTTP API",
             # No read waits here (long-polls, event streams and `/mcp`, whose poll may wait, run in
@@ -84,9 +89,6 @@ class CairnService(Construct):
             # so API Gateway, not Lambda, cuts a slow request.
             timeout=Duration.seconds(30),
             memory_size=1024,
-            environment=environment,
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
             reserved_concurrency=config.api_reserved_concurrency,
             # New containers start from a snapshot taken after import (`cairn.entrypoints.snapstart`).
             snap_start=True,
@@ -96,13 +98,11 @@ class CairnService(Construct):
         # Provisioning under a key and inbox verifiers need it; no other function does.
         self.server_secret = ServerSecret(self, "ServerSecret", config=config)
         self.server_secret.grant_read(api_function)
-        streaming = StreamingFunction(
-            self, "StreamingFunction", code=code, environment=environment, config=config
-        ).function
+        streaming = StreamingFunction(self, "StreamingFunction", base=base, config=config).function
         storage.grant_store_access(streaming, function="streaming")
         functions = {"api": api_function, "streaming": streaming}
 
-        self.wakeups = Wakeups(self, "Wakeups", storage=storage, config=config, code=code, environment=environment)
+        self.wakeups = Wakeups(self, "Wakeups", storage=storage, config=config, base=base)
         # The API sends test deliveries (`POST .../subscriptions/{id}/test`).
         self.wakeups.grant_targets(api_function)
         functions.update(self.wakeups.functions)
@@ -113,14 +113,7 @@ class CairnService(Construct):
         self.email: InboundEmail | None = None
         self.outbound: OutboundEmail | None = None
         if config.email_domain is not None:
-            self.email = email = InboundEmail(
-                self,
-                "Email",
-                domain=config.email_domain,
-                config=config,
-                code=code,
-                environment=environment,
-            )
+            self.email = email = InboundEmail(self, "Email", domain=config.email_domain, config=config, base=base)
             storage.grant_store_access(email.ingest.function, function="email-ingest")
             # Attachment downloads and replays re-read the stored message; deleting an address discards its mail.
             for reader in (api_function, streaming):
@@ -129,12 +122,7 @@ class CairnService(Construct):
                     reader.add_environment(name, value)
             functions["email-ingest"] = email.ingest.function
             self.outbound = outbound = OutboundEmail(
-                self,
-                "Outbound",
-                domain=config.email_domain,
-                config=config,
-                code=code,
-                environment=environment,
+                self, "Outbound", domain=config.email_domain, config=config, base=base
             )
             # The REST send and contact routes, and `/mcp`'s send_email and add_contact (streaming function).
             for sender in (api_function, streaming):

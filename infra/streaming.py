@@ -22,14 +22,11 @@ what those tools write (`infra.storage.FUNCTION_ACTIONS`, the send grant).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from aws_cdk import Duration
-from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from infra.config import STREAM_LIMIT_SECONDS, StageConfig
-from infra.function import ServiceFunction
+from infra.function import FunctionBase, ServiceFunction
 
 # What the wrapper runs; named as the handler so the function says what it runs.
 STREAMING_HANDLER = "cairn.entrypoints.streaming.main"
@@ -40,20 +37,12 @@ EXEC_WRAPPER = "/var/task/cairn/entrypoints/stream_bootstrap"
 class StreamingFunction(Construct):
     """Serves the feed (polls, long-polls, event streams), attachment downloads and `/mcp`, streamed."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        code: lambda_.Code,
-        environment: Mapping[str, str],
-        config: StageConfig,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, base: FunctionBase, config: StageConfig) -> None:
         super().__init__(scope, construct_id)
         self.function = ServiceFunction(
             self,
             "Function",
-            code=code,
+            base=base,
             handler=STREAMING_HANDLER,
             description="Cairn feed reads, attachment downloads and MCP (response streaming)",
             # An event stream ends by itself before this (`max_stream_seconds`); API Gateway's
@@ -61,8 +50,6 @@ class StreamingFunction(Construct):
             timeout=Duration.seconds(STREAM_LIMIT_SECONDS),
             # Reading and parsing a 40 MB message for one attachment needs the room.
             memory_size=1024,
-            environment={**environment, "AWS_LAMBDA_EXEC_WRAPPER": EXEC_WRAPPER},
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
+            environment={"AWS_LAMBDA_EXEC_WRAPPER": EXEC_WRAPPER},
             reserved_concurrency=config.stream_reserved_concurrency,
         ).function

@@ -8,7 +8,7 @@ context names, and nothing wider.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
@@ -21,7 +21,7 @@ from constructs import Construct
 from infra.checks import acknowledge
 from infra.config import StageConfig
 from infra.failure_queue import failure_queue
-from infra.function import ServiceFunction
+from infra.function import FunctionBase, ServiceFunction
 from infra.storage import CairnTable
 
 DISPATCH_HANDLER = "cairn.entrypoints.wake_handler.stream_handler"
@@ -64,14 +64,7 @@ STREAM_PARALLELIZATION = 10
 
 class Wakeups(Construct):
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        storage: CairnTable,
-        config: StageConfig,
-        code: lambda_.Code,
-        environment: Mapping[str, str],
+        self, scope: Construct, construct_id: str, *, storage: CairnTable, config: StageConfig, base: FunctionBase
     ) -> None:
         super().__init__(scope, construct_id)
         self._patterns = config.wake_target_arns
@@ -81,14 +74,11 @@ class Wakeups(Construct):
         self.dispatcher = ServiceFunction(
             self,
             "Dispatcher",
-            code=code,
+            base=base,
             handler=DISPATCH_HANDLER,
             description="Cairn wake-up dispatcher (table stream)",
             timeout=DISPATCH_TIMEOUT,
             memory_size=512,
-            environment=environment,
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
         ).function
         self.dispatcher.add_event_source(
             event_sources.DynamoEventSource(
@@ -122,14 +112,11 @@ class Wakeups(Construct):
         self.sweep = ServiceFunction(
             self,
             "Sweep",
-            code=code,
+            base=base,
             handler=SWEEP_HANDLER,
             description="Cairn wake-up retry sweep",
             timeout=DISPATCH_TIMEOUT,
             memory_size=512,
-            environment=environment,
-            log_retention=config.log_retention,
-            removal_policy=config.removal_policy,
         ).function
         events.Rule(
             self,

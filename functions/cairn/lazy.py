@@ -1,10 +1,10 @@
 """Package faces that import a module the first time one of its names is asked for.
 
-A package lists its public names in `__all__` and imports them under
-`TYPE_CHECKING` for type checkers; at run time `exports` gives it the module
-`__getattr__` and `__dir__` that load each name from its home module on
-first use. Importing the package then costs nothing, so a Lambda function
-loads only the modules it touches.
+A package imports its public names under `TYPE_CHECKING` for type checkers,
+each as `Name as Name` (an explicit re-export); at run time `exports` gives
+it the module `__getattr__`, `__dir__` and `__all__`, and the hooks load
+each name from its home module on first use. Importing the package then
+costs nothing, so a Lambda function loads only the modules it touches.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 def exports(
     package: str, modules: Mapping[str, tuple[str, ...]]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """`__getattr__` and `__dir__` for `package`, whose module `package.<m>` holds the names `modules[m]`."""
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """`__getattr__`, `__dir__` and `__all__` for `package`, whose module `package.<m>` holds the names `modules[m]`."""
     namespace = vars(importlib.import_module(package))
     homes = {name: module for module, names in modules.items() for name in names}
 
@@ -31,4 +31,4 @@ def exports(
     def __dir__() -> list[str]:
         return sorted(set(namespace) | set(homes))
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, sorted(homes)

@@ -36,6 +36,7 @@ from cairn.addresses.ports import (
     ReadLeases,
     StateMoved,
     StateStore,
+    TrimRequest,
 )
 from cairn.addresses.quota import Writer
 from cairn.addresses.state_model import KeyChange, StateChanges, StateEntry, StateLimits
@@ -378,9 +379,13 @@ def test_a_trim_removes_the_oldest_events_and_frees_their_slots(stores: Stores) 
     stores.addresses.acknowledge(record.id, 3, refs[2].id, now=NOW)
     digest = credentials.digest(READ_TOKEN)
     trim = {"last": MAX_EVENTS, "now": NOW}
-    acked = stores.addresses.trim(record.id, digest, floor=0, through=4, include_unacknowledged=False, **trim)
+    acked = stores.addresses.trim(
+        TrimRequest(record.id, digest, floor=0, through=4, include_unacknowledged=False, **trim)
+    )
     assert (acked.trimmed, acked.trimmed_through) == (1, 1), "stops before event 2, not acknowledged"
-    everything = stores.addresses.trim(record.id, digest, floor=1, through=3, include_unacknowledged=True, **trim)
+    everything = stores.addresses.trim(
+        TrimRequest(record.id, digest, floor=1, through=3, include_unacknowledged=True, **trim)
+    )
     assert (everything.trimmed, everything.trimmed_through) == (2, 3)
     assert stores.addresses.load(record.id).trimmed_through == 3
     page = stores.addresses.list_events(record.id, after=0, limit=10, now=NOW, max_bytes=10_000)
@@ -390,7 +395,9 @@ def test_a_trim_removes_the_oldest_events_and_frees_their_slots(stores: Stores) 
         append(stores.addresses, record, event(), now=NOW)
     with pytest.raises(Unauthorized):
         stores.addresses.trim(
-            record.id, credentials.digest("wrong"), floor=3, through=5, include_unacknowledged=True, last=8, now=NOW
+            TrimRequest(
+                record.id, credentials.digest("wrong"), floor=3, through=5, include_unacknowledged=True, last=8, now=NOW
+            )
         )
     counts = stores.addresses.count_events(record.id, now=NOW)
     assert (counts.retained, counts.unacknowledged) == (5, 5)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from cairn import credentials
 from cairn.addresses.access import admit, authenticate, require_well_formed
 from cairn.addresses.models import Acknowledged, AddressRecord, Event, FeedPage, TrimResult, sequence_of
-from cairn.addresses.ports import AddressStore, RateSpent, ReadLeases, Waiter
+from cairn.addresses.ports import AddressStore, RateSpent, ReadLeases, TrimRequest, Waiter
 from cairn.clock import Clock
 from cairn.errors import NotFound, RateLimited, TooManyHeldReads
 from cairn.settings import Settings
@@ -90,13 +90,15 @@ class Feed:
         now = self._clock()
         record = authenticate(self._table, address_id, read_token, now=now)
         return self._table.trim(
-            address_id,
-            record.read_token_digest,
-            floor=record.trimmed_through,
-            last=record.last_sequence,
-            through=min(through, record.last_sequence),
-            include_unacknowledged=include_unacknowledged,
-            now=now,
+            TrimRequest(
+                address_id,
+                record.read_token_digest,
+                floor=record.trimmed_through,
+                last=record.last_sequence,
+                through=min(through, record.last_sequence),
+                include_unacknowledged=include_unacknowledged,
+                now=now,
+            )
         )
 
     def _trimmed_through(self, address_id: str, known: int) -> int:

@@ -25,30 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from cairn import credentials
+from cairn.addresses import models, ports
 from cairn.addresses.inbox_settings import InboxSettings
-from cairn.addresses.models import (
-    Acknowledged,
-    AddressRecord,
-    AppendResult,
-    Event,
-    EventRef,
-    FeedCounts,
-    FeedPage,
-    IdempotencyClaim,
-    TrimResult,
-    event_id,
-    sent_size,
-)
-from cairn.addresses.ports import (
-    AlreadyProvisioned,
-    AppendRequest,
-    CredentialKind,
-    InboxSettingsMoved,
-    ProvisionClaim,
-    RateCount,
-    RateSpent,
-    StateMoved,
-)
 from cairn.addresses.quota import FeedQuota
 from cairn.addresses.rate_windows import WINDOW_SECONDS, retry_after, window_of
 from cairn.addresses.state_model import StateEntry, StateSnapshot, StateUsage, usage_delta
@@ -60,7 +38,7 @@ _NO_HEAD_DIGEST = "0" * 64
 
 @dataclass(frozen=True)
 class _Claim:
-    ref: EventRef
+    ref: models.EventRef
     request_digest: str
     expires_at: int
 
@@ -69,10 +47,10 @@ class _Claim:
 class _Address:
     """Everything stored under one address: its head, events, claims, state and held reads."""
 
-    record: AddressRecord
+    record: models.AddressRecord
     read_window: int
     read_hits: int = 0
-    events: dict[int, Event] = field(default_factory=dict)
+    events: dict[int, models.Event] = field(default_factory=dict)
     claims: dict[str, _Claim] = field(default_factory=dict)
     state: dict[str, StateEntry] = field(default_factory=dict)
     usage: StateUsage = StateUsage()
@@ -86,7 +64,7 @@ class AddressMemory:
     lock: threading.RLock = field(default_factory=threading.RLock)
     addresses: dict[str, _Address] = field(default_factory=dict)
     # Kept apart from the addresses, as on DynamoDB: a deleted address's provisioning claim stays.
-    provision_claims: dict[str, tuple[str, ProvisionClaim]] = field(default_factory=dict)
+    provision_claims: dict[str, tuple[str, ports.ProvisionClaim]] = field(default_factory=dict)
     rates: dict[tuple[str, str, int, int], int] = field(default_factory=dict)
 
     def count(self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int) -> int | None:
@@ -111,7 +89,7 @@ def _opens(address: _Address | None, digest: str, *, now: float) -> bool:
     return opens and address is not None and _live_head(address.record, now)
 
 
-def _live_head(record: AddressRecord, now: float) -> bool:
+def _live_head(record: models.AddressRecord, now: float) -> bool:
     return record.expires_at is None or record.expires_at > int(now)
 
 
@@ -132,14 +110,18 @@ class InMemoryAddressStore:
     # -- heads ---------------------------------------------------------------
 
     def create(
-        self, record: AddressRecord, *, rate: RateCount | None = None, claim: ProvisionClaim | None = None
+        self,
+        record: models.AddressRecord,
+        *,
+        rate: ports.RateCount | None = None,
+        claim: ports.ProvisionClaim | None = None,
     ) -> None:
         memory = self._memory
         with memory.lock:
             if claim is not None and claim.key_digest in memory.provision_claims:
                 # Decided first: a retry is answered with its address even when the rate is spent.
                 address_id, held = memory.provision_claims[claim.key_digest]
-                raise AlreadyProvisioned(address_id, held.request_digest, held.derivation)
+                raise ports.AlreadyProvisioned(address_id, held.request_digest, held.derivation)
             if record.id in memory.addresses:
                 raise Unavailable()
             if rate is not None:
@@ -147,17 +129,17 @@ class InMemoryAddressStore:
                     rate.scope, rate.subject, limit=rate.limit, now=record.created_at, window_seconds=WINDOW_SECONDS
                 )
                 if wait is not None:
-                    raise RateSpent(wait)
+                    raise ports.RateSpent(wait)
             if claim is not None:
                 memory.provision_claims[claim.key_digest] = (record.id, claim)
             memory.addresses[record.id] = _Address(record=record, read_window=window_of(record.created_at))
 
-    def load(self, address_id: str) -> AddressRecord | None:
+    def load(self, address_id: str) -> models.AddressRecord | None:
         with self._memory.lock:
             address = self._memory.addresses.get(address_id)
             return None if address is None else address.record
 
-    def admit_read(self, address_id: str, read_token_digest: str, *, limit: int, now: float) -> AddressRecord:
+    def admit_read(self, address_id: str, read_token_digest: str, *, limit: int, now: float) -> models.AddressRecord:
         with self._memory.lock:
             address = self._memory.addresses.get(address_id)
             if not _opens(address, read_token_digest, now=now) or address is None:
@@ -165,7 +147,7 @@ class InMemoryAddressStore:
             window = window_of(now)
             if address.read_window >= window:
                 if address.read_hits >= limit:
-                    raise RateSpent(retry_after(now))
+                    raise ports.RateSpent(retry_after(now))
                 address.read_hits += 1
             else:
                 address.read_window, address.read_hits = window, 1
@@ -194,7 +176,7 @@ class InMemoryAddressStore:
 
     # -- appends -------------------------------------------------------------
 
-    def append(self, request: AppendRequest) -> AppendResult:
+    def append(self, request: ports.AppendRequest) -> models.AppendResult:
         """Checked in DynamoDB's order: the credential, the inbox settings, a retained duplicate, the
         quota, then the state; nothing is written unless everything passes."""
         if request.outcome_slots or request.send_allowance is not None or request.retried_handoff is not None:
@@ -215,11 +197,13 @@ class InMemoryAddressStore:
                 raise self._quota.refusal(request.writer)
             self._check_state(address, request)
             expires_at = int(now) + self._retention
-            refs: list[EventRef] = []
+            refs: list[models.EventRef] = []
             for offset, new in enumerate(request.events, start=1):
-                ref = EventRef(id=event_id(last + offset, credentials.new_suffix()), sequence=last + offset)
+                ref = models.EventRef(
+                    id=models.event_id(last + offset, credentials.new_suffix()), sequence=last + offset
+                )
                 refs.append(ref)
-                address.events[ref.sequence] = Event(
+                address.events[ref.sequence] = models.Event(
                     id=ref.id,
                     sequence=ref.sequence,
                     type=new.type,
@@ -238,9 +222,9 @@ class InMemoryAddressStore:
                 )
             self._apply_state(address, request)
             address.record = replace(address.record, last_sequence=new_last)
-            return AppendResult(events=refs)
+            return models.AppendResult(events=refs)
 
-    def _admitted(self, request: AppendRequest) -> _Address:
+    def _admitted(self, request: ports.AppendRequest) -> _Address:
         """The live address the request's credential opens, its inbox settings as the post read them."""
         address = self._memory.addresses.get(request.address_id)
         if address is None or not _live_head(address.record, request.now):
@@ -249,28 +233,28 @@ class InMemoryAddressStore:
             record = address.record
             stored = (
                 record.read_token_digest
-                if request.credential.kind is CredentialKind.READ_TOKEN
+                if request.credential.kind is ports.CredentialKind.READ_TOKEN
                 else record.inbox_secret_digest
             )
             if not hmac.compare_digest(stored, request.credential.digest):
                 raise Unauthorized()
         if request.inbox_revision is not None and address.record.inbox.revision != request.inbox_revision:
-            raise InboxSettingsMoved(address.record.inbox)
+            raise ports.InboxSettingsMoved(address.record.inbox)
         return address
 
-    def _retained_duplicate(self, address: _Address, request: AppendRequest) -> AppendResult | None:
-        claims: list[IdempotencyClaim] = [request.idempotency] if request.idempotency is not None else []
+    def _retained_duplicate(self, address: _Address, request: ports.AppendRequest) -> models.AppendResult | None:
+        claims: list[models.IdempotencyClaim] = [request.idempotency] if request.idempotency is not None else []
         for claim in [*claims, *request.earlier_claims]:
             held = address.claims.get(claim.key_digest)
             if held is None or not _live(held.expires_at, int(request.now)):
                 continue
             if not hmac.compare_digest(held.request_digest, claim.request_digest):
                 raise IdempotencyKeyReused("This Idempotency-Key was already used with a different request body.")
-            return AppendResult(events=[held.ref], duplicate=True)
+            return models.AppendResult(events=[held.ref], duplicate=True)
         return None
 
     @staticmethod
-    def _check_state(address: _Address, request: AppendRequest) -> None:
+    def _check_state(address: _Address, request: ports.AppendRequest) -> None:
         """`StateMoved` unless every key is still what its change was planned from and the usage fits."""
         if request.state is None:
             return
@@ -281,16 +265,16 @@ class InMemoryAddressStore:
             else:
                 moved = current is None or current.revision != change.previous.revision
             if moved:
-                raise StateMoved()
+                raise ports.StateMoved()
         delta = usage_delta(request.state.changes)
         limits = request.state.limits
         if delta.bytes > 0 and address.usage.bytes > limits.max_bytes - delta.bytes:
-            raise StateMoved()
+            raise ports.StateMoved()
         if delta.keys > 0 and address.usage.keys > limits.max_keys - delta.keys:
-            raise StateMoved()
+            raise ports.StateMoved()
 
     @staticmethod
-    def _apply_state(address: _Address, request: AppendRequest) -> None:
+    def _apply_state(address: _Address, request: ports.AppendRequest) -> None:
         if request.state is None:
             return
         for change in request.state.changes:
@@ -306,43 +290,43 @@ class InMemoryAddressStore:
 
     # -- reads ---------------------------------------------------------------
 
-    def _events(self, address_id: str) -> dict[int, Event]:
+    def _events(self, address_id: str) -> dict[int, models.Event]:
         address = self._memory.addresses.get(address_id)
         return {} if address is None else address.events
 
-    def list_events(self, address_id: str, *, after: int, limit: int, now: float, max_bytes: int) -> FeedPage:
+    def list_events(self, address_id: str, *, after: int, limit: int, now: float, max_bytes: int) -> models.FeedPage:
         """As DynamoDB pages: the first event always comes, the one that crosses `max_bytes` does not."""
         with self._memory.lock:
             events = self._events(address_id)
             live = [events[sequence] for sequence in sorted(events) if sequence > after]
             live = [event for event in live if _live(event.expires_at, now)]
-        page: list[Event] = []
+        page: list[models.Event] = []
         size = 0
         for event in live:
             if len(page) == limit:
-                return FeedPage(events=page, has_more=True)
-            size += sent_size(event)
+                return models.FeedPage(events=page, has_more=True)
+            size += models.sent_size(event)
             if page and size > max_bytes:
-                return FeedPage(events=page, has_more=True)
+                return models.FeedPage(events=page, has_more=True)
             page.append(event)
-        return FeedPage(events=page, has_more=False)
+        return models.FeedPage(events=page, has_more=False)
 
-    def count_events(self, address_id: str, *, now: float) -> FeedCounts:
+    def count_events(self, address_id: str, *, now: float) -> models.FeedCounts:
         with self._memory.lock:
             address = self._memory.addresses.get(address_id)
             if address is None:
-                return FeedCounts(retained=0, unacknowledged=0)
+                return models.FeedCounts(retained=0, unacknowledged=0)
             last = address.record.last_sequence
             live = [e for e in address.events.values() if e.sequence <= last and _live(e.expires_at, now)]
         unacknowledged = sum(event.acknowledged_at is None for event in live)
-        return FeedCounts(retained=len(live), unacknowledged=unacknowledged, last_sequence=last)
+        return models.FeedCounts(retained=len(live), unacknowledged=unacknowledged, last_sequence=last)
 
-    def load_event(self, address_id: str, sequence: int, *, now: float) -> Event | None:
+    def load_event(self, address_id: str, sequence: int, *, now: float) -> models.Event | None:
         with self._memory.lock:
             event = self._events(address_id).get(sequence)
         return event if event is not None and _live(event.expires_at, now) else None
 
-    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> EventRef | None:
+    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> models.EventRef | None:
         with self._memory.lock:
             address = self._memory.addresses.get(address_id)
             held = None if address is None else address.claims.get(key_digest)
@@ -350,7 +334,7 @@ class InMemoryAddressStore:
 
     def acknowledge(
         self, address_id: str, sequence: int, event_id_text: str, *, now: float, read_token_digest: str | None = None
-    ) -> Acknowledged | None:
+    ) -> models.Acknowledged | None:
         with self._memory.lock:
             address = self._memory.addresses.get(address_id)
             if read_token_digest is not None and not _opens(address, read_token_digest, now=now):
@@ -359,34 +343,25 @@ class InMemoryAddressStore:
             if address is None or event is None or event.id != event_id_text or not _live(event.expires_at, now):
                 return None
             if event.acknowledged_at is not None:
-                return Acknowledged(id=event.id, sequence=sequence, acknowledged_at=event.acknowledged_at)
+                return models.Acknowledged(id=event.id, sequence=sequence, acknowledged_at=event.acknowledged_at)
             acknowledged_at = round(now, 3)
             address.events[sequence] = replace(event, acknowledged_at=acknowledged_at)
-            return Acknowledged(id=event.id, sequence=sequence, acknowledged_at=acknowledged_at)
+            return models.Acknowledged(id=event.id, sequence=sequence, acknowledged_at=acknowledged_at)
 
-    def trim(
-        self,
-        address_id: str,
-        read_token_digest: str,
-        *,
-        floor: int,
-        last: int,
-        through: int,
-        include_unacknowledged: bool,
-        now: float,
-    ) -> TrimResult:
+    def trim(self, request: ports.TrimRequest) -> models.TrimResult:
         """Remove the oldest events up to `through`; see `cairn.dynamodb.feed_trim`."""
+        floor = request.floor
         with self._memory.lock:
-            address = self._memory.addresses.get(address_id)
-            if address is None or not hmac.compare_digest(address.record.read_token_digest, read_token_digest):
+            address = self._memory.addresses.get(request.address_id)
+            if address is None or not hmac.compare_digest(address.record.read_token_digest, request.read_token_digest):
                 raise Unauthorized()
-            cut = through
+            cut = request.through
             doomed: list[int] = []
             trimmed = 0
-            for sequence in sorted(s for s in address.events if s <= through):
+            for sequence in sorted(s for s in address.events if s <= request.through):
                 event = address.events[sequence]
-                live = _live(event.expires_at, now)
-                if sequence > floor and live and event.acknowledged_at is None and not include_unacknowledged:
+                live = _live(event.expires_at, request.now)
+                if sequence > floor and live and event.acknowledged_at is None and not request.include_unacknowledged:
                     cut = sequence - 1
                     break
                 doomed.append(sequence)
@@ -396,7 +371,7 @@ class InMemoryAddressStore:
                 address.record = replace(address.record, trimmed_through=cut)
             for sequence in doomed:
                 del address.events[sequence]
-            return TrimResult(trimmed=trimmed, trimmed_through=cut)
+            return models.TrimResult(trimmed=trimmed, trimmed_through=cut)
 
 
 class InMemoryStateStore:

@@ -14,19 +14,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from cairn.addresses import models
 from cairn.addresses.inbox_settings import InboxSettings
-from cairn.addresses.models import (
-    Acknowledged,
-    AddressRecord,
-    AppendResult,
-    Event,
-    EventRef,
-    FeedCounts,
-    FeedPage,
-    IdempotencyClaim,
-    NewEvent,
-    TrimResult,
-)
 from cairn.addresses.quota import Writer
 from cairn.addresses.state_model import StateChanges, StateEntry, StateSnapshot, StateUsage
 
@@ -59,13 +48,13 @@ class AppendRequest:
     """
 
     address_id: str
-    events: Sequence[NewEvent]
+    events: Sequence[models.NewEvent]
     credential: Credential | None
     now: float
-    idempotency: IdempotencyClaim | None = None
+    idempotency: models.IdempotencyClaim | None = None
     # Claims an earlier form of the same request may hold (checked, never taken): a live one makes
     # the append a duplicate of its event, decided in the same commit.
-    earlier_claims: Sequence[IdempotencyClaim] = ()
+    earlier_claims: Sequence[models.IdempotencyClaim] = ()
     state: StateChanges | None = None
     # The head's sequence when the caller has just read it; else a guess.
     last_sequence: int | None = None
@@ -88,6 +77,25 @@ class AppendRequest:
 
 
 @dataclass(frozen=True)
+class TrimRequest:
+    """The oldest events of a feed to remove, up to `through`, under the read token's digest.
+
+    Only acknowledged events go, unless `include_unacknowledged`: the trim
+    stops before the first live event not yet acknowledged. `floor` and
+    `last` are the head's `trimmed_through` and `last_sequence` as the
+    caller read them.
+    """
+
+    address_id: str
+    read_token_digest: str
+    floor: int
+    last: int
+    through: int
+    include_unacknowledged: bool
+    now: float
+
+
+@dataclass(frozen=True)
 class RetriedHandoff:
     """The send at `sequence`, whose hand-off attempt `attempt` the carrier refused, leased until `lease_until`."""
 
@@ -104,7 +112,7 @@ class OutcomeDeadline:
     message_id: str
     # The send whose outcome it waits for, when the commit appends no event (a retried hand-off), and
     # which hand-off attempt of it: each attempt has its own slot and outcome.
-    send: EventRef | None = None
+    send: models.EventRef | None = None
     attempt: int = 1
 
 
@@ -189,16 +197,16 @@ class AddressStore(Protocol):
     """Address heads, their event feeds and idempotency claims."""
 
     def create(
-        self, record: AddressRecord, *, rate: RateCount | None = None, claim: ProvisionClaim | None = None
+        self, record: models.AddressRecord, *, rate: RateCount | None = None, claim: ProvisionClaim | None = None
     ) -> None:
         """Store a new address head; with `rate`, only if one more use fits (`RateSpent` otherwise), in the
         same write; with `claim`, only if its key claimed no address before (`AlreadyProvisioned`
         otherwise, with nothing written or counted)."""
 
-    def load(self, address_id: str) -> AddressRecord | None:
+    def load(self, address_id: str) -> models.AddressRecord | None:
         """The head of a live or expired address; None once deleted or unknown."""
 
-    def admit_read(self, address_id: str, read_token_digest: str, *, limit: int, now: float) -> AddressRecord:
+    def admit_read(self, address_id: str, read_token_digest: str, *, limit: int, now: float) -> models.AddressRecord:
         """The live address the digest opens, with one read counted against its per-minute read rate of
         `limit`, in one write. `Unauthorized` for an unknown, expired or deleted address or another digest
         (one refusal, nothing counted); `RateSpent` when the digest opens it but the rate is used up."""
@@ -206,7 +214,7 @@ class AddressStore(Protocol):
     def delete(self, address_id: str, read_token_digest: str) -> bool:
         """Remove the address and all it holds if the digest opens it, expired or not; False when refused."""
 
-    def append(self, request: AppendRequest) -> AppendResult:
+    def append(self, request: AppendRequest) -> models.AppendResult:
         """Append atomically with consecutive sequences.
 
         Raises `Unauthorized` (dead address or wrong credential),
@@ -223,37 +231,27 @@ class AddressStore(Protocol):
         False when refused either way: the caller reads again to tell which.
         """
 
-    def list_events(self, address_id: str, *, after: int, limit: int, now: float, max_bytes: int) -> FeedPage:
+    def list_events(self, address_id: str, *, after: int, limit: int, now: float, max_bytes: int) -> models.FeedPage:
         """Up to `limit` live events after sequence `after`, oldest first, about `max_bytes` of data."""
 
-    def count_events(self, address_id: str, *, now: float) -> FeedCounts:
+    def count_events(self, address_id: str, *, now: float) -> models.FeedCounts:
         """Live events, how many of them are not acknowledged, and the last sequence they were counted at."""
 
-    def load_event(self, address_id: str, sequence: int, *, now: float) -> Event | None:
+    def load_event(self, address_id: str, sequence: int, *, now: float) -> models.Event | None:
         """One live event by its sequence, or None."""
 
-    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> EventRef | None:
+    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> models.EventRef | None:
         """The event a live idempotency claim points to, or None."""
 
     def acknowledge(
         self, address_id: str, sequence: int, event_id_text: str, *, now: float, read_token_digest: str | None = None
-    ) -> Acknowledged | None:
+    ) -> models.Acknowledged | None:
         """Mark a live event handled (the first time is kept); None if there is no such event.
 
         With `read_token_digest`, the digest opening the live address is a condition of the same write:
         `Unauthorized` otherwise, whatever the event."""
 
-    def trim(
-        self,
-        address_id: str,
-        read_token_digest: str,
-        *,
-        floor: int,
-        last: int,
-        through: int,
-        include_unacknowledged: bool,
-        now: float,
-    ) -> TrimResult:
+    def trim(self, request: TrimRequest) -> models.TrimResult:
         """Remove the oldest events up to `through`, stopping before the first live unacknowledged one
         unless `include_unacknowledged`; the head keeps how far the feed is trimmed (`floor` and `last`
         as read).

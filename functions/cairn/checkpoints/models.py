@@ -61,6 +61,15 @@ class NewCheckpoint:
 
 
 @dataclass(frozen=True)
+class CheckpointRef:
+    """One checkpoint of a thread, by namespace and id: what its writes are made against."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+
+
+@dataclass(frozen=True)
 class StoredCheckpoint:
     """A checkpoint as stored, with the writes made against it so far.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from cairn.checkpoints.models import NewCheckpoint, Owner, Search, StoredCheckpoint, Write
+from cairn.checkpoints.models import CheckpointRef, NewCheckpoint, Owner, Search, StoredCheckpoint, Write
 
 
 class CheckpointStore(Protocol):
@@ -20,16 +20,7 @@ class CheckpointStore(Protocol):
         """
         ...
 
-    def put_writes(
-        self,
-        owner: Owner,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        writes: Sequence[Write],
-        *,
-        now: float,
-    ) -> None:
+    def put_writes(self, owner: Owner, checkpoint: CheckpointRef, writes: Sequence[Write], *, now: float) -> None:
         """Store the writes in one commit; a regular write already stored under its task and index stays as it is."""
         ...
 
@@ -46,9 +37,7 @@ class CheckpointStore(Protocol):
         """
         ...
 
-    def writes_after(
-        self, address_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str, after: str
-    ) -> Iterator[Write]:
+    def writes_after(self, address_id: str, checkpoint: CheckpointRef, after: str) -> Iterator[Write]:
         """The writes of a checkpoint after `after` (a write's `position`), read lazily."""
         ...
 

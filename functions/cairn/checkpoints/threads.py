@@ -24,6 +24,7 @@ from cairn.addresses.ports import AddressStore
 from cairn.checkpoints.models import (
     Blob,
     CheckpointPage,
+    CheckpointRef,
     NewCheckpoint,
     Owner,
     Search,
@@ -100,7 +101,7 @@ class Checkpoints:
         if 1 + len(writes) + len(parts) > MAX_ACTIONS:
             raise PayloadTooLarge("Too many writes and parts for one request: send fewer at once.", field="writes")
         owner = self._owner(address_id, read_token)
-        self._store.put_writes(owner, thread_id, checkpoint_ns, checkpoint_id, writes, now=self._clock())
+        self._store.put_writes(owner, CheckpointRef(thread_id, checkpoint_ns, checkpoint_id), writes, now=self._clock())
 
     def put_part(self, address_id: str, read_token: str | None, *, thread_id: str, digest: str, data: bytes) -> None:
         """Keep one part of a large value for the thread; `digest` must be the SHA-256 of `data`."""
@@ -184,7 +185,7 @@ class Checkpoints:
     ) -> WritePage:
         """The rest of a checkpoint's writes, after the `more_writes` position of an answer that had no room."""
         self._owner(address_id, read_token)
-        writes = self._store.writes_after(address_id, thread_id, checkpoint_ns, checkpoint_id, after)
+        writes = self._store.writes_after(address_id, CheckpointRef(thread_id, checkpoint_ns, checkpoint_id), after)
         taken: list[Write] = []
         budget = ANSWER_BUDGET
         for write in writes:

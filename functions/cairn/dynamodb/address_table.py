@@ -49,6 +49,7 @@ from cairn.addresses.ports import (
     RateCount,
     RateSpent,
     StateMoved,
+    TrimRequest,
 )
 from cairn.addresses.quota import FeedQuota
 from cairn.dynamodb import (
@@ -225,13 +226,8 @@ class AddressTable:
             try:
                 response = self._client.update_item(TableName=self._table, Key=pk, **update)
             except ClientError as error:
-                code = error_code(error)
-                if code == "TransactionConflictException":
-                    # An append's transaction holds the head for a moment.
-                    table_ops.pause_after_conflict(attempt)
+                if not table_ops.condition_failed(error, attempt):
                     continue
-                if code != "ConditionalCheckFailedException":
-                    raise
                 returned: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
                 head = returned or self._item(pk)
                 verdict = read_count.verdict(head, read_token_digest, limit=limit, now=now)
@@ -734,27 +730,17 @@ class AddressTable:
         """One item by a consistent read, where a failed condition did not return it."""
         return self._client.get_item(TableName=self._table, Key=item_key, ConsistentRead=True).get("Item")
 
-    def trim(
-        self,
-        address_id: str,
-        read_token_digest: str,
-        *,
-        floor: int,
-        last: int,
-        through: int,
-        include_unacknowledged: bool,
-        now: float,
-    ) -> TrimResult:
+    def trim(self, request: TrimRequest) -> TrimResult:
         return trim_feed(
             self._client,
             self._table,
-            address_id,
-            read_token_digest,
-            floor=floor,
-            counted_from=max(last - self._quota.max_events + 1, 0),
-            through=through,
-            include_unacknowledged=include_unacknowledged,
-            now=now,
+            request.address_id,
+            request.read_token_digest,
+            floor=request.floor,
+            counted_from=max(request.last - self._quota.max_events + 1, 0),
+            through=request.through,
+            include_unacknowledged=request.include_unacknowledged,
+            now=request.now,
         )
 
     # -- helpers -------------------------------------------------------------

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cairn import jsontext
-from cairn.checkpoints.models import Blob, NewCheckpoint, Owner, StoredCheckpoint, Write
+from cairn.checkpoints.models import Blob, CheckpointRef, NewCheckpoint, Owner, StoredCheckpoint, Write
 from cairn.dynamodb import blobs, keys
 from cairn.dynamodb.address_items import DELETED, READ_TOKEN
 from cairn.dynamodb.items import b, get_int, get_s, key, n, s
@@ -89,14 +89,16 @@ def checkpoint_put(table: str, owner: Owner, checkpoint: NewCheckpoint, *, now: 
     return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
-def write_put(table: str, owner: Owner, thread_id: str, checkpoint_ns: str, checkpoint_id: str, write: Write) -> Item:
+def write_put(table: str, owner: Owner, checkpoint: CheckpointRef, write: Write) -> Item:
     """A write's item; a regular write (index 0 or more) is stored once, a special one replaced."""
-    sk = keys.checkpoint_write_sk(thread_id, checkpoint_ns, checkpoint_id, write.task_id, write.index)
+    sk = keys.checkpoint_write_sk(
+        checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id, write.task_id, write.index
+    )
     put: Item = {
         "TableName": table,
         "Item": {
             **key(keys.address_pk(owner.address_id), sk),
-            "checkpoint_id": s(checkpoint_id),
+            "checkpoint_id": s(checkpoint.checkpoint_id),
             _TASK_ID: s(write.task_id),
             "task_path": s(write.task_path),
             "idx": n(write.index),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from cairn.checkpoints.models import NewCheckpoint, Owner, Search, StoredCheckpoint, Write
+from cairn.checkpoints.models import CheckpointRef, NewCheckpoint, Owner, Search, StoredCheckpoint, Write
 from cairn.dynamodb import blobs, checkpoint_items, keys, table_ops
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_s, key
 from cairn.errors import CheckpointPartMissing, CheckpointStale, CheckpointThreadExists, Unauthorized, Unavailable
@@ -93,32 +93,18 @@ class CheckpointTable:
         ).get("Item")
         return get_s(item or {}, checkpoint_items.HEAD_ID)
 
-    def put_writes(
-        self,
-        owner: Owner,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        writes: Sequence[Write],
-        *,
-        now: float,
-    ) -> None:
+    def put_writes(self, owner: Owner, checkpoint: CheckpointRef, writes: Sequence[Write], *, now: float) -> None:
         pending = list(writes)
         while pending:
-            pending = self._write_once(owner, thread_id, checkpoint_ns, checkpoint_id, pending, now=now)
+            pending = self._write_once(owner, checkpoint, pending, now=now)
 
-    def _write_once(
-        self, owner: Owner, thread_id: str, checkpoint_ns: str, checkpoint_id: str, writes: list[Write], *, now: float
-    ) -> list[Write]:
+    def _write_once(self, owner: Owner, checkpoint: CheckpointRef, writes: list[Write], *, now: float) -> list[Write]:
         """Commit the writes; those still to send when some were stored before (they stay as they are)."""
         parts = list(dict.fromkeys(part for write in writes for part in write.value.parts))
         actions = [
             checkpoint_items.address_check(self._table, owner, now=now),
-            *(
-                checkpoint_items.write_put(self._table, owner, thread_id, checkpoint_ns, checkpoint_id, w)
-                for w in writes
-            ),
-            *(checkpoint_items.part_check(self._table, owner, thread_id, part) for part in parts),
+            *(checkpoint_items.write_put(self._table, owner, checkpoint, w) for w in writes),
+            *(checkpoint_items.part_check(self._table, owner, checkpoint.thread_id, part) for part in parts),
         ]
         rest: list[Write] = []
 
@@ -371,12 +357,12 @@ class CheckpointTable:
         if items and items[0]["sk"]["S"] == sk:
             yield checkpoint_items.checkpoint_from(items[0], [checkpoint_items.write_from(item) for item in items[1:]])
 
-    def writes_after(
-        self, address_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str, after: str
-    ) -> Iterator[Write]:
-        prefix = keys.checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
-        upper = keys.upper_bound(prefix)
-        if not keys.checkpoint_sk(thread_id, checkpoint_ns, checkpoint_id) <= after < upper:
+    def writes_after(self, address_id: str, checkpoint: CheckpointRef, after: str) -> Iterator[Write]:
+        sk = keys.checkpoint_sk(checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id)
+        upper = keys.upper_bound(
+            keys.checkpoint_writes_prefix(checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id)
+        )
+        if not sk <= after < upper:
             return
         for item in table_ops.query_range(self._client, self._table, keys.address_pk(address_id), after, upper):
             if item["sk"]["S"] != after and checkpoint_items.is_write(item):

@@ -76,12 +76,8 @@ class ReadLeases:
                 )
                 return None
             except ClientError as error:
-                code = error_code(error)
-                if code == "TransactionConflictException":
-                    table_ops.pause_after_conflict(attempt)
+                if not table_ops.condition_failed(error, attempt):
                     continue
-                if code != "ConditionalCheckFailedException":
-                    raise
                 # The head as the condition saw it (ALL_OLD); a store that returns none is read instead.
                 head = error.response.get("Item") or self._read(head_key)  # type: ignore[assignment]
             if not head or DELETED in head:

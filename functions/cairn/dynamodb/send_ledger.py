@@ -28,7 +28,7 @@ from cairn.dynamodb.outbound_items import (
     HANDOFF_OUTCOME,
     PROVIDER_MESSAGE_ID,
 )
-from cairn.email.outbound_ports import CARRIER_OUTCOMES, CarrierOutcome, HandoffTurn
+from cairn.email.outbound_ports import CARRIER_OUTCOMES, CarrierOutcome, Handoff, HandoffTurn
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -65,7 +65,20 @@ class SendLedger:
             return _turn_from(error.response.get("Item"), now=now)
         return HandoffTurn("yours", attempt=get_int(taken.get("Attributes", {}), HANDOFF_ATTEMPT, 1))
 
-    def done(
+    def done(self, address_id: str, sequence: int, handoff: Handoff, *, now: float, attempt: int) -> None:
+        self._record(
+            address_id,
+            sequence,
+            now=now,
+            attempt=attempt,
+            outcome=handoff.outcome,
+            provider_message_id=handoff.provider_message_id,
+        )
+
+    def refused(self, address_id: str, sequence: int, *, now: float, attempt: int) -> None:
+        self._record(address_id, sequence, now=now, attempt=attempt, outcome="failed", provider_message_id=None)
+
+    def _record(
         self,
         address_id: str,
         sequence: int,
@@ -75,6 +88,7 @@ class SendLedger:
         outcome: CarrierOutcome | None,
         provider_message_id: str | None,
     ) -> None:
+        """Mark the hand-off done with what the carrier said, retried on transient trouble."""
         values: dict[str, Any] = {":now": n(round(now, 3))}
         # Only while `attempt` is the send's last: a caller whose lease ran out never overwrites a later one.
         condition = "attribute_exists(pk) AND " + _is_attempt(attempt, values)

@@ -184,3 +184,19 @@ def pause_after_conflict(attempt: int) -> None:
     Full jitter, doubling from a millisecond, so writers that met once do not meet again.
     """
     time.sleep(random.uniform(0, 0.001 * 2**attempt))
+
+
+def condition_failed(error: ClientError, attempt: int) -> bool:
+    """Whether a conditional update of a head failed its condition.
+
+    False when an append's transaction held the head for a moment instead:
+    after `pause_after_conflict`, the caller writes it again. Any other
+    error is raised again.
+    """
+    code = error_code(error)
+    if code == "TransactionConflictException":
+        pause_after_conflict(attempt)
+        return False
+    if code != "ConditionalCheckFailedException":
+        raise error
+    return True

@@ -183,20 +183,17 @@ class HandoffLedger(Protocol):
     def take_turn(self, address_id: str, sequence: int, *, now: float, lease_seconds: float) -> HandoffTurn:
         """Claim the hand-off of the send at `sequence` for `lease_seconds` unless it is done or leased."""
 
-    def done(
-        self,
-        address_id: str,
-        sequence: int,
-        *,
-        now: float,
-        attempt: int,
-        outcome: CarrierOutcome | None,
-        provider_message_id: str | None,
-    ) -> None:
+    def done(self, address_id: str, sequence: int, handoff: Handoff, *, now: float, attempt: int) -> None:
         """Record that the carrier had attempt `attempt` of the send, and the outcome it gave at once.
 
-        `failed` for a refusal, which a retry may follow with the next
-        attempt; nothing is recorded once a later attempt has begun.
+        Nothing is recorded once a later attempt has begun.
+        """
+
+    def refused(self, address_id: str, sequence: int, *, now: float, attempt: int) -> None:
+        """Record that the carrier refused attempt `attempt` of the send (`failed`).
+
+        A retry may follow with the next attempt; nothing is recorded once a
+        later attempt has begun.
         """
 
 

@@ -215,22 +215,13 @@ class Sending:
             handoff = mailer.send(dataclasses.replace(message, tags=tags))
         except MailerError as error:
             logger.warning("outbound mail refused", extra={"address_id": address_id, "reason": error.reason})
-            self._ledger.done(
-                address_id, ref.sequence, now=self._clock(), attempt=attempt, outcome="failed", provider_message_id=None
-            )
+            self._ledger.refused(address_id, ref.sequence, now=self._clock(), attempt=attempt)
             self.record_outcome(
                 address_id, ref.id, "failed", message_id=message.message_id, detail=error.reason, attempt=attempt
             )
             return "failed"
         # Recorded before the outcome: a retry that finds it done records a lost outcome, never mails again.
-        self._ledger.done(
-            address_id,
-            ref.sequence,
-            now=self._clock(),
-            attempt=attempt,
-            outcome=handoff.outcome,
-            provider_message_id=handoff.provider_message_id,
-        )
+        self._ledger.done(address_id, ref.sequence, handoff, now=self._clock(), attempt=attempt)
         if handoff.outcome is not None:
             self.record_outcome(
                 address_id,

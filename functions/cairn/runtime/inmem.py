@@ -9,18 +9,9 @@ from datetime import datetime
 from typing import TypeVar
 
 from cairn.decimal_text import is_decimal
+from cairn.runtime import state
 from cairn.runtime.backend import Reads
 from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
-from cairn.runtime.state import (
-    PURGED,
-    BufferedUnitOfWork,
-    Pointer,
-    RunState,
-    SeedAttempt,
-    SeedHead,
-    SessionState,
-    UnitOfWork,
-)
 from cairn.runtime.store import EngineRuntimeStore, utc_now
 
 T = TypeVar("T")
@@ -29,20 +20,20 @@ T = TypeVar("T")
 class InMemoryBackend:
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self.sessions: dict[str, SessionState] = {}
-        self.runs: dict[str, RunState] = {}
+        self.sessions: dict[str, state.SessionState] = {}
+        self.runs: dict[str, state.RunState] = {}
         self.run_records: dict[str, list[RunRecord]] = {}
         self.checkpoints: dict[str, RunSuspension] = {}
-        self.session_lists: dict[str, list[Pointer]] = {}
+        self.session_lists: dict[str, list[state.Pointer]] = {}
         self.session_runs: dict[str, list[str]] = {}
         self.record_keys: dict[tuple[str, str], RunRecord] = {}
-        self.seed_heads: dict[str, SeedHead] = {}
-        self.seed_attempts: dict[tuple[str, str], SeedAttempt] = {}
+        self.seed_heads: dict[str, state.SeedHead] = {}
+        self.seed_attempts: dict[tuple[str, str], state.SeedAttempt] = {}
         self.seed_bodies: dict[tuple[str, str], list[SeedRecord]] = {}
         self.seed_keys: dict[tuple[str, str, str], SeedRecord] = {}
         self.session_seeds: dict[str, set[str]] = {}
 
-    def transact(self, operation: Callable[[UnitOfWork], T], reads: Reads | None = None) -> T:
+    def transact(self, operation: Callable[[state.UnitOfWork], T], reads: Reads | None = None) -> T:
         with self._lock:
             unit = _InMemoryUnitOfWork(self)
             result = operation(unit)
@@ -73,11 +64,11 @@ class InMemoryBackend:
             self.seed_bodies.setdefault((run_id, attempt_id), []).append(seed_record)
             self.seed_keys[(run_id, attempt_id, seed_record.key)] = seed_record
 
-    def load_session(self, session_id: str) -> SessionState | None:
+    def load_session(self, session_id: str) -> state.SessionState | None:
         with self._lock:
             return copy.deepcopy(self.sessions.get(session_id))
 
-    def load_run(self, run_id: str) -> RunState | None:
+    def load_run(self, run_id: str) -> state.RunState | None:
         with self._lock:
             return copy.deepcopy(self.runs.get(run_id))
 
@@ -102,7 +93,7 @@ class InMemoryBackend:
             index = int(record_id) - 1 if is_decimal(record_id) else -1
             return records[index] if 0 <= index < len(records) else None
 
-    def pointers(self, session_id: str, after_position: int) -> Iterator[Pointer]:
+    def pointers(self, session_id: str, after_position: int) -> Iterator[state.Pointer]:
         with self._lock:
             return iter(list(self.session_lists.get(session_id, [])[after_position:]))
 
@@ -125,18 +116,18 @@ class InMemoryBackend:
                     table.pop(run_id, None)
             self.session_lists.pop(session_id, None)
             self.session_runs.pop(session_id, None)
-            self.sessions[session_id].status = PURGED
+            self.sessions[session_id].status = state.PURGED
 
 
-class _InMemoryUnitOfWork(BufferedUnitOfWork):
+class _InMemoryUnitOfWork(state.BufferedUnitOfWork):
     def __init__(self, backend: InMemoryBackend) -> None:
         super().__init__()
         self._backend = backend
 
-    def load_session(self, session_id: str) -> SessionState | None:
+    def load_session(self, session_id: str) -> state.SessionState | None:
         return self._backend.load_session(session_id)
 
-    def load_run(self, run_id: str) -> RunState | None:
+    def load_run(self, run_id: str) -> state.RunState | None:
         return self._backend.load_run(run_id)
 
     def load_record_by_key(self, run_id: str, event_key: str) -> RunRecord | None:
@@ -145,10 +136,10 @@ class _InMemoryUnitOfWork(BufferedUnitOfWork):
     def load_checkpoint(self, run_id: str) -> RunSuspension | None:
         return self._backend.load_checkpoint(run_id)
 
-    def load_seed_head(self, run_id: str) -> SeedHead | None:
+    def load_seed_head(self, run_id: str) -> state.SeedHead | None:
         return copy.deepcopy(self._backend.seed_heads.get(run_id))
 
-    def load_seed_attempt(self, run_id: str, attempt_id: str) -> SeedAttempt | None:
+    def load_seed_attempt(self, run_id: str, attempt_id: str) -> state.SeedAttempt | None:
         return copy.deepcopy(self._backend.seed_attempts.get((run_id, attempt_id)))
 
     def load_seed_record_by_key(self, run_id: str, attempt_id: str, key: str) -> SeedRecord | None:

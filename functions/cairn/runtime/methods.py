@@ -17,39 +17,7 @@ from dataclasses import Field, dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cairn.runtime.model import (
-    MAX_SEED_PAGE_RECORDS,
-    MAX_TRANSCRIPT_PAGE_RECORDS,
-    AppendResult,
-    ChildRunStart,
-    ChildRunStartResult,
-    OneShotChildRunStart,
-    OneShotChildRunStartResult,
-    OneShotRunStart,
-    OneShotRunStartResult,
-    PreparationAttempt,
-    PreparationOperation,
-    RootRunStart,
-    RootRunStartResult,
-    RunCancellation,
-    RunMeta,
-    RunPreparation,
-    RunRecord,
-    RunRecordPage,
-    RunRepairResult,
-    RunSeed,
-    RunStatus,
-    RunSuspension,
-    RunSuspensionCommand,
-    RunTerminal,
-    SeedAppend,
-    SeedDeclaration,
-    SeedPage,
-    SeedPublication,
-    Session,
-    SessionStatus,
-    SynchronousRunStart,
-)
+from cairn.runtime import model
 
 if TYPE_CHECKING:
     from cairn.runtime.store import RuntimeStore
@@ -94,7 +62,7 @@ class EndSession(Arguments):
 @dataclass(frozen=True)
 class RunsBySession(Arguments):
     session_id: str
-    statuses: list[RunStatus] = field(default_factory=list)
+    statuses: list[model.RunStatus] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # The store takes any iterable of statuses; the body carries a list.
@@ -125,7 +93,7 @@ class TranscriptQuery(Arguments):
     run_id: str
     through_record_id: str
     after_record_id: str = ""
-    limit: int = MAX_TRANSCRIPT_PAGE_RECORDS
+    limit: int = model.MAX_TRANSCRIPT_PAGE_RECORDS
 
 
 @dataclass(frozen=True)
@@ -139,7 +107,7 @@ class SeedRecordsQuery(Arguments):
     run_id: str
     end_id: str
     after_id: str = ""
-    limit: int = MAX_SEED_PAGE_RECORDS
+    limit: int = model.MAX_SEED_PAGE_RECORDS
 
 
 @dataclass(frozen=True)
@@ -151,17 +119,17 @@ class SeedPosition(Boxed):
 class PreparationFound(Boxed):
     """The accepted body, or null when there is none (goa-ai's `found == false`)."""
 
-    preparation: RunPreparation | None
+    preparation: model.RunPreparation | None
 
 
 @dataclass(frozen=True)
 class StatusResult(Boxed):
-    status: SessionStatus
+    status: model.SessionStatus
 
 
 @dataclass(frozen=True)
 class RunList(Boxed):
-    runs: list[RunMeta]
+    runs: list[model.RunMeta]
 
 
 @dataclass(frozen=True)
@@ -202,38 +170,38 @@ METHODS: dict[str, Method] = {
     method.name: method
     for method in (
         # sessions
-        Method("create_session", CreateSession, Session),
-        Method("load_session", SessionRef, Session),
+        Method("create_session", CreateSession, model.Session),
+        Method("load_session", SessionRef, model.Session),
         Method("load_session_status", SessionRef, StatusResult),
-        Method("end_session", EndSession, Session),
+        Method("end_session", EndSession, model.Session),
         Method("purge_session", SessionRef, Done),
         Method("list_runs_by_session", RunsBySession, RunList),
         # initial history and preparations
-        Method("begin_run_seed", SeedDeclaration, RunSeed),
-        Method("append_run_seed", SeedAppend, SeedPosition),
-        Method("publish_run_seed", SeedPublication, Done),
-        Method("find_run_preparation", PreparationOperation, PreparationFound),
-        Method("settle_run_preparation", PreparationAttempt, PreparationFound),
-        Method("list_run_preparation_records", SeedRecordsQuery, SeedPage),
-        Method("load_run_seed", SeedRef, RunSeed),
-        Method("list_run_seed_records", SeedRecordsQuery, SeedPage),
+        Method("begin_run_seed", model.SeedDeclaration, model.RunSeed),
+        Method("append_run_seed", model.SeedAppend, SeedPosition),
+        Method("publish_run_seed", model.SeedPublication, Done),
+        Method("find_run_preparation", model.PreparationOperation, PreparationFound),
+        Method("settle_run_preparation", model.PreparationAttempt, PreparationFound),
+        Method("list_run_preparation_records", SeedRecordsQuery, model.SeedPage),
+        Method("load_run_seed", SeedRef, model.RunSeed),
+        Method("list_run_seed_records", SeedRecordsQuery, model.SeedPage),
         # starts and records
-        Method("start_root_run", RootRunStart, RootRunStartResult),
-        Method("start_child_run", ChildRunStart, ChildRunStartResult),
-        Method("start_one_shot_run", OneShotRunStart, OneShotRunStartResult),
-        Method("start_one_shot_child_run", OneShotChildRunStart, OneShotChildRunStartResult),
-        Method("start_synchronous_run", SynchronousRunStart, OneShotRunStartResult),
-        Method("append_run_record", RunRecord, AppendResult),
-        Method("record_run_cancellation", RunCancellation, AppendResult),
-        Method("record_run_suspension", RunSuspensionCommand, AppendResult),
-        Method("record_run_terminal", RunTerminal, AppendResult),
-        Method("repair_run_suspension", RunSuspensionCommand, RunRepairResult),
-        Method("repair_run_terminal", RunTerminal, RunRepairResult),
+        Method("start_root_run", model.RootRunStart, model.RootRunStartResult),
+        Method("start_child_run", model.ChildRunStart, model.ChildRunStartResult),
+        Method("start_one_shot_run", model.OneShotRunStart, model.OneShotRunStartResult),
+        Method("start_one_shot_child_run", model.OneShotChildRunStart, model.OneShotChildRunStartResult),
+        Method("start_synchronous_run", model.SynchronousRunStart, model.OneShotRunStartResult),
+        Method("append_run_record", model.RunRecord, model.AppendResult),
+        Method("record_run_cancellation", model.RunCancellation, model.AppendResult),
+        Method("record_run_suspension", model.RunSuspensionCommand, model.AppendResult),
+        Method("record_run_terminal", model.RunTerminal, model.AppendResult),
+        Method("repair_run_suspension", model.RunSuspensionCommand, model.RunRepairResult),
+        Method("repair_run_terminal", model.RunTerminal, model.RunRepairResult),
         # reads
-        Method("load_run", RunRef, RunMeta),
-        Method("load_run_suspension", RunRef, RunSuspension),
-        Method("list_run_records", RunRecordsQuery, RunRecordPage),
-        Method("list_session_run_records", SessionRecordsQuery, RunRecordPage),
-        Method("list_run_transcript_records", TranscriptQuery, RunRecordPage),
+        Method("load_run", RunRef, model.RunMeta),
+        Method("load_run_suspension", RunRef, model.RunSuspension),
+        Method("list_run_records", RunRecordsQuery, model.RunRecordPage),
+        Method("list_session_run_records", SessionRecordsQuery, model.RunRecordPage),
+        Method("list_run_transcript_records", TranscriptQuery, model.RunRecordPage),
     )
 }
