@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cairn.addresses.models import HTTP_SURFACE, OUTBOUND_SURFACE, STATE_SURFACE
@@ -43,7 +45,13 @@ def test_the_environment_fills_what_is_not_given_and_arguments_win(monkeypatch: 
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("CAIRN_MAX_EVENTS", "many"), ("CAIRN_MAX_WAIT_SECONDS", "29"), ("CAIRN_WAKE_TARGET_ARNS", "arn:aws:sqs:*")],
+    [
+        ("CAIRN_MAX_EVENTS", "many"),
+        ("CAIRN_MAX_WAIT_SECONDS", "29"),
+        ("CAIRN_WAKE_TARGET_ARNS", "arn:aws:sqs:*"),
+        ("CAIRN_WEBHOOK_ALLOW_LOCAL", "maybe"),
+        ("CAIRN_OUTBOUND", "smtp"),
+    ],
 )
 def test_a_value_the_environment_cannot_hold_stops_the_start(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str
@@ -51,3 +59,13 @@ def test_a_value_the_environment_cannot_hold_stops_the_start(
     monkeypatch.setenv(variable, value)
     with pytest.raises(InvalidSetting, match=variable.removeprefix("CAIRN_").lower()):
         Settings.from_environment()
+
+
+def test_changed_settings_are_checked_as_new_ones() -> None:
+    settings = Settings(max_events="500", email_blob_dir="mail")
+    assert (settings.max_events, settings.email_blob_dir) == (500, Path("mail"))
+    assert settings.replace(max_events=600).max_events == 600
+    with pytest.raises(InvalidSetting, match="owner_reserved_events"):
+        settings.replace(owner_reserved_events=500)
+    with pytest.raises(InvalidSetting, match="max_events"):
+        settings.replace(max_events=True)
