@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any, get_origin, get_type_hints
 
 import msgspec
 from msgspec import Meta
@@ -188,7 +188,7 @@ def _field_types() -> dict[str, Any]:
 
 
 def _is_tuple(kind: Any) -> bool:
-    return getattr(kind, "__origin__", None) is tuple
+    return get_origin(kind) is tuple
 
 
 def _from_text(kind: type, value: Any) -> Any:
