@@ -29,7 +29,8 @@ when it ends. What it measures, in the order printed:
    agent waits 25 s idle beside one 25 s long-poll.
 4. Baseline: the inbox append's transaction (head Update with a condition +
    event Put) in raw boto3 at 1 and 8 threads on the same DynamoDB Local,
-   and Cairn's HTTP posts/s as a share of it.
+   with and without the idempotency record a post with an Idempotency-Key
+   writes, and Cairn's HTTP posts/s as a share of each.
 5. Durable state: DynamoDB calls and transaction items per state operation
    (read, list, create, replace, stale write, delete, a batch of 5, and
    concurrent compare-and-set increments), counted as in 1; increments per
@@ -79,7 +80,9 @@ when it ends. What it measures, in the order printed:
     wake-ups, mail outcomes),
     fresh Python processes import it and answer a first request; import time,
     time to the first answer and peak memory, each beside a fresh process's
-    `import boto3` (and its first GetItem) in the same run as a ratio.
+    `import boto3` (and its first GetItem) in the same run as a ratio; and
+    two floors without Cairn: the API's libraries, and boto3 with one
+    pydantic model.
 
 Then the DynamoDB calls of each operation beside the minimum it could have
 (read off the counted tables), and last one summary table: each benchmark's

@@ -7,8 +7,10 @@ the import to the first request's answer (a provisioning for the API, an
 ingested message for email, an attachment through the download function's
 handler), and the process's peak memory. Beside them in the same run, a
 fresh process's `import boto3`, and its first DynamoDB answer (a client and
-one GetItem), as the ratio each figure is read against. The processes talk
-to the same DynamoDB Local; the wall clock includes nothing but Python.
+one GetItem), as the ratio each figure is read against, and two floors: the
+API's libraries imported without any of Cairn's modules, and `boto3` with one
+pydantic model. The processes talk to the same DynamoDB Local; the wall clock
+includes nothing but Python.
 
 Each process sees what a Lambda container has: Cairn and the packages its
 bundle installs (pyproject's own dependencies, installed apart once for
@@ -104,7 +106,8 @@ def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, pro
         "['ResponseMetadata']['HTTPStatusCode']",
         dict,
     )
-    boto3_start, *starts = _medians([boto3, *entry_points], environment, processes)
+    floors = _library_floors(boto3.first)
+    boto3_start, *starts = _medians([boto3, *entry_points, *floors], environment, processes)
     table = Table(
         f"Cold start per Lambda entry point (fresh processes, median of {processes})",
         ["entry point", "import ms", "x import boto3", "first answer ms", "x boto3's first answer", "peak MB",
@@ -112,7 +115,7 @@ def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, pro
     )  # fmt: skip
     table.add("import boto3 (baseline)", boto3_start.import_ms, 1.0, boto3_start.first_ms, 1.0,
               boto3_start.peak_mb, f"GetItem {boto3_start.answer}")  # fmt: skip
-    for entry_point, start in zip(entry_points, starts, strict=True):
+    for entry_point, start in zip([*entry_points, *floors], starts, strict=True):
         table.add(
             entry_point.name, start.import_ms, round(start.import_ms / boto3_start.import_ms, 2), start.first_ms,
             round(start.first_ms / boto3_start.first_ms, 2), start.peak_mb, start.answer,
@@ -127,8 +130,37 @@ def measure_cold_starts(settings: Settings, table_name: str, blob_dir: Path, pro
         "GetItem on the same DynamoDB Local.",
         "Downloads: the download function's loop resolves with the API handler; its first request is an "
         "attachment download through that handler.",
+        "Floors: the libraries alone, without any of Cairn's modules; their first answer is boto3's (a client and "
+        "one GetItem). The API's floor is what its import costs before Cairn's own code: the DynamoDB client's "
+        "botocore, pydantic, and Powertools' Logger and REST resolver with its validation middleware.",
     ]
     return table
+
+
+# The libraries an entry point imports, without Cairn: the least its import can cost.
+FLOOR_OF_THE_API = "floor: the API's libraries, no Cairn"
+FLOOR_OF_PYDANTIC = "floor: boto3 and a pydantic model, no Cairn"
+
+
+def _library_floors(first_answer: str) -> list[EntryPoint]:
+    api_libraries = """
+import botocore.session
+import pydantic
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import OpenAPIRequestValidationMiddleware
+"""
+    pydantic_model = """
+import boto3
+import pydantic
+class Request(pydantic.BaseModel):
+    task_id: str | None = None
+"""
+    answer = f"import boto3\n{first_answer}"
+    return [
+        EntryPoint(FLOOR_OF_THE_API, api_libraries, answer, dict),
+        EntryPoint(FLOOR_OF_PYDANTIC, pydantic_model, answer, dict),
+    ]
 
 
 def _entry_points(settings: Settings) -> list[EntryPoint]:
