@@ -83,6 +83,9 @@ when it ends. What it measures, in the order printed:
     `import boto3` (and its first GetItem) in the same run as a ratio; and
     two floors without Cairn: the API's libraries, and boto3 with one
     pydantic model.
+13. DynamoDB Local's streams: the raw append by one writer on a table
+    without a stream, on the first table with one and on a second, in a
+    DynamoDB Local started for this part.
 
 Then the DynamoDB calls of each operation beside the minimum it could have
 (read off the counted tables), and last one summary table: each benchmark's
@@ -126,6 +129,7 @@ from bench.runtime_pages import measure_pages
 from bench.seed_pages import measure_seed_pages
 from bench.server import CairnServer
 from bench.state_calls import measure_state_calls
+from bench.stream_tables import measure_stream_tables
 from bench.stream_wakeup import measure_stream_wakeup
 from bench.summary import summarize
 from bench.throughput import measure_throughput
@@ -255,10 +259,13 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         _progress("16/16 cold starts of each Lambda entry point in fresh processes")
         cold_starts = measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)
         integrations = measure_integrations(plan, settings, database, workdir, "16b/16 ")
+    _progress("16c/16 DynamoDB Local's writes on tables with and without a stream (a DynamoDB Local of its own)")
+    stream_tables = measure_stream_tables(settings, workdir, plan.seconds, plan.warmup)
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "stream_wakeup": stream_wakeup,
         "webhooks": webhooks, "idle_reads": idle_reads, "baseline": baseline,
-        "posts_vs_raw": compare_with_cairn(cairn, raw), "state_calls": state_calls, "cas": cas,
+        "posts_vs_raw": compare_with_cairn(cairn, raw), "stream_tables": stream_tables,
+        "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, **handler, "appends": appends, "pages": pages, "seed_pages": seed_pages,
         "replay": replay,

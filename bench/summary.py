@@ -95,6 +95,11 @@ def _shares(rows: list[list[Any]], column: int) -> str:
     return " / ".join(f"{row[column]} %" for row in rows)
 
 
+def _stream_tables(tables: dict[str, Table]) -> tuple[str, str]:
+    rows = tables["stream_tables"].rows
+    return _rates([row[2] for row in rows]), "the raw baseline's table has no stream, cairn serve's is the first"
+
+
 def _polls(tables: dict[str, Table]) -> tuple[str, str]:
     return _rates([_cells(tables["throughput"], "poll wait=0, 8 clients, 8 addresses")["req/s"]]), ""
 
@@ -223,6 +228,10 @@ _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     (
         "inbox posts/s over HTTP: 1 client / 8 clients one address / 8 addresses",
         _against_raw("posts_vs_raw", "target >= 90 % for 1 client and for 8 addresses"),
+    ),
+    (
+        "DynamoDB Local raw appends/s, 1 writer: no stream / first table with a stream / second",
+        _stream_tables,
     ),
     ("polls/s over HTTP, 8 clients", _polls),
     ("long-poll wake-up after the POST answers, p50 / p99", _wakeup),
