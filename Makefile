@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup serve check unit docs test fuzz bench synth clean java chromium
+.PHONY: setup serve check unit docs test fuzz bench synth clean java chromium wrk
 
 # What the linters read, and how many pytest workers share the machine: one a core, since the
 # end-to-end tier starts servers and DynamoDB Locals that keep every core busy.
@@ -34,6 +34,10 @@ java:
 chromium:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+
+# The benchmark drives `cairn serve` with wrk, a load generator in C (bench only).
+wrk:
+	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 
 serve: setup
 	$(BIN)/cairn serve $(ARGS)
@@ -66,7 +70,7 @@ test: setup chromium check docs
 fuzz: setup
 	CAIRN_FUZZ_DEPTH=4 CAIRN_FUZZ_FRESH=1 $(BIN)/pytest -q -n $(WORKERS) tests/e2e/test_hostile_schemathesis.py $(ARGS)
 
-bench: setup
+bench: setup wrk
 	$(BIN)/python -m bench $(ARGS)
 
 # Cairn's own stack, then the example of a team's app that holds Cairn as a construct.

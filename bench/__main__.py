@@ -30,7 +30,12 @@ when it ends. What it measures, in the order printed:
 4. Baseline: the inbox append's transaction (head Update with a condition +
    event Put) in raw boto3 at 1 and 8 threads on the same DynamoDB Local,
    with and without the idempotency record a post with an Idempotency-Key
-   writes, and Cairn's HTTP posts/s as a share of each.
+   writes. Then Cairn's posts side by side with the raw transaction of the
+   same actions: wrk (a load generator in C; `make bench` installs it)
+   posts through `cairn serve` in rounds that alternate with the raw
+   appends' after a warm-up of both, so both meet DynamoDB Local's JVM
+   equally warm (a DynamoDB Local of their own, run after 5); the median of
+   each side's rounds, and Cairn's share.
 5. Durable state: DynamoDB calls and transaction items per state operation
    (read, list, create, replace, stale write, delete, a batch of 5, and
    concurrent compare-and-set increments), counted as in 1; increments per
@@ -108,7 +113,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.baseline import compare_with_cairn, measure_baseline
+from bench.baseline import measure_baseline
 from bench.calls import measure_calls
 from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
@@ -128,6 +133,8 @@ from bench.runtime_calls import measure_runtime_calls
 from bench.runtime_pages import measure_pages
 from bench.seed_pages import measure_seed_pages
 from bench.server import CairnServer
+from bench.side_by_side import Plan as SideBySide
+from bench.side_by_side import compare_posts
 from bench.state_calls import measure_state_calls
 from bench.stream_tables import measure_stream_tables
 from bench.stream_wakeup import measure_stream_wakeup
@@ -167,10 +174,18 @@ class Plan:
     history: int
     # Fresh processes per cold start figure.
     processes: int
+    # Cairn's posts and the raw transaction in alternating rounds.
+    side_by_side: SideBySide
 
 
-FULL = Plan(repeats=20, seconds=8.0, warmup=1.5, trials=50, history=10_000, processes=7)
-QUICK = Plan(repeats=5, seconds=2.5, warmup=1.0, trials=15, history=2_000, processes=3)
+FULL = Plan(
+    repeats=20, seconds=8.0, warmup=1.5, trials=50, history=10_000, processes=7,
+    side_by_side=SideBySide(warmup=20.0, rounds=3, seconds=6.0),
+)  # fmt: skip
+QUICK = Plan(
+    repeats=5, seconds=2.5, warmup=1.0, trials=15, history=2_000, processes=3,
+    side_by_side=SideBySide(warmup=2.0, rounds=1, seconds=2.0),
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,13 +239,13 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         _progress("2/16 DynamoDB calls per state operation")
         state_calls = measure_state_calls(settings, plan.repeats)
         _progress("3/16 raw TransactWriteItems baseline")
-        baseline, raw = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
+        baseline = measure_baseline(client, RAW_TABLE, plan.seconds, plan.warmup)
         _progress("4/16 raw compare-and-set baseline")
         # A client of its own: its calls are counted.
         cas_baseline, raw_cas = measure_cas_baseline(make_client(settings), RAW_TABLE, plan.seconds, plan.warmup)
         _progress("5/16 HTTP throughput against cairn serve")
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
-            throughput, cairn = measure_throughput(server, plan.seconds, plan.warmup)
+            throughput = measure_throughput(server, plan.seconds, plan.warmup)
             _progress("6/16 long-poll and event stream wake-up")
             wakeup = measure_wakeup(server, plan.trials)
             stream_wakeup = measure_stream_wakeup(server, plan.trials)
@@ -238,6 +253,8 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
             _progress(f"7b/16 wake-ups by webhook (with two {IDLE_SECONDS} s idle measurements)")
             webhooks = measure_webhooks(server, settings.replace(table_name=WAKE_TABLE), plan.trials)
+        _progress("7c/16 inbox posts against the raw transaction, side by side (wrk, a DynamoDB Local of its own)")
+        posts_vs_raw = compare_posts(settings, workdir, plan.side_by_side)
         _progress("8/16 DynamoDB calls per runtime store operation")
         runtime_calls = measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)
         _progress("8b/16 the API handler's own time per request, its cost, and a profile")
@@ -264,7 +281,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
     tables = {
         "calls": calls, "throughput": throughput, "wakeup": wakeup, "stream_wakeup": stream_wakeup,
         "webhooks": webhooks, "idle_reads": idle_reads, "baseline": baseline,
-        "posts_vs_raw": compare_with_cairn(cairn, raw), "stream_tables": stream_tables,
+        "posts_vs_raw": posts_vs_raw, "stream_tables": stream_tables,
         "state_calls": state_calls, "cas": cas,
         "cas_baseline": cas_baseline, "cas_vs_raw": compare_cas_with_cairn(cairn_cas, raw_cas),
         "runtime_calls": runtime_calls, **handler, "appends": appends, "pages": pages, "seed_pages": seed_pages,

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from bench.report import Table
-from bench.throughput import POST_1_TO_1, POST_8_TO_1, POST_8_TO_8
-from bench.timing import LoadResult, run_load
+from bench.timing import run_load
 from cairn.dynamodb.address_table import CONDITION_FAILED
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n, s
 
@@ -35,6 +34,8 @@ THREADS = 8
 RAW_1_TO_1 = "1 thread, 1 head"
 RAW_8_TO_1 = f"{THREADS} threads, 1 head"
 RAW_8_TO_8 = f"{THREADS} threads, {THREADS} heads"
+# Writer threads and head items of each shape.
+SHAPES = {RAW_1_TO_1: (1, 1), RAW_8_TO_1: (THREADS, 1), RAW_8_TO_8: (THREADS, THREADS)}
 
 
 class ExtraConditionFailed(Exception):
@@ -116,41 +117,41 @@ def raw_name(work: RawWork, shape: str) -> str:
     return f"{shape}, {work.label}"
 
 
-def measure_baseline(
-    client: DynamoDBClient, table_name: str, seconds: float, warmup: float
-) -> tuple[Table, dict[str, LoadResult]]:
+def measure_baseline(client: DynamoDBClient, table_name: str, seconds: float, warmup: float) -> Table:
     table = Table(
         f"Baseline: raw boto3 TransactWriteItems on DynamoDB Local ({seconds:g} s per row)",
         ["scenario", "appends", "appends/s", "p50 ms", "p99 ms", "transactions per append"],
     )
-    shapes = {RAW_1_TO_1: (1, 1), RAW_8_TO_1: (THREADS, 1), RAW_8_TO_8: (THREADS, THREADS)}
-    results: dict[str, LoadResult] = {}
     for work_number, work in enumerate(WORKS):
-        for number, (shape, (threads, heads)) in enumerate(shapes.items()):
-            head_keys = [f"BENCH#{work_number}#{number}#{index}" for index in range(heads)]
-            for head in head_keys:
-                client.put_item(TableName=table_name, Item={**key(head, "META"), "last_seq": n(0)})
-            writers = [RawAppender(client, table_name, head_keys[index % heads]) for index in range(threads)]
-            appends = [_appending(writer, table_name, work) for writer in writers]
+        for number, (shape, (threads, heads)) in enumerate(SHAPES.items()):
+            writers = raw_writers(client, table_name, f"BENCH#{work_number}#{number}", threads, heads)
+            appends = [appending(writer, table_name, work) for writer in writers]
             run_load(appends, warmup)
             for writer in writers:
                 writer.transactions = 0
             result = run_load(appends, seconds)
             transactions = sum(writer.transactions for writer in writers)
-            name = raw_name(work, shape)
-            results[name] = result
             table.add(
-                name, result.operations, result.per_second, result.p50_ms(), result.p99_ms(),
+                raw_name(work, shape), result.operations, result.per_second, result.p50_ms(), result.p99_ms(),
                 round(transactions / result.operations, 2),
             )  # fmt: skip
     table.notes += [
         "One boto3 client (Cairn's own configuration) shared by the threads; each thread keeps its own guess.",
         "The table has no stream; `cairn serve`'s has one, for wake-ups (see the note under the comparison).",
     ]
-    return table, results
+    return table
 
 
-def _appending(writer: RawAppender, table_name: str, work: RawWork) -> Callable[[], str]:
+def raw_writers(client: DynamoDBClient, table_name: str, prefix: str, threads: int, heads: int) -> list[RawAppender]:
+    """`threads` writers on `heads` new head items (keys from `prefix`), shared in turn."""
+    head_keys = [f"{prefix}#{index}" for index in range(heads)]
+    for head in head_keys:
+        client.put_item(TableName=table_name, Item={**key(head, "META"), "last_seq": n(0)})
+    return [RawAppender(client, table_name, head_keys[index % heads]) for index in range(threads)]
+
+
+def appending(writer: RawAppender, table_name: str, work: RawWork) -> Callable[[], str]:
+    """One append of `work`'s shape by `writer`, for `run_load`."""
     if not work.idempotency_record:
         return writer.append
     numbers = itertools.count()
@@ -161,33 +162,3 @@ def _appending(writer: RawAppender, table_name: str, work: RawWork) -> Callable[
                                        "ConditionExpression": "attribute_not_exists(pk)"}}])  # fmt: skip
 
     return append
-
-
-def compare_with_cairn(cairn: dict[str, LoadResult], raw: dict[str, LoadResult]) -> Table:
-    """Cairn's HTTP inbox posts/s as a share of the raw transaction rate of the same shape."""
-    table = Table(
-        "Cairn over HTTP against the raw transaction",
-        [
-            "shape",
-            "Cairn posts/s",
-            "raw, same actions /s",
-            "Cairn as % of it",
-            "raw, head + event /s",
-            "Cairn as % of that",
-        ],
-    )
-    for shape, cairn_name, raw_shape in [
-        ("1 writer, 1 address", POST_1_TO_1, RAW_1_TO_1),
-        (f"{THREADS} writers, 1 address", POST_8_TO_1, RAW_8_TO_1),
-        (f"{THREADS} writers, {THREADS} addresses", POST_8_TO_8, RAW_8_TO_8),
-    ]:
-        posts = cairn[cairn_name].per_second
-        same, best = (raw[raw_name(work, raw_shape)].per_second for work in (SAME_ACTIONS, FEWEST_ACTIONS))
-        table.add(shape, posts, same, round(100 * posts / same), best, round(100 * posts / best))
-    table.notes += [
-        "Same actions: the transaction a post with an Idempotency-Key commits (head, event, idempotency record).",
-        "Every post goes through HTTP (an httpx client), the resolver and a separate server process on the same "
-        "cores. The server's table has a stream (wake-ups), which DynamoDB Local fills with a record per item "
-        "written, and its wake-up reader reads that stream while the posts land; the raw table has none.",
-    ]
-    return table

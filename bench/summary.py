@@ -13,6 +13,7 @@ from typing import Any
 from bench.calls import CallCounts
 from bench.cold_start import FLOOR_OF_PYDANTIC, FLOOR_OF_THE_API
 from bench.report import Table
+from bench.throughput import POST_1_TO_1, POST_8_TO_1, POST_8_TO_8
 
 
 def summarize(tables: dict[str, Table]) -> Table:
@@ -98,6 +99,11 @@ def _shares(rows: list[list[Any]], column: int) -> str:
 def _stream_tables(tables: dict[str, Table]) -> tuple[str, str]:
     rows = tables["stream_tables"].rows
     return _rates([row[2] for row in rows]), "the raw baseline's table has no stream, cairn serve's is the first"
+
+
+def _python_posts(tables: dict[str, Table]) -> tuple[str, str]:
+    labels = [POST_1_TO_1, POST_8_TO_1, POST_8_TO_8]
+    return _rates([_cells(tables["throughput"], label)["req/s"] for label in labels]), "as an agent's SDK sends them"
 
 
 def _polls(tables: dict[str, Table]) -> tuple[str, str]:
@@ -226,9 +232,10 @@ def _cold_start_ratios(tables: dict[str, Table]) -> tuple[str, str]:
 _ROWS: list[tuple[str, Callable[[dict[str, Table]], tuple[str, str]]]] = [
     ("DynamoDB calls: provision / inbox post / duplicate post / poll / ack", _address_calls),
     (
-        "inbox posts/s over HTTP: 1 client / 8 clients one address / 8 addresses",
+        "inbox posts/s over HTTP, side by side with raw (wrk): 1 client / 8 clients one address / 8 addresses",
         _against_raw("posts_vs_raw", "target >= 90 % for 1 client and for 8 addresses"),
     ),
+    ("inbox posts/s from Python clients (httpx): 1 client / 8 clients one address / 8 addresses", _python_posts),
     (
         "DynamoDB Local raw appends/s, 1 writer: no stream / first table with a stream / second",
         _stream_tables,

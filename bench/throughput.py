@@ -10,7 +10,7 @@ from bench import agent
 from bench.address import Address
 from bench.report import Table
 from bench.server import CairnServer
-from bench.timing import LoadResult, Operation, run_load
+from bench.timing import Operation, run_load
 
 CLIENTS = 8
 
@@ -21,7 +21,7 @@ POST_8_TO_8 = f"inbox post, {CLIENTS} clients, {CLIENTS} addresses"
 POLL_8_TO_8 = f"poll wait=0, {CLIENTS} clients, {CLIENTS} addresses"
 
 
-def measure_throughput(server: CairnServer, seconds: float, warmup: float) -> tuple[Table, dict[str, LoadResult]]:
+def measure_throughput(server: CairnServer, seconds: float, warmup: float) -> Table:
     clients = [server.client() for _ in range(CLIENTS)]
     try:
         one = agent.provision(clients[0])
@@ -55,7 +55,7 @@ def measure_throughput(server: CairnServer, seconds: float, warmup: float) -> tu
         "Polls read after=0 on an address holding one event.",
         "Rate limits and the feed quota are raised for the server, so no request is refused for them.",
     ]
-    return table, results
+    return table
 
 
 def _posting(client: httpx.Client, address: Address) -> Operation:

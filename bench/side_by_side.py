@@ -1,0 +1,140 @@
+"""Inbox posts through `cairn serve` against the raw transaction, side by side on one DynamoDB Local.
+
+DynamoDB Local is a Java program whose compiler keeps making its hot paths
+faster for a minute or more of load: a post's transaction takes it three
+times the processor time in the first seconds that it takes once warm. Two
+rates measured a minute apart therefore compare the JVM's moments as much as
+the code. Here both run first for a warm-up, then in alternating rounds (raw
+first in odd rounds, Cairn first in even ones), and each side's figure is
+the median of its rounds.
+
+Cairn's posts come from wrk (`bench/native_load.py`), one connection per
+client, so the figure is the server's; the raw appends are the baseline's
+own, with the same three actions as a post (head, event, idempotency record).
+Both run on a DynamoDB Local of this part's own, where the server's table is
+the only one with a stream: the posts leave thousands of stream records,
+which would slow every streamed table the later parts make.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench import agent
+from bench.baseline import SAME_ACTIONS, SHAPES, THREADS, appending, raw_writers
+from bench.native_load import WrkResult, post_load
+from bench.report import Table
+from bench.server import CairnServer
+from bench.timing import LoadResult, Operation, run_load
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.table import ensure_table
+from cairn.local.dynamodb_local import DynamoDBLocal
+from cairn.settings import Settings
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
+RAW_TABLE = "bench-side-raw"
+SERVER_TABLE = "bench-side-serve"
+# The baseline's shapes, in its order.
+SHAPE_NAMES = ("1 writer, 1 address", f"{THREADS} writers, 1 address", f"{THREADS} writers, {THREADS} addresses")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long each side runs: a warm-up of each, then `rounds` rounds of `seconds` per shape and side."""
+
+    warmup: float
+    rounds: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    cairn_paths: list[str]
+    raw: list[Operation]
+
+
+@dataclass
+class Rounds:
+    cairn: list[WrkResult]
+    raw: list[LoadResult]
+
+    def cairn_rate(self) -> float:
+        return statistics.median(result.per_second for result in self.cairn)
+
+    def raw_rate(self) -> float:
+        return statistics.median(result.per_second for result in self.raw)
+
+    def pairs(self) -> list[tuple[WrkResult, LoadResult]]:
+        return list(zip(self.cairn, self.raw, strict=True))
+
+
+def compare_posts(settings: Settings, workdir: Path, plan: Plan) -> Table:
+    with DynamoDBLocal(workdir / "dynamodb-side-by-side") as database:
+        client = make_client(settings.replace(dynamodb_endpoint=database.endpoint))
+        ensure_table(client, RAW_TABLE, stream=False)
+        with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
+            shapes = _shapes(server, client)
+            # The busiest shape warms both sides' paths through the new JVM.
+            busiest = shapes[-1]
+            post_load(server.base_url, busiest.cairn_paths, len(busiest.cairn_paths), plan.warmup)
+            run_load(busiest.raw, plan.warmup)
+            measured = {shape.name: _alternate(server, shape, plan) for shape in shapes}
+
+    table = Table(
+        f"Cairn over HTTP against the raw transaction, side by side ({plan.rounds} alternating rounds of "
+        f"{plan.seconds:g} s a side after {plan.warmup:g} s of each)",
+        ["shape", "Cairn posts/s", "raw, same actions /s", "Cairn as % of it", "rounds, Cairn / raw",
+         "Cairn p50 ms", "raw p50 ms", "refused or failed"],
+    )  # fmt: skip
+    for name, rounds in measured.items():
+        cairn, raw = rounds.cairn_rate(), rounds.raw_rate()
+        pairs = ", ".join(f"{ours.per_second:.0f} / {theirs.per_second:.0f}" for ours, theirs in rounds.pairs())
+        failed = sum(result.refused + result.socket_errors for result in rounds.cairn)
+        table.add(
+            name, cairn, raw, round(100 * cairn / raw), pairs,
+            statistics.median(result.p50_ms for result in rounds.cairn),
+            statistics.median(result.p50_ms() for result in rounds.raw), failed,
+        )  # fmt: skip
+    table.notes += [
+        "Cairn: wrk (a load generator in C) with one keep-alive connection per writer, each post with a new "
+        "Idempotency-Key, through uvicorn, the resolver and validation to its one transaction. Raw: the "
+        "baseline's boto3 transaction with the same three actions, from threads of this process.",
+        "Each side's figure is the median of its rounds, on a DynamoDB Local of this part's own. The server's "
+        "table has a stream (wake-ups), read by its wake-up reader while the posts land; the raw table has none "
+        "(part 13: a stream costs the first streamed table about 6 %).",
+        "The throughput table gives the same posts from Python clients (httpx), as an agent's SDK sends them.",
+    ]
+    return table
+
+
+def _shapes(server: CairnServer, client: DynamoDBClient) -> list[Shape]:
+    with server.client() as http:
+        one = agent.provision(http).inbox_path
+        separate = [agent.provision(http).inbox_path for _ in range(THREADS)]
+    shapes = []
+    for number, (name, (threads, heads)) in enumerate(zip(SHAPE_NAMES, SHAPES.values(), strict=True)):
+        writers = raw_writers(client, RAW_TABLE, f"BENCH#SIDE#{number}", threads, heads)
+        paths = [one] * threads if heads == 1 else separate
+        shapes.append(Shape(name, paths, [appending(writer, RAW_TABLE, SAME_ACTIONS) for writer in writers]))
+    return shapes
+
+
+def _alternate(server: CairnServer, shape: Shape, plan: Plan) -> Rounds:
+    rounds = Rounds(cairn=[], raw=[])
+
+    def cairn() -> None:
+        rounds.cairn.append(post_load(server.base_url, shape.cairn_paths, len(shape.cairn_paths), plan.seconds))
+
+    def raw() -> None:
+        rounds.raw.append(run_load(shape.raw, plan.seconds))
+
+    for number in range(plan.rounds):
+        for side in (raw, cairn) if number % 2 == 0 else (cairn, raw):
+            side()
+    return rounds
