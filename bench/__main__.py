@@ -34,8 +34,8 @@ when it ends. What it measures, in the order printed:
    same actions: wrk (a load generator in C; `make bench` installs it)
    posts through `cairn serve` in rounds that alternate with the raw
    appends' after a warm-up of both, so both meet DynamoDB Local's JVM
-   equally warm (a DynamoDB Local of their own, run after 5); the median of
-   each side's rounds, and Cairn's share.
+   equally warm (on a DynamoDB Local of their own); the median of each
+   side's rounds, and Cairn's share.
 5. Durable state: DynamoDB calls and transaction items per state operation
    (read, list, create, replace, stale write, delete, a batch of 5, and
    concurrent compare-and-set increments), counted as in 1; increments per

@@ -109,7 +109,7 @@ class RawWork:
 # The actions a post with an Idempotency-Key commits, and the fewest an append can take.
 SAME_ACTIONS = RawWork("head + event + idempotency record, as a post", True)
 FEWEST_ACTIONS = RawWork("head + event", False)
-# The fewest first, where they ran before; the same actions on a DynamoDB Local warmer still, never flattering Cairn.
+# The fewest first, as they ran before the idempotency record was added.
 WORKS = (FEWEST_ACTIONS, SAME_ACTIONS)
 
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.baseline import RawAppender
+from bench.baseline import raw_writers
 from bench.report import Table
 from bench.timing import LoadResult, run_load
 from cairn.dynamodb.client import make_client
-from cairn.dynamodb.items import key, n
 from cairn.dynamodb.table import ensure_table
 from cairn.local.dynamodb_local import DynamoDBLocal
 from cairn.settings import Settings
@@ -37,8 +36,7 @@ def measure_stream_tables(settings: Settings, workdir: Path, seconds: float, war
         for number, (label, stream) in enumerate(((NO_STREAM, False), (FIRST_STREAM, True), (SECOND_STREAM, True))):
             table_name = f"bench-streams-{number}"
             ensure_table(client, table_name, stream=stream)
-            client.put_item(TableName=table_name, Item={**key("BENCH#STREAMS", "META"), "last_seq": n(0)})
-            append = RawAppender(client, table_name, "BENCH#STREAMS").append
+            append = raw_writers(client, table_name, "BENCH#STREAMS", threads=1, heads=1)[0].append
             # A DynamoDB Local just started answers slower until its JVM has warmed: the first row waits longer.
             run_load([append], warmup if number else warmup + 2 * seconds)
             results[label] = run_load([append], seconds)

@@ -74,26 +74,15 @@ def _address_calls(tables: dict[str, Table]) -> tuple[str, str]:
 
 
 def _against_raw(name: str, target: str) -> Callable[[dict[str, Table]], tuple[str, str]]:
-    """Cairn's rates; the raw transaction's, Cairn's share of it and the share issue 30 asks for; and, where
-    the table has them, the raw transaction's with the fewest actions and Cairn's share of that."""
+    """Cairn's rates, then the raw transaction's, Cairn's share of it and the share issue 30 asks for."""
 
     def figures(tables: dict[str, Table]) -> tuple[str, str]:
-        table = tables[name]
-        rows = table.rows
-        raw = f"{_rates([row[2] for row in rows])} ({_shares(rows, 3)})"
-        if "Cairn as % of that" in table.columns:
-            raw = (
-                f"raw, same actions {raw}; raw, fewest actions {_rates([row[4] for row in rows])} ({_shares(rows, 5)})"
-            )
-        else:
-            raw = f"raw transaction {raw}"
-        return _rates([row[1] for row in rows]), f"{raw}; {target}"
+        rows = tables[name].rows
+        shares = " / ".join(f"{row[3]} %" for row in rows)
+        raw = f"raw transaction {_rates([row[2] for row in rows])} ({shares}); {target}"
+        return _rates([row[1] for row in rows]), raw
 
     return figures
-
-
-def _shares(rows: list[list[Any]], column: int) -> str:
-    return " / ".join(f"{row[column]} %" for row in rows)
 
 
 def _stream_tables(tables: dict[str, Table]) -> tuple[str, str]:
