@@ -12,9 +12,10 @@ in-memory ports instead, for tests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
+
+import msgspec
 
 from cairn.addresses.feed import Feed
 from cairn.addresses.inbox import Inbox
@@ -57,8 +58,8 @@ if TYPE_CHECKING:
     from cairn.wakeups.transports import Transport
 
 
-@dataclass(frozen=True)
-class Services:
+# `dict=True`: each `cached_property` keeps the use case it built in the instance's `__dict__`.
+class Services(msgspec.Struct, frozen=True, dict=True):
     settings: Settings
     inbox: Inbox
     feed: Feed

@@ -4,7 +4,7 @@ The defaults are the AgentAddress limits; CDK sets the same variables in
 Lambda, and `cairn serve` in the local process. Nothing else reads
 `os.environ` for configuration.
 
-Settings are a dataclass checked by msgspec, not a pydantic model: every
+Settings are a msgspec Struct checked by msgspec, not a pydantic model: every
 Lambda entry point reads them while its container starts, and the paths
 that validate no client input (wake-ups, mail, mail outcomes) would
 otherwise import pydantic and build a model for them, most of their cold
@@ -14,13 +14,14 @@ start above boto3's own.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, get_origin, get_type_hints
 
 import msgspec
 from msgspec import Meta
+
+from cairn.values import repr_without
 
 DAY_SECONDS = 86_400
 
@@ -43,8 +44,7 @@ class InvalidSetting(ValueError):
     """A setting its field cannot hold: the deployment refuses to start with it."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Settings:
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Configuration of one Cairn deployment.
 
     Each value is converted and checked against its field when the settings
@@ -97,7 +97,7 @@ class Settings:
     runtime_key: str | None = None
     # The deployment's own secret (`cairn.server_secret`): given here (`cairn serve` keeps one in its
     # data directory), or the ARN of the Secrets Manager secret that holds it (the stack's).
-    server_secret: str | None = field(default=None, repr=False)
+    server_secret: str | None = None
     server_secret_arn: str | None = None
 
     # Raw inbound messages: SES's S3 action writes `<prefix><SES message id>`
@@ -154,7 +154,7 @@ class Settings:
             except msgspec.ValidationError as error:
                 raise InvalidSetting(f"{name}: {error}") from None
             if converted is not value:
-                object.__setattr__(self, name, converted)  # the field's own type, e.g. 500 for "500"
+                msgspec.structs.force_setattr(self, name, converted)  # the field's own type, e.g. 500 for "500"
         if self.owner_reserved_events >= self.max_events:
             raise InvalidSetting("owner_reserved_events must be below max_events")
         # Mail named like inbox posts or state changes could not be told from them.
@@ -178,13 +178,16 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         """These settings with `changes`, checked as a new deployment's."""
-        return replace(self, **changes)
+        return msgspec.structs.replace(self, **changes)
+
+    def __repr__(self) -> str:
+        return repr_without(self, "server_secret")
 
 
 @cache
 def _field_types() -> dict[str, Any]:
     hints = get_type_hints(Settings, include_extras=True)
-    return {item.name: hints[item.name] for item in fields(Settings)}
+    return {name: hints[name] for name in Settings.__struct_fields__}
 
 
 def _is_tuple(kind: Any) -> bool:

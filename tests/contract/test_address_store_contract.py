@@ -8,9 +8,10 @@ DynamoDB Local and in memory (`cairn.addresses.inmem`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
+from msgspec.structs import replace
 
 from cairn import credentials
 from cairn.addresses.inbox_settings import InboxSettings, Verifier

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from typing import Any
 
 import aws_cdk as cdk
+import msgspec
 import pytest
 
 from cairn.settings import EMAIL_PATTERN, RESERVED_SURFACES, SURFACE_NAME_PATTERN, Settings
@@ -21,7 +21,7 @@ def from_context(context: dict[str, Any]) -> StageConfig:
 def test_limits_default_to_the_application_defaults() -> None:
     # The stack passes every limit explicitly; a default changed in the
     # application alone would otherwise be silently overridden in AWS.
-    application = {field.name: field.default for field in dataclasses.fields(Settings)}
+    application = {field.name: field.default for field in msgspec.structs.fields(Settings)}
     assert {name: application[name] for name in LIMIT_DEFAULTS} == dict(LIMIT_DEFAULTS)
 
 

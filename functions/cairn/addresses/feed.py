@@ -6,7 +6,8 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from cairn import credentials
 from cairn.addresses.access import admit, authenticate, require_well_formed

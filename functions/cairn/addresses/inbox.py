@@ -12,7 +12,8 @@ from __future__ import annotations
 import hmac
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from cairn import credentials
 from cairn.addresses import inbox_bodies, verifiers
@@ -42,8 +43,7 @@ _KNOWN_CAPACITY = 50_000
 WAKEUP_HEADER = "Cairn-Wakeup"
 
 
-@dataclass(frozen=True)
-class InboxRequest:
+class InboxRequest(msgspec.Struct, frozen=True):
     """One delivery as it reached the inbox URL.
 
     `content_type` is the whole `Content-Type` header ("" when absent);
@@ -53,9 +53,9 @@ class InboxRequest:
 
     body: bytes
     content_type: str = ""
-    labels: inbox_bodies.Labels = inbox_bodies.Labels()
+    labels: inbox_bodies.Labels = inbox_bodies.NO_LABELS
     idempotency_key: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = msgspec.field(default_factory=dict)
 
 
 class Inbox:

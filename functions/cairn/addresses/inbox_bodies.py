@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import codecs
 import re
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
+
+import msgspec
 
 from cairn import credentials, jsontext
 from cairn.errors import InvalidJson, InvalidRequest
@@ -29,16 +30,18 @@ MAX_CONTENT_TYPE_LENGTH = 256
 _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
-@dataclass(frozen=True)
-class Labels:
+class Labels(msgspec.Struct, frozen=True):
     """An event's `type` and `source` where the body cannot carry them (the inbox URL's query)."""
 
     type: str | None = None
     source: str | None = None
 
 
-@dataclass(frozen=True)
-class InboxBody:
+# A delivery whose URL names neither label.
+NO_LABELS = Labels()
+
+
+class InboxBody(msgspec.Struct, frozen=True):
     """A delivery's body as read: labels, data, the type it was read as, and what makes a retry the same.
 
     `body_json` is the canonical text of a JSON body (None for other kinds);
@@ -54,7 +57,7 @@ class InboxBody:
     request_digest: str
 
 
-def read(raw: bytes, declared: str, labels: Labels = Labels()) -> InboxBody:
+def read(raw: bytes, declared: str, labels: Labels = NO_LABELS) -> InboxBody:
     """The body of one delivery; `declared` is the request's whole `Content-Type` ("" when absent).
 
     Raises `invalid_json` only for a body labelled JSON (or not labelled) that is not JSON, and

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, get_args
 
+import msgspec
+from msgspec.structs import replace
+
 from cairn.errors import InvalidRequest
+from cairn.values import repr_without
 
 if TYPE_CHECKING:
     from cairn.server_secret import ServerSecret
@@ -31,8 +34,7 @@ DEFAULT_TOLERANCE: dict[str, int | None] = {GITHUB: None, STRIPE: 300, SLACK: 30
 MAX_TOLERANCE_SECONDS = 3600
 
 
-@dataclass(frozen=True)
-class Verifier:
+class Verifier(msgspec.Struct, frozen=True):
     """A provider's signing secret for this inbox; `secret` is never shown again once registered.
 
     `secret` is stored `sealed` by the server secret (`sealed_verifiers`); one registered before
@@ -40,14 +42,16 @@ class Verifier:
     """
 
     kind: str
-    secret: str = field(repr=False)
+    secret: str
     tolerance_s: int | None
     created_at: float
     sealed: bool = False
 
+    def __repr__(self) -> str:
+        return repr_without(self, "secret")
 
-@dataclass(frozen=True)
-class InboxSettings:
+
+class InboxSettings(msgspec.Struct, frozen=True):
     """The headers an inbox keeps on each event and the verifiers a delivery must pass (one of).
 
     `revision` counts changes (0: never set), so appends can be conditioned on it.

@@ -22,7 +22,9 @@ import hmac
 import math
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+from msgspec.structs import replace
 
 from cairn import credentials
 from cairn.addresses import models, ports

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from cairn import jsontext
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.decimal_text import is_decimal
 
 
-@dataclass(frozen=True)
-class AddressRecord:
+class AddressRecord(msgspec.Struct, frozen=True):
     """The head of an address: identity, credential digests, feed position."""
 
     id: str
@@ -42,8 +42,7 @@ STATE_SURFACE = "state"
 OUTBOUND_SURFACE = "outbound"
 
 
-@dataclass(frozen=True)
-class NewEvent:
+class NewEvent(msgspec.Struct, frozen=True):
     """An event about to be appended; `data_json` is its canonical JSON text.
 
     `type` and `source` are labels (an inbox poster chooses them);
@@ -61,8 +60,7 @@ class NewEvent:
     verified_by: str | None = None
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(msgspec.Struct, frozen=True):
     """A committed event of an address feed."""
 
     id: str
@@ -83,8 +81,7 @@ class Event:
         return json.loads(self.data_json)
 
 
-@dataclass(frozen=True)
-class Acknowledged:
+class Acknowledged(msgspec.Struct, frozen=True):
     """An acknowledged event: which one, and when it was first acknowledged."""
 
     id: str
@@ -92,46 +89,40 @@ class Acknowledged:
     acknowledged_at: float
 
 
-@dataclass(frozen=True)
-class EventRef:
+class EventRef(msgspec.Struct, frozen=True):
     """Where an appended (or deduplicated) event landed."""
 
     id: str
     sequence: int
 
 
-@dataclass(frozen=True)
-class IdempotencyClaim:
+class IdempotencyClaim(msgspec.Struct, frozen=True):
     """An `Idempotency-Key` and the digest of the request it first came with."""
 
     key_digest: str
     request_digest: str
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(msgspec.Struct, frozen=True):
     events: list[EventRef]
     duplicate: bool = False
 
 
-@dataclass(frozen=True)
-class FeedPage:
+class FeedPage(msgspec.Struct, frozen=True):
     events: list[Event]
     has_more: bool
     # Events up to this sequence were trimmed by the owner: a reader behind it skipped them.
     trimmed_through: int = 0
 
 
-@dataclass(frozen=True)
-class TrimResult:
+class TrimResult(msgspec.Struct, frozen=True):
     """What one trim removed: live events, and the sequence the feed is now trimmed through."""
 
     trimmed: int
     trimmed_through: int
 
 
-@dataclass(frozen=True)
-class FeedCounts:
+class FeedCounts(msgspec.Struct, frozen=True):
     """A feed's depth, counted from one read of its head: `retained` events all lie at or below
     `last_sequence`, so a describe never reports more events than the feed's last sequence."""
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from cairn.addresses import models
 from cairn.addresses.inbox_settings import InboxSettings
@@ -27,16 +28,14 @@ class CredentialKind(enum.Enum):
     INBOX_SECRET = "inbox_secret"
 
 
-@dataclass(frozen=True)
-class Credential:
+class Credential(msgspec.Struct, frozen=True):
     """The digest of the secret a caller presented, and which secret it claims to be."""
 
     kind: CredentialKind
     digest: str
 
 
-@dataclass
-class AppendRequest:
+class AppendRequest(msgspec.Struct):
     """Events to append atomically, under a credential.
 
     `credential` None is for trusted internal writers (inbound email) that
@@ -76,8 +75,7 @@ class AppendRequest:
     retried_handoff: RetriedHandoff | None = None
 
 
-@dataclass(frozen=True)
-class TrimRequest:
+class TrimRequest(msgspec.Struct, frozen=True):
     """The oldest events of a feed to remove, up to `through`, under the read token's digest.
 
     Only acknowledged events go, unless `include_unacknowledged`: the trim
@@ -95,8 +93,7 @@ class TrimRequest:
     now: float
 
 
-@dataclass(frozen=True)
-class RetriedHandoff:
+class RetriedHandoff(msgspec.Struct, frozen=True):
     """The send at `sequence`, whose hand-off attempt `attempt` the carrier refused, leased until `lease_until`."""
 
     sequence: int
@@ -104,8 +101,7 @@ class RetriedHandoff:
     lease_until: float
 
 
-@dataclass(frozen=True)
-class OutcomeDeadline:
+class OutcomeDeadline(msgspec.Struct, frozen=True):
     """When a reserved outcome slot is due (epoch seconds), and the message whose outcome it waits for."""
 
     at: float
@@ -116,8 +112,7 @@ class OutcomeDeadline:
     attempt: int = 1
 
 
-@dataclass(frozen=True)
-class SendAllowance:
+class SendAllowance(msgspec.Struct, frozen=True):
     """At most `limit` sends per address per UTC day; a refusal is `RateLimited` until the next day."""
 
     limit: int
@@ -162,8 +157,7 @@ class CredentialDerivation(enum.StrEnum):
     SERVER_SECRET = "server-secret"
 
 
-@dataclass(frozen=True)
-class ProvisionClaim:
+class ProvisionClaim(msgspec.Struct, frozen=True):
     """The claim a provisioning `Idempotency-Key` makes, stored in the same write as the new head."""
 
     key_digest: str
@@ -184,8 +178,7 @@ class AlreadyProvisioned(Exception):
         self.derivation = derivation
 
 
-@dataclass(frozen=True)
-class RateCount:
+class RateCount(msgspec.Struct, frozen=True):
     """One use of a fixed per-minute window of `scope` for `subject`, at most `limit` uses."""
 
     scope: str

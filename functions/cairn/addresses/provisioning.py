@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from cairn import credentials, jsontext
 from cairn.addresses import inbox_settings
@@ -34,8 +35,7 @@ MIN_PROVISION_KEY_LENGTH = 32
 MIN_DISTINCT_KEY_CHARACTERS = 6
 
 
-@dataclass(frozen=True)
-class Provisioned:
+class Provisioned(msgspec.Struct, frozen=True):
     """A new address with the secrets that are shown this once only."""
 
     record: AddressRecord
@@ -45,8 +45,7 @@ class Provisioned:
     replayed: bool = False
 
 
-@dataclass(frozen=True)
-class AddressOverview:
+class AddressOverview(msgspec.Struct, frozen=True):
     record: AddressRecord
     counts: FeedCounts
     state: StateUsage

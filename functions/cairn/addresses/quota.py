@@ -11,7 +11,8 @@ this is the one place that turns a writer into a capacity.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+import msgspec
 
 from cairn.errors import QuotaExceeded
 
@@ -25,8 +26,7 @@ class Writer(enum.Enum):
     OUTSIDER = "outsider"
 
 
-@dataclass(frozen=True)
-class FeedQuota:
+class FeedQuota(msgspec.Struct, frozen=True):
     max_events: int
     owner_reserve: int = 0
 

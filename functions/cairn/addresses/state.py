@@ -12,8 +12,9 @@ from __future__ import annotations
 import random
 import re
 import time
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from cairn import credentials, jsontext
 from cairn.addresses.access import admit, authenticate, require_well_formed
@@ -53,8 +54,7 @@ def entry_size(key: str, value_json: str) -> int:
     return len(key.encode()) + len(value_json.encode()) + PER_KEY_OVERHEAD
 
 
-@dataclass(frozen=True)
-class StateOperation:
+class StateOperation(msgspec.Struct, frozen=True):
     """One change asked for; `if_revision` (0 or more) is checked at the edge that built it."""
 
     key: str
@@ -63,8 +63,7 @@ class StateOperation:
     if_revision: int | None = None
 
 
-@dataclass(frozen=True)
-class StateWrite:
+class StateWrite(msgspec.Struct, frozen=True):
     """The outcome of one operation; `value` is the value written, as the caller gave it."""
 
     key: str

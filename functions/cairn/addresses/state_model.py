@@ -8,14 +8,14 @@ The usage (key and byte totals) is kept beside the keys.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from cairn.addresses.models import AddressRecord
 
 
-@dataclass(frozen=True)
-class StateEntry:
+class StateEntry(msgspec.Struct, frozen=True):
     """A key as stored; `value_json` is its canonical JSON text, None for a tombstone."""
 
     key: str
@@ -34,14 +34,12 @@ class StateEntry:
         return json.loads(self.value_json) if self.value_json is not None else None
 
 
-@dataclass(frozen=True)
-class StateUsage:
+class StateUsage(msgspec.Struct, frozen=True):
     keys: int = 0
     bytes: int = 0
 
 
-@dataclass(frozen=True)
-class StateSnapshot:
+class StateSnapshot(msgspec.Struct, frozen=True):
     """What one consistent read saw: the head, the entries asked for, the usage."""
 
     head: AddressRecord | None
@@ -49,8 +47,7 @@ class StateSnapshot:
     usage: StateUsage
 
 
-@dataclass(frozen=True)
-class KeyChange:
+class KeyChange(msgspec.Struct, frozen=True):
     """A planned write of one key: `value_json` None deletes it.
 
     `previous` is the entry the plan was made from; the write commits only
@@ -64,14 +61,12 @@ class KeyChange:
     value_json: str | None
 
 
-@dataclass(frozen=True)
-class StateLimits:
+class StateLimits(msgspec.Struct, frozen=True):
     max_keys: int
     max_bytes: int
 
 
-@dataclass(frozen=True)
-class StateChanges:
+class StateChanges(msgspec.Struct, frozen=True):
     """Key changes that commit with the `state.updated` events they cause.
 
     The usage moves by `usage_delta(changes)` and must stay within `limits`

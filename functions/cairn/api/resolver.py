@@ -14,9 +14,9 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+import msgspec
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, ResponseBuilder, Route
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
@@ -31,12 +31,11 @@ from cairn.errors import CrossOriginRefused
 ExceptionHandler = TypeVar("ExceptionHandler", bound=Callable[..., Any])
 
 
-@dataclass
-class _RequestState:
+class _RequestState(msgspec.Struct):
     event: APIGatewayProxyEvent | None = None
     lambda_context: Any = None
-    context: dict[str, Any] = field(default_factory=dict)
-    processed_stack_frames: list[str] = field(default_factory=list)
+    context: dict[str, Any] = msgspec.field(default_factory=dict)
+    processed_stack_frames: list[str] = msgspec.field(default_factory=list)
 
 
 class JsonBodyValidation(OpenAPIRequestValidationMiddleware):

@@ -18,10 +18,11 @@ import hmac
 import random
 import threading
 import time
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from botocore.exceptions import ClientError
+from msgspec.structs import replace
 
 from cairn import credentials
 from cairn.addresses import rate_windows
@@ -91,8 +92,7 @@ CONDITION_FAILED = "ConditionalCheckFailed"
 _DERIVATION = "derivation"
 
 
-@dataclass
-class _Layout:
+class _Layout(msgspec.Struct):
     """Where the optional actions sit in one append transaction."""
 
     idempotency: int | None = None

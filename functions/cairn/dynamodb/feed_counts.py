@@ -20,8 +20,9 @@ reading their events, as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from cairn.addresses.models import FeedCounts
 from cairn.dynamodb.items import get_int, n
@@ -36,15 +37,14 @@ def block_of(sequence: int) -> int:
     return sequence // BLOCK
 
 
-@dataclass
-class HeadUpdate:
+class HeadUpdate(msgspec.Struct):
     """Clauses to merge into an update expression of the head."""
 
-    sets: list[str] = field(default_factory=list)
-    adds: list[str] = field(default_factory=list)
-    removes: list[str] = field(default_factory=list)
-    names: dict[str, str] = field(default_factory=dict)
-    values: dict[str, Any] = field(default_factory=dict)
+    sets: list[str] = msgspec.field(default_factory=list)
+    adds: list[str] = msgspec.field(default_factory=list)
+    removes: list[str] = msgspec.field(default_factory=list)
+    names: dict[str, str] = msgspec.field(default_factory=dict)
+    values: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def expression(self, *, leading_sets: str = "") -> str:
         sets = [leading_sets] if leading_sets else []

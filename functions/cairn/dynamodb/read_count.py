@@ -14,8 +14,9 @@ attempt. A window is a minute, as in `cairn.dynamodb.ratelimit`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from cairn.addresses.rate_windows import window_of
 from cairn.dynamodb.address_items import DELETED, READ_TOKEN, head_opens
@@ -27,8 +28,7 @@ HITS = "read_hits"
 Item = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """What a failed counted read's returned head says: refused, spent, or the window to count in next."""
 
     admitted: bool

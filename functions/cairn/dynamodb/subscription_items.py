@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 from cairn.dynamodb import keys
 from cairn.dynamodb.items import get_int, get_n, get_s, key, n, s
 from cairn.wakeups.models import Attempt, SigningSecret, Subscription, SubscriptionStatus, Target, TargetKind
@@ -54,7 +56,7 @@ def secrets_value(secrets: tuple[SigningSecret, ...] | list[SigningSecret]) -> d
 
 
 def attempts_value(attempts: tuple[Attempt, ...] | list[Attempt]) -> dict[str, str]:
-    return s(json.dumps([vars(attempt) for attempt in attempts]))
+    return s(json.dumps([msgspec.structs.asdict(attempt) for attempt in attempts]))
 
 
 def subscription_from_item(item: Item) -> Subscription:

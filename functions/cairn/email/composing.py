@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime
+
+import msgspec
 
 from cairn.email.outbound_ports import ComposedMessage
 from cairn.errors import HeaderInjection, InvalidRequest
@@ -29,8 +30,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _MESSAGE_ID = re.compile(r"<[\x21-\x3b\x3d\x3f-\x7e]{1,250}>")
 
 
-@dataclass(frozen=True)
-class Thread:
+class Thread(msgspec.Struct, frozen=True):
     """The received mail a message answers: its `Message-ID`, `References` and subject."""
 
     message_id: str | None

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from email.message import EmailMessage
 
+import msgspec
 from aws_lambda_powertools import Logger
 
 from cairn import credentials, jsontext
@@ -35,8 +35,7 @@ _ADDRESS_ID = re.compile(r"addr_[a-z2-7]{26}")
 logger = Logger(service="cairn")
 
 
-@dataclass(frozen=True)
-class Verdicts:
+class Verdicts(msgspec.Struct, frozen=True):
     """The receiving server's checks, lower-cased; None where nothing was checked."""
 
     spf: str | None = None
@@ -46,13 +45,12 @@ class Verdicts:
     virus: str | None = None
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(msgspec.Struct, frozen=True):
     """A stored message and the envelope recipients it was delivered to."""
 
     message_id: str
     recipients: Sequence[str]
-    verdicts: Verdicts = field(default_factory=Verdicts)
+    verdicts: Verdicts = msgspec.field(default_factory=Verdicts)
     # The receiver already counted each recipient against the per-address mail rate
     # (`cairn serve`'s SMTP listener does, so it can refuse at RCPT).
     rate_counted: bool = False
@@ -207,7 +205,7 @@ class EmailIngest:
         data = {
             "message_id": message_id,
             **mime.content(message, text_max_bytes=self._settings.email_text_max_bytes),
-            "verdicts": asdict(verdicts),
+            "verdicts": msgspec.structs.asdict(verdicts),
         }
         return NewEvent(
             type=EVENT_TYPE,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import mimetypes
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC
 from email import errors, policy
 from email.message import EmailMessage, Message, MIMEPart
@@ -21,6 +20,8 @@ from email.parser import BytesParser
 from email.utils import getaddresses
 from functools import partial
 from typing import Any, TypeVar
+
+import msgspec
 
 from cairn.clock import iso
 
@@ -45,8 +46,7 @@ _RECEIVED_FOR = re.compile(r"\bfor\s+<?([^\s<>;]+@[^\s<>;]+?)>?\s*;", re.IGNOREC
 _DELIVERY_HEADERS = ("To", "Cc", "Delivered-To", "X-Original-To")
 
 
-@dataclass(frozen=True)
-class AttachmentFile:
+class AttachmentFile(msgspec.Struct, frozen=True):
     """One attachment's decoded bytes with what an HTTP download needs."""
 
     filename: str

@@ -9,8 +9,9 @@ events (`email.sent` and its outcome) go through `cairn.addresses.ports`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
+
+import msgspec
 
 ContactStatus = Literal["pending", "verified"]
 # What a carrier reports of a send, at the hand-off or later (SES's events).
@@ -22,8 +23,7 @@ OUTCOME_UNKNOWN: Literal["outcome_unknown"] = "outcome_unknown"
 Outcome = CarrierOutcome | Literal["outcome_unknown"]
 
 
-@dataclass(frozen=True)
-class ComposedMessage:
+class ComposedMessage(msgspec.Struct, frozen=True):
     """A message ready to go: its envelope, its `Message-ID` and its bytes (RFC 5322)."""
 
     sender: str
@@ -35,8 +35,7 @@ class ComposedMessage:
     tags: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class Handoff:
+class Handoff(msgspec.Struct, frozen=True):
     """What the carrier said when it took a message.
 
     `outcome` is the final word when the carrier gives it at once (a local
@@ -62,8 +61,7 @@ class MailerError(Exception):
         self.permanent = permanent
 
 
-@dataclass(frozen=True)
-class Contact:
+class Contact(msgspec.Struct, frozen=True):
     """A person an address may mail, once they have confirmed a code sent to them."""
 
     email: str
@@ -72,8 +70,7 @@ class Contact:
     verified_at: float | None = None
 
 
-@dataclass(frozen=True)
-class PendingCode:
+class PendingCode(msgspec.Struct, frozen=True):
     """The digest of a contact's current code and what is left of it."""
 
     salt: str
@@ -83,8 +80,7 @@ class PendingCode:
     attempts: int
 
 
-@dataclass(frozen=True)
-class CodeLimits:
+class CodeLimits(msgspec.Struct, frozen=True):
     """What bounds codes and the guesses at them.
 
     Counted apart from contacts, so removing and adding a contact again
@@ -161,8 +157,7 @@ class ContactStore(Protocol):
         """
 
 
-@dataclass(frozen=True)
-class HandoffTurn:
+class HandoffTurn(msgspec.Struct, frozen=True):
     """Whose turn it is to hand a recorded send to the carrier.
 
     `yours`: this caller's; `busy`: another caller's, within its lease;
@@ -197,8 +192,7 @@ class HandoffLedger(Protocol):
         """
 
 
-@dataclass(frozen=True)
-class DueOutcome:
+class DueOutcome(msgspec.Struct, frozen=True):
     """A send whose outcome slot's deadline passed, found by the outcome sweep."""
 
     address_id: str

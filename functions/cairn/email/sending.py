@@ -22,10 +22,9 @@ the slot instead, and a report arriving after that is a duplicate.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from aws_lambda_powertools import Logger
 
 from cairn import credentials, jsontext
@@ -95,8 +94,7 @@ HANDOFF_LEASE_SECONDS = 60
 logger = Logger(service="cairn")
 
 
-@dataclass(frozen=True)
-class SendResult:
+class SendResult(msgspec.Struct, frozen=True):
     """`status` is `accepted` once the carrier took it, `failed` when it refused at once."""
 
     status: str
@@ -212,7 +210,7 @@ class Sending:
         if attempt > 1:
             tags += ((ATTEMPT_TAG, str(attempt)),)
         try:
-            handoff = mailer.send(dataclasses.replace(message, tags=tags))
+            handoff = mailer.send(msgspec.structs.replace(message, tags=tags))
         except MailerError as error:
             logger.warning("outbound mail refused", extra={"address_id": address_id, "reason": error.reason})
             self._ledger.refused(address_id, ref.sequence, now=self._clock(), attempt=attempt)

@@ -12,8 +12,9 @@ Subscription) and records without Cairn's tags are not outcomes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from cairn import credentials
 from cairn.addresses.models import sequence_of
@@ -33,8 +34,7 @@ _DETAIL_CHARS = 500
 _MAX_ATTEMPT = 1_000_000
 
 
-@dataclass(frozen=True)
-class OutcomeReport:
+class OutcomeReport(msgspec.Struct, frozen=True):
     address_id: str
     send_event_id: str
     outcome: CarrierOutcome

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+import msgspec
+
+from cairn.values import repr_without
 
 
 class TargetKind(enum.StrEnum):
@@ -29,8 +32,7 @@ class SubscriptionStatus(enum.StrEnum):
 ONE_SHOT_KINDS = frozenset({TargetKind.STEP_FUNCTIONS, TargetKind.LAMBDA_DURABLE_CALLBACK})
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     """Where deliveries go: a kind and its parameters (`url`, `queue_url`, ...)."""
 
     kind: TargetKind
@@ -46,8 +48,7 @@ class Target:
 MAX_SIGNING_SECRETS = 2
 
 
-@dataclass(frozen=True)
-class SigningSecret:
+class SigningSecret(msgspec.Struct, frozen=True):
     """A webhook secret (`whsec_...`); a rotated-out one signs until `expires_at`."""
 
     secret: str
@@ -57,8 +58,7 @@ class SigningSecret:
         return self.expires_at is None or self.expires_at > now
 
 
-@dataclass(frozen=True)
-class Attempt:
+class Attempt(msgspec.Struct, frozen=True):
     """One delivery attempt, as GET shows it."""
 
     at: float
@@ -69,8 +69,7 @@ class Attempt:
     next_retry_at: float | None = None
 
 
-@dataclass(frozen=True)
-class Subscription:
+class Subscription(msgspec.Struct, frozen=True):
     """A subscription with its delivery position and retry state.
 
     `cursor` is the last sequence handled (delivered, or skipped by the
@@ -91,7 +90,10 @@ class Subscription:
     failures: int = 0
     attempts: tuple[Attempt, ...] = ()
     lease_until: float | None = None
-    secrets: tuple[SigningSecret, ...] = field(default=(), repr=False)
+    secrets: tuple[SigningSecret, ...] = ()
+
+    def __repr__(self) -> str:
+        return repr_without(self, "secrets")
 
     def wants(self, event_type: str) -> bool:
         return not self.types or event_type in self.types
@@ -101,16 +103,14 @@ class Subscription:
         return [item.secret for item in self.secrets if item.valid(now)][:MAX_SIGNING_SECRETS]
 
 
-@dataclass(frozen=True)
-class Created:
+class Created(msgspec.Struct, frozen=True):
     """A new subscription and, for a webhook, its secret: shown this once."""
 
     subscription: Subscription
     secret: str | None
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(msgspec.Struct, frozen=True):
     """What a transport sends: `message_id` is the event id (receivers deduplicate by it)."""
 
     message_id: str
@@ -121,8 +121,7 @@ class Delivery:
     compact_body: str
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """What a target answered: delivered, gone (ends the subscription), or a failure.
 
     A failure is retried, unless `permanent`: the target can never take this
@@ -137,8 +136,7 @@ class Outcome:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class EventNotice:
+class EventNotice(msgspec.Struct, frozen=True):
     """A new address event seen on the table's stream; `record_id` is the stream record's sequence number.
 
     `unsubscribed`: the address had no subscription when the event was

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from cairn.wakeups.models import Attempt, SigningSecret, Subscription, SubscriptionStatus
 
 
-@dataclass(frozen=True)
-class Progress:
+class Progress(msgspec.Struct, frozen=True):
     """What one delivery changed, written under the sender's lease."""
 
     cursor: int
@@ -23,8 +23,7 @@ class Progress:
     keep_lease: bool = False
 
 
-@dataclass(frozen=True)
-class DueRetry:
+class DueRetry(msgspec.Struct, frozen=True):
     """A subscription whose back-off has run out, found by the sweep."""
 
     address_id: str

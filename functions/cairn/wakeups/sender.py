@@ -15,7 +15,8 @@ from __future__ import annotations
 import enum
 import json
 import uuid
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from cairn.addresses.models import Event, NewEvent
 from cairn.addresses.ports import AddressStore, AppendRequest, Waiter
