@@ -52,12 +52,14 @@ when it ends. What it measures, in the order printed:
    `--only runtime-calls` runs its calls table alone.
 6b. The API handler's own time: API Gateway REST events fed straight to
    `cairn.entrypoints.api_handler.lambda_handler` in this process; per hot
-   operation (inbox post, duplicate post, poll, ack, state read, write and
-   batch, runtime append and root start) the time per request, the time
+   operation (inbox post, duplicate post, poll, ack, state read, write, a
+   write of a value near the state budget, batch, runtime append and root
+   start) the time per request, the time
    inside the DynamoDB client's calls and their difference, the handler's
    overhead (p50/p99), beside issue 30's targets; a cost per million
    requests (Lambda GB-seconds and DynamoDB request units at list prices)
-   beside the raw boto3 transactions'; a cProfile of the largest overhead.
+   beside the raw boto3 transactions'; a cProfile of the largest overhead
+   among the operations with a target.
    `--only handler` runs this part alone.
 7. Transcripts: `build_messages_from_run_log` on an in-process
    `DynamoRuntimeStore` replaying a 1,000-message transcript (one record per

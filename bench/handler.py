@@ -63,6 +63,8 @@ HANDLER_MODULE = "cairn.entrypoints.api_handler"
 SESSION = "handler-session"
 BATCH_SIZE = 5
 STATE_VALUE = {"step": 3, "todo": ["render", "upload"]}
+# A value near an address's whole state budget (64 KB by default): what a larger body costs the handler.
+LARGE_STATE_VALUE = {"notes": [{"id": index, "text": "a line of the agent's notes"} for index in range(1_200)]}
 
 # Issue 30's targets for the handler's overhead at p50; runtime starts do more (a run head, a session pointer).
 TARGET_MS = 1.0
@@ -290,7 +292,8 @@ class Operation:
 
     name: str
     event: Request
-    target_ms: float = TARGET_MS
+    # None: issue 30 states no target for it (a body far larger than the hot operations').
+    target_ms: float | None = TARGET_MS
     answered: Callable[[dict[str, Any]], None] = _ignore
 
 
@@ -304,6 +307,7 @@ class Scenario:
         self.reading = self._provision()
         handler.call(self._post(self.reading, "bench:only"))
         self.state = self._provision()
+        self.large_state = self._provision()
         self.batching = self._provision()
         self.numbers = itertools.count(1)
         self.event_ids: list[str] = []
@@ -333,6 +337,9 @@ class Scenario:
             Operation("ack", self._ack),
             Operation("state read", lambda: proxy_event("GET", state.state_key_path("hot"), headers=state.auth)),
             Operation("state write (if_revision N)", self._state_write),
+            Operation(
+                f"state write, {_kilobytes(LARGE_STATE_VALUE)} KB value", self._large_state_write, target_ms=None
+            ),
             Operation(f"state batch of {BATCH_SIZE} sets", self._batch),
             Operation("runtime append_run_record", self._append),
             Operation("runtime start_root_run", self._start, target_ms=START_TARGET_MS),
@@ -359,6 +366,12 @@ class Scenario:
         self.state_revision += 1
         return proxy_event("PUT", self.state.state_key_path("hot"), headers=self.state.auth, json_body=body)
 
+    def _large_state_write(self) -> dict[str, Any]:
+        body = {"value": LARGE_STATE_VALUE}
+        return proxy_event(
+            "PUT", self.large_state.state_key_path("large"), headers=self.large_state.auth, json_body=body
+        )
+
     def _batch(self) -> dict[str, Any]:
         revision, self.batch_revision = self.batch_revision, self.batch_revision + 1
         operations = [
@@ -375,6 +388,10 @@ class Scenario:
     def _start(self) -> dict[str, Any]:
         command = root_start(run_start(f"handler-root-{next(self.numbers)}", session=SESSION))
         return proxy_event("POST", "/api/v1/runtime/start_root_run", json_body=wire.encode(command))
+
+
+def _kilobytes(value: Any) -> int:
+    return round(len(json.dumps(value, separators=(",", ":"))) / 1000)
 
 
 def measure_handler(settings: Settings, table_name: str, requests: int) -> dict[str, Table]:
@@ -395,7 +412,8 @@ def measure_handler(settings: Settings, table_name: str, requests: int) -> dict[
 
     overhead = _overhead_table(operations, measured, requests, warmup)
     costs = _cost_table(settings, handler, operations, measured)
-    worst = max(operations, key=lambda operation: percentile_ms(measured[operation.name].overheads, 50))
+    targeted = [operation for operation in operations if operation.target_ms is not None]
+    worst = max(targeted, key=lambda operation: percentile_ms(measured[operation.name].overheads, 50))
     profile = _profile(handler, worst, requests)
     _quiet_logger(handler.module)
     return {"handler": overhead, "handler_costs": costs, "handler_profile": profile}
@@ -427,7 +445,7 @@ def _overhead_table(operations: list[Operation], measured: dict[str, Samples], r
             round(percentile_ms(samples.totals, 50), 2), round(percentile_ms(samples.totals, 99), 2),
             round(percentile_ms(samples.dynamodb, 50), 2), round(percentile_ms(samples.dynamodb, 99), 2),
             round(percentile_ms(overheads, 50), 2), round(percentile_ms(overheads, 99), 2),
-            f"<= {operation.target_ms:g} ms",
+            "-" if operation.target_ms is None else f"<= {operation.target_ms:g} ms",
         )  # fmt: skip
     table.notes += [
         "Total: the call to cairn.entrypoints.api_handler.lambda_handler with an API Gateway REST proxy event, "
@@ -539,7 +557,7 @@ def _profile(handler: Handler, operation: Operation, requests: int) -> Table:
     stats: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     rows = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:PROFILE_ROWS]
     table = Table(
-        f"Profile of the largest overhead: {operation.name} (cProfile, {requests} requests)",
+        f"Profile of the largest overhead with a target: {operation.name} (cProfile, {requests} requests)",
         ["function", "calls per request", "own µs per request", "cumulative µs per request"],
     )
     for (filename, line, name), (_, calls, own, cumulative, _) in rows:

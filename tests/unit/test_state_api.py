@@ -272,3 +272,16 @@ def test_a_batch_larger_than_the_feed_is_refused_by_the_quota(clock):
     refused = state.batch(operations)
     assert refused.status == 409 and refused.error_code == "quota_exceeded"
     assert state.keys().json()["keys"] == []
+
+
+def test_a_debug_log_names_the_route_arguments_without_copying_the_value(
+    state: StateClient, caplog: pytest.LogCaptureFixture
+):
+    # Powertools formats a route's arguments into a debug message on every request, logged or not.
+    secret = "sk_live_" + "x" * 4096
+    with caplog.at_level("DEBUG", logger="aws_lambda_powertools.event_handler"):
+        assert state.put("credentials", {"api_key": secret}).status == 201
+    calls = [record.getMessage() for record in caplog.records if "Calling API Route Handler" in record.getMessage()]
+    assert calls == ["Calling API Route Handler: {'address_id': str, 'key': str, 'body': PutStateRequest}"]
+    assert not [record for record in caplog.records if secret in record.getMessage()]
+    assert state.get("credentials").json()["value"] == {"api_key": secret}

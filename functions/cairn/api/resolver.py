@@ -53,6 +53,30 @@ class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
     def _get_body(self, app: ApiGatewayResolver) -> dict[str, Any]:
         return self._parse_json_data(app)
 
+    def handler(self, app: ApiGatewayResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        """Validation, then the route with its validated arguments in a dict that formats without its values.
+
+        Powertools writes the route's arguments into a debug message on every
+        request, in an f-string formatted whether or not debug is logged: the
+        repr of a validated body walks all of it (about 4 ms for a 400 KB state
+        value, billed each time), and a debug log would copy whatever the body
+        holds.
+        """
+
+        def route(app: ApiGatewayResolver) -> Response[Any]:
+            app.context["_route_args"] = RouteArguments(app.context["_route_args"])
+            return next_middleware(app)
+
+        # Powertools' `NextMiddleware` declares `__name__` a method, so no function matches it for mypy.
+        return super().handler(app, cast(NextMiddleware, route))
+
+
+class RouteArguments(dict[str, Any]):
+    """A route's arguments, formatted as their names and types only."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{name!r}: {type(value).__name__}" for name, value in self.items()) + "}"
+
 
 def _refuse_cross_origin() -> None:
     raise CrossOriginRefused("This route serves workers and tools, not web pages of other origins.")
