@@ -30,8 +30,12 @@ FLOOR: list[tuple[str, str, str]] = [
     ("runtime_calls", "start_child_run", "2: the runs' and the session's heads in one read, then the transaction"),
     ("runtime_calls", "record_run_terminal (completed)", "1 in steady state (the writer's own run head)"),
     ("runtime_calls", "begin_run_seed", "2: the seed's head, attempt and session in one read, then the transaction"),
-    ("runtime_calls", "append_run_seed (literal)", "2 in a process that saw the seed (3 in a new one: its session)"),
-    ("runtime_calls", "publish_run_seed", "2 in a process that saw the seed (3 in a new one: its session)"),
+    (
+        "runtime_calls",
+        "append_run_seed (literal)",
+        "2, in a new process too: its session's life a condition of the commit",
+    ),
+    ("runtime_calls", "publish_run_seed", "2, in a new process too: its session's life a condition of the commit"),
     ("runtime_calls", "start_root_run (attaching its seed)", "2 in a process that saw the seed (3 in a new one)"),
     # The integrations: each SDK call is one request; its reads and its transaction are what it costs.
     (

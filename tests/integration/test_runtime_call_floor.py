@@ -9,6 +9,7 @@ them, and nothing is lost, duplicated or decided on a guess.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,9 +17,19 @@ from dataclasses import replace
 
 import pytest
 
+from cairn.dynamodb import keys
 from cairn.dynamodb.client import make_client
+from cairn.dynamodb.items import key
 from cairn.dynamodb.runtime_store import DynamoRuntimeStore
-from cairn.runtime.errors import ContractError, EventConflictError, RunNotActiveError, is_error
+from cairn.runtime.errors import (
+    ContractError,
+    EventConflictError,
+    RunNotActiveError,
+    SeedNotFoundError,
+    SessionNotFoundError,
+    SessionPurgedError,
+    is_error,
+)
 from cairn.runtime.model import EMPTY_SEED_END_ID, SeedPublication
 from cairn.settings import Settings
 from tests.contract.builders import (
@@ -190,3 +201,101 @@ def test_a_seed_published_by_another_process_is_attached_from_what_a_read_shows(
     # Its kept head named no published attempt: the one published is read after the batch.
     assert first_calls == Counter(BatchGetItem=2, TransactWriteItems=1)
     assert first.load_run(run.run_id).seed_end_id == "1"
+
+
+def test_a_process_that_has_not_seen_the_seed_appends_and_publishes_in_two_calls_each(process) -> None:
+    first, _ = process()
+    first.create_session("seed-fresh-session", T0)
+    run = run_start("seed-fresh", session="seed-fresh-session")
+    seed = declaration(run)
+    first.begin_run_seed(seed)
+    operations: list[Callable[[], object]] = [
+        lambda: fresh.append_run_seed(seed_append(seed, "first", EMPTY_SEED_END_ID, messages=LITERAL)),
+        lambda: fresh.append_run_seed(seed_append(seed, "prepared", "1", prepared=PREPARED)),
+        lambda: fresh.publish_run_seed(SeedPublication(run.run_id, seed.attempt_id, "1", "2", len(PREPARED))),
+    ]
+    counted = []
+    for operation in operations:
+        # Each in a new process: it knows the seed's session only from the attempt it reads.
+        fresh, calls = process()
+        operation()
+        counted.append(calls)
+
+    assert counted == [Counter(BatchGetItem=1, TransactWriteItems=1)] * len(operations)
+    assert first.load_run_seed(run.run_id, "1").end_id == "1"
+
+
+@pytest.mark.parametrize("ending", ["purge", "never created"])
+def test_a_seed_append_in_a_new_process_still_finds_its_session_gone(
+    process, dynamodb_local, local_table: str, ending: str
+) -> None:
+    first, _ = process()
+    session = f"seed-gone-{ending.replace(' ', '-')}"
+    first.create_session(session, T0)
+    run = run_start(f"seed-gone-{ending.replace(' ', '-')}", session=session)
+    seed = declaration(run)
+    first.begin_run_seed(seed)
+    if ending == "purge":
+        first.end_session(session, T0)
+        first.purge_session(session)
+        expected = (SessionPurgedError, SeedNotFoundError)
+    else:
+        # The session's head is gone while the seed is not: only a read of the session can tell.
+        client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
+        client.delete_item(TableName=local_table, Key=key(keys.session_pk(session), keys.META))
+        expected = (SessionNotFoundError,)
+    fresh, calls = process()
+
+    with pytest.raises(ContractError) as raised:
+        fresh.append_run_seed(seed_append(seed, "first", EMPTY_SEED_END_ID, messages=LITERAL))
+
+    assert any(is_error(raised.value, kind) for kind in expected)
+    assert calls["TransactWriteItems"] <= 1
+
+
+def test_a_purge_racing_seed_appends_of_new_processes_leaves_nothing_of_the_seed(
+    process, dynamodb_local, local_table: str
+) -> None:
+    setup, _ = process()
+    session = "seed-race-session"
+    setup.create_session(session, T0)
+    run = run_start("seed-race", session=session)
+    seed = declaration(run)
+    setup.begin_run_seed(seed)
+    appended = threading.Semaphore(0)
+    ended: list[BaseException] = []
+
+    def append_until_refused() -> int:
+        end = EMPTY_SEED_END_ID
+        count = 0
+        while True:
+            writer, _ = process()  # a new process for each append: it never read the session
+            try:
+                end = writer.append_run_seed(seed_append(seed, f"record-{count}", end, messages=LITERAL))
+            except ContractError as error:
+                ended.append(error)
+                return count
+            count += 1
+            appended.release()
+
+    def purge_meanwhile() -> None:
+        for _ in range(3):
+            appended.acquire()
+        purger, _ = process()
+        purger.end_session(session, T0)
+        purger.purge_session(session)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        appends = pool.submit(append_until_refused)
+        pool.submit(purge_meanwhile).result()
+        count = appends.result()
+
+    client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
+    left = client.query(
+        TableName=local_table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": keys.run_pk(run.run_id)}},
+    )["Items"]
+    assert count >= 3
+    assert left == []  # no append committed after the purge began: none left a record behind
+    assert is_error(ended[0], SessionPurgedError) or is_error(ended[0], SeedNotFoundError)

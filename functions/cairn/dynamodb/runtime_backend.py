@@ -19,7 +19,9 @@ the next attempt needs no read for it; a key that was taken makes the next
 attempt read the keys. An error decided on trusted state is never reported:
 the operation runs once more on state read in full, and answers from that.
 Seed commands read their seed head, attempt, declaration and key guards in
-that same first call, with the session a kept seed head names.
+that same first call, with the session a kept seed head names. An append
+or publication that learns its session only from the attempt does not read
+it: its transaction checks that the session is there and not purged.
 
 Keys are in `keys`, item shapes in `runtime_items`; this module holds the
 reads, the commit and the purge.
@@ -421,11 +423,20 @@ class DynamoRuntimeBackend:
         return {"Put": action}
 
     def check(
-        self, pk: str, sk: str, condition: str, values: dict[str, Any] | None = None, *, old: bool = False
+        self,
+        pk: str,
+        sk: str,
+        condition: str,
+        values: dict[str, Any] | None = None,
+        *,
+        names: dict[str, str] | None = None,
+        old: bool = False,
     ) -> dict[str, Any]:
         action: dict[str, Any] = {"TableName": self._table, "Key": key(pk, sk), "ConditionExpression": condition}
         if values:
             action["ExpressionAttributeValues"] = values
+        if names:
+            action["ExpressionAttributeNames"] = names
         if old:
             action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return {"ConditionCheck": action}
@@ -448,6 +459,9 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         # and which actions were record key guards.
         self._action_heads: list[ItemKey | None] = []
         self._guards: set[int] = set()
+        # Sessions a seed command took as live without reading them, and the actions checking that.
+        self._assumed_sessions: set[str] = set()
+        self._assumptions: set[int] = set()
 
     def prefetch(self, reads: Reads) -> None:
         """Fetch what `reads` names in one call, leaving out trusted heads and (then) the keys."""
@@ -498,7 +512,7 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
                 continue
             if head is not None:
                 self._backend.heads.put(head, None)
-            if head is not None or index in self._guards or code != "ConditionalCheckFailed":
+            if head is not None or index in self._guards | self._assumptions or code != "ConditionalCheckFailed":
                 trustworthy = False
         trusted = trustworthy and moved
         return _Trust(heads=trusted, free_keys=trusted)
@@ -516,6 +530,23 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
         session = runtime_items.session_from_item(session_id, item) if item else None
         self._seen_sessions[session_id] = None if session is None else session.version
         return session
+
+    def session_assumed_live(self, session_id: str) -> bool:
+        """Yes when this attempt may trust and the session's head is neither fetched nor kept.
+
+        A seed append or publication in a process that has not seen the seed
+        learns its session only from the attempt it read; rather than read the
+        session's head after the batch, its commit checks that the session is
+        there and not purged. The attempt then counts as trusted: an error it
+        decides, an answer without a write, or a failed check is settled by a
+        run on state read in full.
+        """
+        session_key = (keys.session_pk(session_id), keys.META)
+        if not self._trust.heads or session_key in self._known:
+            return False
+        self._assumed_sessions.add(session_id)
+        self.trusted = True
+        return True
 
     def load_run(self, run_id: str) -> RunState | None:
         _, item = self._known_head((keys.run_pk(run_id), keys.META))
@@ -594,6 +625,9 @@ class _DynamoUnitOfWork(BufferedUnitOfWork):
                 head(session_key, _versioned_put(backend, item, seen, old=True))
             else:
                 head(session_key, _versioned_check(backend, keys.session_pk(session_id), seen, old=True))
+        for session_id in self._assumed_sessions - self._seen_sessions.keys() - writes.sessions.keys():
+            self._assumptions.add(len(actions))
+            actions.append(_live_session_check(backend, session_id))
         for run_id in self._seen_runs.keys() | writes.runs.keys():
             seen = self._seen_runs.get(run_id)
             run_key = (keys.run_pk(run_id), keys.META)
@@ -679,6 +713,17 @@ def _versioned_put(
     if seen is None:
         return backend.put(item, "attribute_not_exists(pk)", old=old)
     return backend.put(item, "version = :seen", {":seen": n(seen)}, old=old)
+
+
+def _live_session_check(backend: DynamoRuntimeBackend, session_id: str) -> dict[str, Any]:
+    """The session is there, and neither purging nor purged."""
+    return backend.check(
+        keys.session_pk(session_id),
+        keys.META,
+        "attribute_exists(pk) AND NOT #status IN (:purging, :purged)",
+        {":purging": s(PURGING), ":purged": s(PURGED)},
+        names={"#status": "status"},
+    )
 
 
 def _versioned_check(

@@ -51,9 +51,13 @@ def operation_of(declaration: SeedDeclaration) -> PreparationOperation:
     )
 
 
-def owner_exists(uow: UnitOfWork, session_id: str) -> None:
-    """A sessionful body lives only while its session does."""
-    if not session_id:
+def owner_exists(uow: UnitOfWork, session_id: str, *, checked_at_commit: bool = False) -> None:
+    """A sessionful body lives only while its session does.
+
+    `checked_at_commit`: the rule writes, so the backend may leave the session unread and make its
+    life a condition of the commit (`UnitOfWork.session_assumed_live`).
+    """
+    if not session_id or (checked_at_commit and uow.session_assumed_live(session_id)):
         return
     session = uow.session(session_id)
     if session is None:
@@ -128,7 +132,7 @@ def _open_attempt(uow: UnitOfWork, run_id: str, attempt_id: str) -> SeedAttempt:
     attempt = uow.seed_attempt(run_id, attempt_id)
     if attempt is None:
         raise wrap(SeedNotFoundError())
-    owner_exists(uow, attempt.operation.session_id)
+    owner_exists(uow, attempt.operation.session_id, checked_at_commit=True)
     if attempt.abandoned:
         raise wrap(PreparationAbandonedError())
     return attempt

@@ -129,6 +129,8 @@ class SeedAttempt:
 class UnitOfWork(Protocol):
     def session(self, session_id: str) -> SessionState | None: ...
 
+    def session_assumed_live(self, session_id: str) -> bool: ...
+
     def run(self, run_id: str) -> RunState | None: ...
 
     def record_by_key(self, run_id: str, event_key: str) -> RunRecord | None: ...
@@ -214,6 +216,11 @@ class BufferedUnitOfWork:
         if session_id not in self._sessions:
             self._sessions[session_id] = self.load_session(session_id)
         return self._sessions[session_id]
+
+    def session_assumed_live(self, session_id: str) -> bool:
+        """Whether a writing rule may take the session as there and not purged without reading it: the
+        commit then makes that its condition. By default never: the rule reads the session."""
+        return False
 
     def run(self, run_id: str) -> RunState | None:
         if run_id not in self._runs:
