@@ -33,10 +33,25 @@ FLOOR: list[tuple[str, str, str]] = [
     (
         "runtime_calls",
         "append_run_seed (literal)",
-        "2, in a new process too: its session's life a condition of the commit",
+        "2: the attempt and the record's key in one read, then the transaction",
     ),
-    ("runtime_calls", "publish_run_seed", "2, in a new process too: its session's life a condition of the commit"),
-    ("runtime_calls", "start_root_run (attaching its seed)", "2 in a process that saw the seed (3 in a new one)"),
+    ("runtime_calls", "publish_run_seed", "2: the seed's head and attempt in one read, then the transaction"),
+    (
+        "runtime_calls",
+        "start_root_run (attaching its seed)",
+        "2: the seed's head (with the published attempt's summary) read with the start's heads, then the transaction",
+    ),
+    (
+        "runtime_calls",
+        "append_run_seed (literal, fresh process)",
+        "2: as in a process that saw the seed, the session unread (its life a condition of the transaction)",
+    ),
+    (
+        "runtime_calls",
+        "publish_run_seed (fresh process)",
+        "2: as in a process that saw the seed, the session unread (its life a condition of the transaction)",
+    ),
+    ("runtime_calls", "start_root_run (attaching its seed, fresh process)", "2: as in a process that saw the seed"),
     # The integrations: each SDK call is one request; its reads and its transaction are what it costs.
     (
         "integration_calls",

@@ -34,10 +34,17 @@ from tests.contract.builders import (
 
 # The builders start child runs in this session under a parent of this agent.
 SESSION = "session"
+# Counts one row: a name, the commands it runs, and what each command's result is called.
+Count = Callable[[str, list[Callable[[], Any]], Callable[[Any], str]], None]
+
+
+def _fresh(client: Any, table_name: str) -> DynamoRuntimeStore:
+    """A store with no heads of its own yet, as in a new Lambda container."""
+    return DynamoRuntimeStore(client, table_name)
 
 
 def _fresh_append(client: Any, table_name: str, record: Any) -> Any:
-    return DynamoRuntimeStore(client, table_name).append_run_record(record)
+    return _fresh(client, table_name).append_run_record(record)
 
 
 def measure_runtime_calls(settings: Settings, table_name: str, repeats: int) -> Table:
@@ -87,7 +94,21 @@ def measure_runtime_calls(settings: Settings, table_name: str, repeats: int) -> 
         _inserted,
     )
 
-    # Initial history: a literal seed and the compiled start, published, then a start attaching it.
+    _count_seeds(count, store, repeats)
+    _count_fresh_seeds(count, store, client, table_name, repeats)
+
+    table.notes += [
+        f"Each row runs one kind of command {repeats} times on runs of one active session (a root run that "
+        "gains records and children, and root runs that start and complete); setting them up is not counted.",
+        "Transaction items: actions per operation over every TransactWriteItems it sent (each a billed write): "
+        "session and run heads (Put under version, or ConditionCheck), records, key guards, session pointers; "
+        "for seeds also the seed head, the attempt, its declaration, seed records and their key guards.",
+    ]
+    return table
+
+
+def _count_seeds(count: Count, store: DynamoRuntimeStore, repeats: int) -> None:
+    """Initial history: a literal seed and the compiled start, published, then a start attaching it."""
     seeded = [run_start(f"seeded-{index}", session=SESSION) for index in range(repeats)]
     seeds = [declaration(run) for run in seeded]
     count("begin_run_seed", [partial(store.begin_run_seed, d) for d in seeds], lambda seed: f"ends at {seed.end_id}")
@@ -115,14 +136,50 @@ def measure_runtime_calls(settings: Settings, table_name: str, repeats: int) -> 
         lambda result: f"{result.outcome.value}, started {_inserted(result.started)}",
     )
 
-    table.notes += [
-        f"Each row runs one kind of command {repeats} times on runs of one active session (a root run that "
-        "gains records and children, and root runs that start and complete); setting them up is not counted.",
-        "Transaction items: actions per operation over every TransactWriteItems it sent (each a billed write): "
-        "session and run heads (Put under version, or ConditionCheck), records, key guards, session pointers; "
-        "for seeds also the seed head, the attempt, its declaration, seed records and their key guards.",
-    ]
-    return table
+
+def _count_fresh_seeds(
+    count: Count,
+    store: DynamoRuntimeStore,
+    client: Any,
+    table_name: str,
+    repeats: int,
+) -> None:
+    """The same, each command in a new store, as a Lambda container that has not seen the seed."""
+    fresh_seeded = [run_start(f"fresh-seeded-{index}", session=SESSION) for index in range(repeats)]
+    fresh_seeds = [declaration(run) for run in fresh_seeded]
+    for seed in fresh_seeds:
+        store.begin_run_seed(seed)
+    count(
+        "append_run_seed (literal, fresh process)",
+        [
+            partial(
+                _fresh(client, table_name).append_run_seed, seed_append(d, "first", EMPTY_SEED_END_ID, messages=LITERAL)
+            )
+            for d in fresh_seeds
+        ],
+        lambda position: f"position {position}",
+    )
+    for seed in fresh_seeds:
+        store.append_run_seed(seed_append(seed, "prepared", "1", prepared=PREPARED))
+    count(
+        "publish_run_seed (fresh process)",
+        [
+            partial(
+                _fresh(client, table_name).publish_run_seed,
+                SeedPublication(d.run_id, d.attempt_id, "1", "2", len(PREPARED)),
+            )
+            for d in fresh_seeds
+        ],
+        lambda _: "published",
+    )
+    count(
+        "start_root_run (attaching its seed, fresh process)",
+        [
+            partial(_fresh(client, table_name).start_root_run, root_start(replace(run, seed_end_id="1")))
+            for run in fresh_seeded
+        ],
+        lambda result: f"{result.outcome.value}, started {_inserted(result.started)}",
+    )
 
 
 def _inserted(result: AppendResult) -> str:

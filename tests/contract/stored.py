@@ -19,6 +19,7 @@ from cairn.dynamodb.runtime_store import DynamoRuntimeStore
 from cairn.runtime import wire
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import RunRecord, RunSuspension, SeedDeclaration, SeedKind
+from cairn.runtime.seed_rules import operation_of
 
 
 def reachable(store) -> bool:
@@ -112,6 +113,12 @@ def corrupt_seed(store, run_id: str, change: str) -> None:
             attempt.published, head.published_attempt = False, ""
         else:
             attempt.declaration = changed_declaration(attempt.declaration, change)
+            # The head keeps the publication's owner and summary too: a start reads them there.
+            head.operation = operation_of(attempt.declaration)
+            assert head.published is not None
+            head.published = dataclasses.replace(
+                head.published, kind=attempt.declaration.kind, source_run_id=attempt.declaration.source_run_id
+            )
         return
     backend = store._backend
     pk = keys.run_pk(run_id)
@@ -123,9 +130,18 @@ def corrupt_seed(store, run_id: str, change: str) -> None:
         backend._client.put_item(TableName=backend._table, Item={**head_item, "published_attempt": s("")})
     else:
         item = backend.get(pk, keys.seed_declaration_sk(attempt_id))
-        declaration = wire.decode(SeedDeclaration, json.loads(item["data"]["B"]))
-        item, _ = runtime_items.seed_declaration_items(changed_declaration(declaration, change))
+        declaration = changed_declaration(wire.decode(SeedDeclaration, json.loads(item["data"]["B"])), change)
+        item, _ = runtime_items.seed_declaration_items(declaration)
         backend._client.put_item(TableName=backend._table, Item=item)
+        # The head keeps the publication's owner and summary too: a start reads them there.
+        head = runtime_items.seed_head_from_item(head_item)
+        head.operation = operation_of(declaration)
+        assert head.published is not None
+        head.published = dataclasses.replace(
+            head.published, kind=declaration.kind, source_run_id=declaration.source_run_id
+        )
+        changed = {**runtime_items.seed_head_item(head), "version": head_item["version"]}
+        backend._client.put_item(TableName=backend._table, Item=changed)
 
 
 def changed_declaration(declaration: SeedDeclaration, change: str) -> SeedDeclaration:

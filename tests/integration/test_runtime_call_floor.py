@@ -198,8 +198,9 @@ def test_a_seed_published_by_another_process_is_attached_from_what_a_read_shows(
     result = first.start_root_run(root_start(replace(run, seed_end_id="1")))
 
     assert result.started.inserted
-    # Its kept head named no published attempt: the one published is read after the batch.
-    assert first_calls == Counter(BatchGetItem=2, TransactWriteItems=1)
+    # Its kept head named no published attempt, but the head the batch reads does, with the summary a
+    # start checks: the attempt itself is not read.
+    assert first_calls == Counter(BatchGetItem=1, TransactWriteItems=1)
     assert first.load_run(run.run_id).seed_end_id == "1"
 
 
@@ -299,3 +300,29 @@ def test_a_purge_racing_seed_appends_of_new_processes_leaves_nothing_of_the_seed
     assert count >= 3
     assert left == []  # no append committed after the purge began: none left a record behind
     assert is_error(ended[0], SessionPurgedError) or is_error(ended[0], SeedNotFoundError)
+
+
+def test_a_seed_head_kept_from_before_it_carried_its_summary_is_attached_from_the_attempt(
+    process, dynamodb_local, local_table: str
+) -> None:
+    setup, _ = process()
+    setup.create_session("seed-old-head-session", T0)
+    run = run_start("seed-old-head", session="seed-old-head-session")
+    seed = declaration(run)
+    setup.begin_run_seed(seed)
+    setup.append_run_seed(seed_append(seed, "first", EMPTY_SEED_END_ID, messages=LITERAL))
+    setup.append_run_seed(seed_append(seed, "prepared", "1", prepared=PREPARED))
+    setup.publish_run_seed(SeedPublication(run.run_id, seed.attempt_id, "1", "2", len(PREPARED)))
+    client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
+    client.update_item(
+        TableName=local_table,
+        Key=key(keys.run_pk(run.run_id), keys.SEED_HEAD),
+        UpdateExpression="REMOVE published_seed_end_id, published_kind, published_source_run_id",
+    )
+    fresh, calls = process()
+
+    result = fresh.start_root_run(root_start(replace(run, seed_end_id="1")))
+
+    assert result.started.inserted
+    assert calls == Counter(BatchGetItem=2, TransactWriteItems=1)  # the attempt, read after the batch
+    assert fresh.load_run(run.run_id).seed_end_id == "1"

@@ -202,7 +202,8 @@ class DynamoRuntimeBackend:
                 continue
             sessions.append(get_s(head, "session_id") or "")
             published = get_s(head, "published_attempt")
-            if published and run_id in reads.seed_runs:
+            # A head kept with the attempt's summary answers a start alone (`PublishedSeed`).
+            if published and run_id in reads.seed_runs and "published_seed_end_id" not in head:
                 attempts.append((run_id, published))
         return replace(
             reads,

@@ -24,9 +24,10 @@ from cairn.runtime.model import (
     RunStatus,
     RunSuspension,
     SeedDeclaration,
+    SeedKind,
     SeedRecord,
 )
-from cairn.runtime.state import Pointer, RunState, SeedAttempt, SeedHead, SessionState
+from cairn.runtime.state import Pointer, PublishedSeed, RunState, SeedAttempt, SeedHead, SessionState
 
 Item = dict[str, Any]
 
@@ -206,18 +207,35 @@ def seed_member_item(session_id: str, run_id: str) -> Item:
 
 
 def seed_head_item(head: SeedHead) -> Item:
-    return {
+    item = {
         **key(keys.run_pk(head.run_id), keys.SEED_HEAD),
         **_operation_attributes(head.operation),
         "published_attempt": s(head.published_attempt),
     }
+    if head.published is not None:
+        item["published_seed_end_id"] = s(head.published.seed_end_id)
+        item["published_kind"] = s(head.published.kind)
+        item["published_source_run_id"] = s(head.published.source_run_id)
+    return item
 
 
 def seed_head_from_item(item: Item) -> SeedHead:
     return SeedHead(
         operation=_operation_from(item),
         published_attempt=get_s(item, "published_attempt") or "",
+        published=_published_from(item),
         version=get_int(item, "version"),
+    )
+
+
+def _published_from(item: Item) -> PublishedSeed | None:
+    """The published attempt's summary, None where the head has none (kept from before heads carried it)."""
+    if "published_seed_end_id" not in item:
+        return None
+    return PublishedSeed(
+        seed_end_id=get_s(item, "published_seed_end_id") or "",
+        kind=SeedKind(get_s(item, "published_kind") or ""),
+        source_run_id=get_s(item, "published_source_run_id") or "",
     )
 
 

@@ -38,7 +38,7 @@ from cairn.runtime.model import (
     SeedPage,
     SeedPublication,
 )
-from cairn.runtime.state import SeedAttempt, SeedHead, UnitOfWork
+from cairn.runtime.state import PublishedSeed, SeedAttempt, SeedHead, UnitOfWork
 from cairn.runtime.validation import fail
 
 
@@ -192,6 +192,7 @@ def publish_run_seed(uow: UnitOfWork, publication: SeedPublication) -> None:
     if not attempt.published:
         attempt.published = True
         head.published_attempt = publication.attempt_id
+        head.published = _summary(attempt)
         uow.save_seed_attempt(attempt)
         uow.save_seed_head(head)
 
@@ -263,13 +264,30 @@ def check_start_seed(uow: UnitOfWork, start: RunStart) -> None:
     """A start attaches exactly the history published for it; an empty `seed_end_id` attaches none."""
     if not start.seed_end_id:
         return
-    attempt = published(uow, start.run_id, start.seed_end_id)
-    declaration = attempt.declaration
-    assert declaration is not None  # only begun attempts publish
-    if declaration.agent_id != start.agent_id or declaration.session_id != start.session_id:
+    operation, seed = _attached(uow, start.run_id, start.seed_end_id)
+    if operation.agent_id != start.agent_id or operation.session_id != start.session_id:
         raise wrap(RunRecordOwnerMismatchError())
-    continuation = declaration.kind == SeedKind.CONTINUATION
+    continuation = seed.kind == SeedKind.CONTINUATION
     if continuation != bool(start.predecessor_run_id) or (
-        continuation and declaration.source_run_id != start.predecessor_run_id
+        continuation and seed.source_run_id != start.predecessor_run_id
     ):
         raise wrap(SeedConflictError())
+
+
+def _attached(uow: UnitOfWork, run_id: str, end_id: str) -> tuple[PreparationOperation, PublishedSeed]:
+    """The published history's owner and summary: from its head when the head keeps the summary,
+    else from the attempt itself, with the same checks in the same order."""
+    head = uow.seed_head(run_id)
+    if head is None or not head.published_attempt or head.published is None:
+        attempt = published(uow, run_id, end_id)
+        return attempt.operation, _summary(attempt)
+    owner_exists(uow, head.operation.session_id)
+    if head.published.seed_end_id != end_id:
+        raise wrap(SeedConflictError())
+    return head.operation, head.published
+
+
+def _summary(attempt: SeedAttempt) -> PublishedSeed:
+    declaration = attempt.declaration
+    assert declaration is not None  # only begun attempts publish
+    return PublishedSeed(attempt.seed_end_id, declaration.kind, declaration.source_run_id)

@@ -22,6 +22,7 @@ from cairn.runtime.model import (
     RunSeed,
     RunSuspension,
     SeedDeclaration,
+    SeedKind,
     SeedRecord,
 )
 
@@ -81,12 +82,27 @@ class Pointer:
     record_id: str
 
 
+@dataclass(frozen=True)
+class PublishedSeed:
+    """What a start attaching a run's published history checks, copied from the attempt as it is
+    published: a published attempt never changes, so its head can answer a start alone."""
+
+    seed_end_id: str
+    kind: SeedKind
+    source_run_id: str = ""
+
+
 @dataclass
 class SeedHead:
-    """What a run id is bound to before its start: one operation, at most one published attempt."""
+    """What a run id is bound to before its start: one operation, at most one published attempt.
+
+    `published` is that attempt's summary (None before it is published, and on heads kept from
+    before heads carried one: a start then reads the attempt).
+    """
 
     operation: PreparationOperation
     published_attempt: str = ""
+    published: PublishedSeed | None = None
     version: int = 0
 
     @property
