@@ -58,9 +58,9 @@ class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
 
         Powertools writes the route's arguments into a debug message on every
         request, in an f-string formatted whether or not debug is logged: the
-        repr of a validated body walks all of it (about 4 ms for a 400 KB state
-        value, billed each time), and a debug log would copy whatever the body
-        holds.
+        repr of a validated body walks all of it (0.6 ms for a 58 KB state
+        value, more for larger bodies, billed each time), and a debug log would
+        copy whatever the body holds.
         """
 
         def route(app: ApiGatewayResolver) -> Response[Any]:
