@@ -226,7 +226,7 @@ def test_a_process_that_has_not_seen_the_seed_appends_and_publishes_in_two_calls
     assert first.load_run_seed(run.run_id, "1").end_id == "1"
 
 
-@pytest.mark.parametrize("ending", ["purge", "never created"])
+@pytest.mark.parametrize("ending", ["purged", "head deleted"])
 def test_a_seed_append_in_a_new_process_still_finds_its_session_gone(
     process, dynamodb_local, local_table: str, ending: str
 ) -> None:
@@ -236,7 +236,7 @@ def test_a_seed_append_in_a_new_process_still_finds_its_session_gone(
     run = run_start(f"seed-gone-{ending.replace(' ', '-')}", session=session)
     seed = declaration(run)
     first.begin_run_seed(seed)
-    if ending == "purge":
+    if ending == "purged":
         first.end_session(session, T0)
         first.purge_session(session)
         expected = (SessionPurgedError, SeedNotFoundError)

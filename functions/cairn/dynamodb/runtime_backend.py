@@ -43,7 +43,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn.decimal_text import is_decimal
 from cairn.dynamodb import blobs, keys, runtime_items, table_ops
-from cairn.dynamodb.items import error_code, get_int, get_s, key, n, s
+from cairn.dynamodb.items import error_code, get_int, key, n, s
 from cairn.runtime.backend import Reads
 from cairn.runtime.errors import ContractError, RuntimeStoreUnavailable
 from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
@@ -193,18 +193,19 @@ class DynamoRuntimeBackend:
         head's session never changes, and a published attempt stays published,
         so the kept head is a sound guess; and only a guess of what to fetch:
         the seed items themselves are always read, and a wrong guess only
-        costs the read the operation then makes itself.
+        costs the read the operation then makes itself. A head that carries
+        its published attempt's summary (`PublishedSeed`) answers a start
+        alone: its attempt is not fetched.
         """
         sessions, attempts = list(reads.sessions), list(reads.seed_attempts)
         for run_id in dict.fromkeys([*reads.seed_runs, *(run_id for run_id, _ in reads.seed_attempts)]):
-            head = self.heads.get((keys.run_pk(run_id), keys.SEED_HEAD))
-            if head is None:
+            item = self.heads.get((keys.run_pk(run_id), keys.SEED_HEAD))
+            if item is None:
                 continue
-            sessions.append(get_s(head, "session_id") or "")
-            published = get_s(head, "published_attempt")
-            # A head kept with the attempt's summary answers a start alone (`PublishedSeed`).
-            if published and run_id in reads.seed_runs and "published_seed_end_id" not in head:
-                attempts.append((run_id, published))
+            head = runtime_items.seed_head_from_item(item)
+            sessions.append(head.operation.session_id)
+            if head.published_attempt and head.published is None and run_id in reads.seed_runs:
+                attempts.append((run_id, head.published_attempt))
         return replace(
             reads,
             sessions=tuple(dict.fromkeys(session for session in sessions if session)),
