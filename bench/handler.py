@@ -53,7 +53,7 @@ from bench.timing import percentile_ms
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.items import key, n
 from cairn.runtime import wire
-from cairn.settings import Settings, get_settings
+from cairn.settings import MAX_EVENTS_LIMIT, Settings, get_settings
 from tests.contract.builders import T0, note, root_start, run_start
 
 if TYPE_CHECKING:
@@ -397,7 +397,7 @@ def _kilobytes(value: Any) -> int:
 def measure_handler(settings: Settings, table_name: str, requests: int) -> dict[str, Table]:
     """Overhead per operation, cost per million requests, and the worst operation's profile."""
     # The batch row appends five events a request: the feed's quota is raised so that none is refused for it.
-    settings = settings.replace(table_name=table_name, max_events=1_000_000)
+    settings = settings.replace(table_name=table_name, max_events=MAX_EVENTS_LIMIT)
     handler = Handler(settings)
     scenario = Scenario(handler)
     operations = scenario.operations()

@@ -13,13 +13,16 @@ from pathlib import Path
 import httpx
 
 from cairn.local.dynamodb_local import free_port
+from cairn.settings import MAX_EVENTS_LIMIT
 
 READY_LINE = "Cairn is serving on"
-# Rate limits and the feed quota would otherwise turn a load test into 429s and 409s.
+# Rate limits and the feed quota would otherwise turn a load test into 429s and 409s. The largest
+# feed a deployment may set keeps a head's counters growing for 100,000 posts: parts that post for
+# long give each round addresses of its own, so that a head is the size it reaches in use.
 UNLIMITED_ENV = {
     "CAIRN_POLL_RATE_PER_MINUTE": "1000000000",
     "CAIRN_CREATE_RATE_PER_MINUTE": "1000000000",
-    "CAIRN_MAX_EVENTS": "1000000000",
+    "CAIRN_MAX_EVENTS": str(MAX_EVENTS_LIMIT),
 }
 # Above the longest long-poll (25 s), so a waiting poll is never cut short.
 HTTP_TIMEOUT = httpx.Timeout(30.0)

@@ -55,8 +55,21 @@ class Plan:
 @dataclass(frozen=True)
 class Shape:
     name: str
-    cairn_paths: list[str]
+    writers: int
+    addresses: int
     raw: list[Operation]
+
+    def fresh_paths(self, server: CairnServer) -> list[str]:
+        """One inbox path per writer, on addresses provisioned for this round alone.
+
+        The part raises the feed quota, so a head would otherwise keep a
+        counter block for every 32 events ever posted (`feed_counts`) and
+        each post would rewrite a head that grows round after round. New
+        addresses keep each round's heads the size a feed reaches in use.
+        """
+        with server.client() as http:
+            inboxes = [agent.provision(http).inbox_path for _ in range(self.addresses)]
+        return [inboxes[number % self.addresses] for number in range(self.writers)]
 
 
 @dataclass
@@ -79,10 +92,10 @@ def compare_posts(settings: Settings, workdir: Path, plan: Plan) -> Table:
         client = make_client(settings.replace(dynamodb_endpoint=database.endpoint))
         ensure_table(client, RAW_TABLE, stream=False)
         with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
-            shapes = _shapes(server, client)
+            shapes = _shapes(client)
             # The busiest shape warms both sides' paths through the new JVM.
             busiest = shapes[-1]
-            post_load(server.base_url, busiest.cairn_paths, len(busiest.cairn_paths), plan.warmup)
+            post_load(server.base_url, busiest.fresh_paths(server), busiest.writers, plan.warmup)
             run_load(busiest.raw, plan.warmup)
             measured = {shape.name: _alternate(server, shape, plan) for shape in shapes}
 
@@ -113,15 +126,11 @@ def compare_posts(settings: Settings, workdir: Path, plan: Plan) -> Table:
     return table
 
 
-def _shapes(server: CairnServer, client: DynamoDBClient) -> list[Shape]:
-    with server.client() as http:
-        one = agent.provision(http).inbox_path
-        separate = [agent.provision(http).inbox_path for _ in range(THREADS)]
+def _shapes(client: DynamoDBClient) -> list[Shape]:
     shapes = []
     for number, (name, (threads, heads)) in enumerate(zip(SHAPE_NAMES, SHAPES.values(), strict=True)):
         writers = raw_writers(client, RAW_TABLE, f"BENCH#SIDE#{number}", threads, heads)
-        paths = [one] * threads if heads == 1 else separate
-        shapes.append(Shape(name, paths, [appending(writer, RAW_TABLE, SAME_ACTIONS) for writer in writers]))
+        shapes.append(Shape(name, threads, heads, [appending(writer, RAW_TABLE, SAME_ACTIONS) for writer in writers]))
     return shapes
 
 
@@ -129,7 +138,7 @@ def _alternate(server: CairnServer, shape: Shape, plan: Plan) -> Rounds:
     rounds = Rounds(cairn=[], raw=[])
 
     def cairn() -> None:
-        rounds.cairn.append(post_load(server.base_url, shape.cairn_paths, len(shape.cairn_paths), plan.seconds))
+        rounds.cairn.append(post_load(server.base_url, shape.fresh_paths(server), shape.writers, plan.seconds))
 
     def raw() -> None:
         rounds.raw.append(run_load(shape.raw, plan.seconds))

@@ -93,6 +93,8 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
 
 # Zero means "never wait", and "no reserve": the limits for which zero makes sense.
 _LIMIT_MINIMUMS = {"max_wait_seconds": 0, "owner_reserved_events": 0}
+# The application's upper bounds (its `MAX_EVENTS_LIMIT`: a feed's head counts its events in blocks).
+_LIMIT_MAXIMUMS = {"max_events": 100_000}
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -208,6 +210,9 @@ class StageConfig:
         if limits["owner_reserved_events"] >= limits["max_events"]:
             raise ValueError("'owner_reserved_events' must be below 'max_events': outsiders need a slot")
         object.__setattr__(self, "limits", {**LIMIT_DEFAULTS, **self.limits})
+        for key, maximum in _LIMIT_MAXIMUMS.items():
+            if self.limits[key] > maximum:
+                raise ValueError(f"'{key}' must be at most {maximum:,}")
         if self.limits["max_wait_seconds"] >= API_GATEWAY_TIMEOUT_SECONDS:
             raise ValueError(
                 f"'max_wait_seconds' must stay below API Gateway's {API_GATEWAY_TIMEOUT_SECONDS} s timeout"

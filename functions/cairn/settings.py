@@ -40,6 +40,13 @@ ENV_PREFIX = "CAIRN_"
 ENVIRONMENT_NAMES = {"region": "AWS_REGION"}
 
 
+# The most events a feed may be set to hold. Its head keeps a counter block for every 32 events
+# the feed may hold (`cairn.dynamodb.feed_counts`), and every append rewrites the head: at this
+# many, the counters take about a quarter of a DynamoDB item's 400 KB, and far larger feeds would
+# make the head outgrow its item, so that every append to it failed.
+MAX_EVENTS_LIMIT = 100_000
+
+
 class InvalidSetting(ValueError):
     """A setting its field cannot hold: the deployment refuses to start with it."""
 
@@ -60,7 +67,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     email_domain: str = "cairn.localhost"
 
     event_retention_seconds: Annotated[int, Meta(ge=1)] = 30 * DAY_SECONDS
-    max_events: Annotated[int, Meta(ge=1)] = 1_000
+    max_events: Annotated[int, Meta(ge=1, le=MAX_EVENTS_LIMIT)] = 1_000
     # The last slots of every feed, which only the owner's own writes (state
     # changes, sends) may fill: inbox posts and mail stop at max_events - this.
     owner_reserved_events: Annotated[int, Meta(ge=0)] = 50

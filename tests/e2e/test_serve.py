@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -211,3 +212,26 @@ def test_many_concurrent_posters_over_http_lose_nothing(served: ServeProcess):
     with served.client() as client:
         page = client.get(created["endpoints"]["events_url"], params={"limit": 1000}, headers=auth(created)).json()
     assert [event["sequence"] for event in page["events"]] == list(range(1, 201))
+
+
+def test_a_setting_out_of_bounds_stops_the_server_with_its_reason(tmp_path: Path):
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cairn.cli",
+            "serve",
+            "--dynamodb-endpoint",
+            "http://127.0.0.1:9",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        env={**os.environ, "CAIRN_MAX_EVENTS": "100001"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 2
+    assert "cairn serve: setting max_events" in started.stderr
+    assert "<= 100000" in started.stderr
+    assert "Traceback" not in started.stderr

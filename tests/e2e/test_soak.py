@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from cairn.settings import MAX_EVENTS_LIMIT
 from tests.support.serve import ServeProcess
 
 # Longer soaks: CAIRN_SOAK_SECONDS=120 pytest -s tests/e2e/test_soak.py
@@ -281,7 +282,7 @@ def report(ledger: Ledger, elapsed: float) -> str:
 @pytest.fixture
 def soak_server(dynamodb_local, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
     """`cairn serve` whose feeds hold the whole soak (the rate limits are high in every ServeProcess)."""
-    env = {"CAIRN_MAX_EVENTS": "1000000"}
+    env = {"CAIRN_MAX_EVENTS": str(MAX_EVENTS_LIMIT)}
     with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
         yield server
 

@@ -9,7 +9,7 @@ import aws_cdk as cdk
 import msgspec
 import pytest
 
-from cairn.settings import EMAIL_PATTERN, RESERVED_SURFACES, SURFACE_NAME_PATTERN, Settings
+from cairn.settings import EMAIL_PATTERN, MAX_EVENTS_LIMIT, RESERVED_SURFACES, SURFACE_NAME_PATTERN, Settings
 from infra import config
 from infra.config import LIMIT_DEFAULTS, StageConfig
 
@@ -23,6 +23,11 @@ def test_limits_default_to_the_application_defaults() -> None:
     # application alone would otherwise be silently overridden in AWS.
     application = {field.name: field.default for field in msgspec.structs.fields(Settings)}
     assert {name: application[name] for name in LIMIT_DEFAULTS} == dict(LIMIT_DEFAULTS)
+
+
+def test_the_largest_feed_is_the_application_limit() -> None:
+    assert config._LIMIT_MAXIMUMS["max_events"] == MAX_EVENTS_LIMIT
+    assert from_context({"stage": "dev", "max_events": MAX_EVENTS_LIMIT}).limits["max_events"] == MAX_EVENTS_LIMIT
 
 
 def test_every_numeric_setting_is_a_context_value() -> None:
@@ -66,6 +71,7 @@ def test_public_base_url_comes_only_from_a_custom_domain() -> None:
         {"stage": "dev", "max_events": "1e3"},
         {"stage": "dev", "max_events": 0},
         {"stage": "dev", "max_events": True},
+        {"stage": "dev", "max_events": 100_001},
         {"stage": "dev", "max_wait_seconds": 29},
         {"stage": "dev", "max_stream_seconds": 871},
         {"stage": "dev", "email_domain": "Not A Domain"},

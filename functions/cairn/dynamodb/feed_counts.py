@@ -12,7 +12,8 @@ expired, and may include up to `BLOCK - 1` expired events of the oldest
 block until then. A block can hold live events only while it is within
 `max_events` sequences of the head, so appends remove the counters of the
 blocks that fall behind, and the head holds about `max_events / BLOCK`
-blocks at most.
+blocks at most (which is why `Settings.max_events` has an upper bound:
+the head must stay well within one item).
 
 Heads created before these counters (without `COUNTED`) are counted by
 reading their events, as before.

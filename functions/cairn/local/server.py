@@ -24,7 +24,7 @@ from cairn.local.outcomes import OutcomeSweepLoop
 from cairn.local.smtp import start_listener
 from cairn.local.wakeups import WakeupLoop
 from cairn.services import Services
-from cairn.settings import Settings
+from cairn.settings import InvalidSetting, Settings
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -89,13 +89,17 @@ def run(args: argparse.Namespace) -> int:
                 return 1
             endpoint = database.endpoint
             print(f"DynamoDB Local on {endpoint}, data in {args.data_dir}", flush=True)
-        settings = Settings.from_environment(
-            dynamodb_endpoint=endpoint,
-            email_blob_dir=args.data_dir / "email",
-            # Webhooks to this machine, so wake-ups can be tried here.
-            webhook_allow_local=True,
-            **overrides,
-        )
+        try:
+            settings = Settings.from_environment(
+                dynamodb_endpoint=endpoint,
+                email_blob_dir=args.data_dir / "email",
+                # Webhooks to this machine, so wake-ups can be tried here.
+                webhook_allow_local=True,
+                **overrides,
+            )
+        except InvalidSetting as error:
+            print(f"cairn serve: setting {error}", file=sys.stderr)
+            return 2
         if settings.runtime_key is None:
             key_path = args.data_dir / runtime_key_file.FILE_NAME
             settings = settings.replace(runtime_key=runtime_key_file.load_or_create(key_path))
