@@ -29,7 +29,7 @@ from cairn.dynamodb.client import make_client
 from cairn.local.dynamodb_local import free_port
 from cairn.local.outbound import SmtpRelayMailer
 from cairn.services import Services
-from cairn.settings import Settings
+from cairn.settings import MAX_EVENTS_LIMIT, Settings
 
 PERSON = "ada@example.org"
 MESSAGE = {"to": PERSON, "subject": "Approve invoice 42?", "text": "Reply YES or NO.\n" * 20}
@@ -66,7 +66,7 @@ def measure_outbound(settings: Settings, table_name: str, trials: int, seconds: 
 def _measure(
     settings: Settings, table_name: str, relay: _Relay, port: int, trials: int, seconds: float, warmup: float
 ) -> Table:
-    settings = settings.replace(table_name=table_name, outbound_max_sends_per_day=10**9, max_events=10**9,
+    settings = settings.replace(table_name=table_name, outbound_max_sends_per_day=10**9, max_events=MAX_EVENTS_LIMIT,
                 outbound_verifications_per_day=10**9, outbound_verifications_per_recipient_per_day=10**9)  # fmt: skip
     client = make_client(settings)
     counter = CallCounter(client)
