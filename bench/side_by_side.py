@@ -11,6 +11,7 @@ the median of its rounds.
 Cairn's posts come from wrk (`bench/native_load.py`), one connection per
 client, so the figure is the server's; the raw appends are the baseline's
 own, with the same three actions as a post (head, event, idempotency record).
+Each Cairn round posts to addresses of its own (`Shape.fresh_paths`).
 Both run on a DynamoDB Local of this part's own, where the server's table is
 the only one with a stream: the posts leave thousands of stream records,
 which would slow every streamed table the later parts make.
@@ -116,11 +117,12 @@ def compare_posts(settings: Settings, workdir: Path, plan: Plan) -> Table:
         )  # fmt: skip
     table.notes += [
         "Cairn: wrk (a load generator in C) with one keep-alive connection per writer, each post with a new "
-        "Idempotency-Key, through uvicorn, the resolver and validation to its one transaction. Raw: the "
+        "Idempotency-Key, to addresses provisioned for its round, through uvicorn, the resolver and validation "
+        "to its one transaction. Raw: the "
         "baseline's boto3 transaction with the same three actions, from threads of this process.",
         "Each side's figure is the median of its rounds, on a DynamoDB Local of this part's own. The server's "
         "table has a stream (wake-ups), read by its wake-up reader while the posts land; the raw table has none "
-        "(part 13: a stream costs the first streamed table about 6 %).",
+        "(part 16c measures what a stream costs the first streamed table).",
         "The throughput table gives the same posts from Python clients (httpx), as an agent's SDK sends them.",
     ]
     return table
