@@ -16,9 +16,9 @@ from cairn.local.dynamodb_local import free_port
 from cairn.settings import MAX_EVENTS_LIMIT
 
 READY_LINE = "Cairn is serving on"
-# Rate limits and the feed quota would otherwise turn a load test into 429s and 409s. The largest
-# feed a deployment may set keeps a head's counters growing for 100,000 posts: parts that post for
-# long give each round addresses of its own, so that a head is the size it reaches in use.
+# Rate limits and the feed quota would otherwise turn a load test into 429s and 409s. At the largest
+# feed a deployment may set, a head's counters grow for 100,000 posts: the side-by-side part, which
+# posts the longest, gives each round addresses of its own, so that a head is the size it reaches in use.
 UNLIMITED_ENV = {
     "CAIRN_POLL_RATE_PER_MINUTE": "1000000000",
     "CAIRN_CREATE_RATE_PER_MINUTE": "1000000000",
