@@ -2,7 +2,8 @@
 
 LangGraph's own conformance suite, two processes racing on one thread, a
 graph that waits for a human in one process and finishes in another, a
-10 MB checkpoint, and hostile requests to the checkpoint routes.
+10 MB checkpoint, a prune under a `DeltaChannel`, and hostile requests to
+the checkpoint routes.
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ import sys
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
+from typing import Annotated, TypedDict
 
 import httpx
 import pytest
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, BASE_CAPABILITIES, EXTENDED_CAPABILITIES
 from langgraph.checkpoint.conformance.spec.test_copy_thread import ALL_COPY_THREAD_TESTS
 from langgraph.checkpoint.conformance.spec.test_delete_for_runs import ALL_DELETE_FOR_RUNS_TESTS
 from langgraph.checkpoint.conformance.spec.test_prune import ALL_PRUNE_TESTS
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
 from cairn.client import Address
@@ -243,6 +248,42 @@ def test_prunes_and_copies_racing_a_writer_leave_every_thread_whole(address: Add
         reader.put(history[0].config, generate_checkpoint(), generate_metadata(step=rounds + 1), {})
     # The writer's last checkpoint was the newest until the put above: no prune or copy moved the thread on.
     assert list(reader.list(generate_config(thread)))[1].config == committed[-1]
+
+
+class Tally(TypedDict):
+    # A DeltaChannel stores a full value only every `snapshot_frequency` updates; between them a
+    # checkpoint holds none, and LangGraph rebuilds the value from the ancestors' writes.
+    log: Annotated[
+        list[str], DeltaChannel(lambda value, writes: [*(value or []), *chain(*writes)], snapshot_frequency=4)
+    ]
+    n: int
+
+
+def _tally_graph(saver: CairnSaver):
+    """One step per superstep, each adding one line to `log`, until `n` reaches a multiple of 10."""
+    builder = StateGraph(Tally)
+    builder.add_node("step", lambda state: {"log": [f"step {state['n']}"], "n": state["n"] + 1})
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda state: END if state["n"] % 10 == 0 else "step")
+    return builder.compile(checkpointer=saver)
+
+
+def test_keep_latest_keeps_what_a_delta_channel_rebuilds_its_value_from(address: Address):
+    """A prune leaves the newest checkpoint and the ancestors back to the channel's last full value."""
+    graph = _tally_graph(CairnSaver(address))
+    config = {"configurable": {"thread_id": "tally"}}
+    graph.invoke({"log": [], "n": 0}, config)
+    before = [state.metadata["step"] for state in graph.get_state_history(config)]
+
+    graph.checkpointer.prune(["tally"], strategy="keep_latest")
+
+    # Steps -1 to 10 were stored; the value was last stored whole at step 7 (its 8th update).
+    assert before == list(range(10, -2, -1))
+    assert [state.metadata["step"] for state in graph.get_state_history(config)] == [10, 9, 8, 7]
+    assert graph.get_state(config).values["log"] == [f"step {n}" for n in range(10)]
+    # The thread goes on from the kept checkpoint with nothing lost.
+    assert graph.invoke(None, config)["log"] == [f"step {n}" for n in range(10)]
+    assert graph.invoke({"log": []}, config)["log"] == [f"step {n}" for n in range(20)]
 
 
 # -- hostile input -----------------------------------------------------------------

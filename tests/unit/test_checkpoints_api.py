@@ -155,7 +155,9 @@ def test_deleting_a_thread_removes_its_parts_too(api: LambdaClient, address: Add
 
 
 def checkpoint_ids(cairn: CairnSaver, thread_id: str, checkpoint_ns: str | None = None) -> list[str]:
-    config = generate_config(thread_id) if checkpoint_ns is None else generate_config(thread_id, checkpoint_ns)
+    config = (
+        generate_config(thread_id) if checkpoint_ns is None else generate_config(thread_id, checkpoint_ns=checkpoint_ns)
+    )
     return [found.config["configurable"]["checkpoint_id"] for found in cairn.list(config)]
 
 
@@ -238,6 +240,44 @@ def test_keep_latest_leaves_the_head_with_its_writes_and_parts_readable(address:
     assert kept is not None and kept.checkpoint["channel_values"]["v"] == large
     assert kept.pending_writes == [("task", "ch", "kept")]
     cairn.put(head, generate_checkpoint(), generate_metadata(step=4), {})  # the head is still the head
+
+
+def delta_chain(
+    cairn: CairnSaver, thread_id: str, counters: list[dict[str, list[int]]], runs: dict[int, str] | None = None
+) -> list[str]:
+    """A checkpoint for each step, its metadata naming the `DeltaChannel`s not stored whole (as LangGraph's does)."""
+    ids, config = [], generate_config(thread_id)
+    for step, waiting in enumerate(counters):
+        extra: dict[str, Any] = {"counters_since_delta_snapshot": waiting} if waiting else {}
+        extra.update({"run_id": (runs or {})[step]} if step in (runs or {}) else {})
+        config = cairn.put(config, generate_checkpoint(), generate_metadata(step=step, **extra), {})
+        ids.append(config["configurable"]["checkpoint_id"])
+    return ids
+
+
+def test_keep_latest_keeps_the_ancestors_back_to_every_delta_channels_full_value(address: Address):
+    cairn = CairnSaver(address)
+    # `a` is stored whole at steps 1 and 3, `b` at step 1 only.
+    ids = delta_chain(cairn, "deltas", [{"a": [1, 1], "b": [1, 1]}, {}, {"a": [1, 1], "b": [1, 1]}, {"b": [2, 2]},
+                                        {"a": [1, 1], "b": [3, 3]}])  # fmt: skip
+    config = generate_config("deltas", checkpoint_ns="child")
+    for step in range(3):  # a namespace of plain checkpoints beside it keeps only its newest
+        config = cairn.put(config, generate_checkpoint(), generate_metadata(step=step), {})
+
+    cairn.prune(["deltas"])
+
+    assert checkpoint_ids(cairn, "deltas", "") == ids[:0:-1]
+    assert checkpoint_ids(cairn, "deltas", "child") == [config["configurable"]["checkpoint_id"]]
+
+
+def test_keep_latest_walks_back_no_further_than_a_parent_already_gone(address: Address):
+    cairn = CairnSaver(address)
+    ids = delta_chain(cairn, "gap", [{"a": [1, 1]}, {"a": [2, 2]}, {"a": [3, 3]}, {"a": [4, 4]}], runs={1: "gone"})
+    cairn.delete_for_runs(["gone"])
+
+    cairn.prune(["gap"])
+
+    assert checkpoint_ids(cairn, "gap") == [ids[3], ids[2]]
 
 
 def test_deleting_a_runs_head_moves_the_head_to_the_newest_checkpoint_kept(address: Address):

@@ -235,8 +235,9 @@ class PruneRequest(Schema):
     )
     strategy: Literal["keep_latest", "delete"] = Field(
         default="keep_latest",
-        description="`keep_latest`: each namespace keeps its newest checkpoint and its writes; "
-        "`delete`: the threads go whole.",
+        description="`keep_latest`: each namespace keeps its newest checkpoint and its writes, and the "
+        "ancestors its `DeltaChannel`s are rebuilt from (back to where metadata "
+        "`counters_since_delta_snapshot` names none); `delete`: the threads go whole.",
     )
 
 

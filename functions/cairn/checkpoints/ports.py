@@ -54,7 +54,11 @@ class CheckpointStore(Protocol):
         ...
 
     def prune(self, address_id: str, thread_id: str) -> int:
-        """Keep only the newest checkpoint of each namespace of the thread, with its writes; the count removed."""
+        """Keep the newest checkpoint of each namespace of the thread, with its writes; the count removed.
+
+        A namespace also keeps the ancestors of its newest checkpoint that a
+        LangGraph `DeltaChannel` rebuilds its value from.
+        """
         ...
 
     def delete_for_runs(self, address_id: str, run_ids: frozenset[str]) -> int:

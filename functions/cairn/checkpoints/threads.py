@@ -125,7 +125,8 @@ class Checkpoints:
         return self._store.copy_thread(owner, source, target, now=self._clock())
 
     def prune(self, address_id: str, read_token: str | None, *, thread_ids: Sequence[str], strategy: str) -> int:
-        """`keep_latest`: each namespace keeps its newest checkpoint; `delete`: the threads go, as `delete_thread`."""
+        """`keep_latest`: each namespace keeps its newest checkpoint (and what a `DeltaChannel` replays); `delete`:
+        the threads go, as `delete_thread`."""
         if strategy not in PRUNE_STRATEGIES:
             raise InvalidRequest(f"The strategy is one of {', '.join(PRUNE_STRATEGIES)}.", field="strategy")
         if not thread_ids or len(thread_ids) > MAX_PRUNE_THREADS:

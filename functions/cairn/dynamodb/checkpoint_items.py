@@ -221,6 +221,36 @@ def run_of(item: Item) -> str | None:
     return run_id if isinstance(run_id, str) else None
 
 
+def delta_ancestors(kept: Item, checkpoints: Iterable[Item]) -> list[Item]:
+    """The ancestors a LangGraph `DeltaChannel` of the kept checkpoint rebuilds its value from, newest first.
+
+    Between full values a `DeltaChannel` stores none: LangGraph walks the
+    parent chain, gathering each ancestor's writes, back to the nearest
+    checkpoint that stored the value whole. The checkpoint's metadata names
+    the channels still waiting for one (`counters_since_delta_snapshot`;
+    a channel stored whole there is left out), so the walk ends at the
+    checkpoint where none is waiting, or at the chain's first.
+    """
+    by_id = {get_s(item, "checkpoint_id"): item for item in checkpoints if namespace_of(item) == namespace_of(kept)}
+    waiting = _delta_channels_waiting(kept)
+    chain: list[Item] = []
+    seen = {get_s(kept, "checkpoint_id")}
+    parent_id = get_s(kept, "parent_id")
+    # A parent already gone (pruned or deleted by run) ends the walk, as it ends LangGraph's.
+    while waiting and parent_id not in seen and (parent := by_id.get(parent_id)) is not None:
+        chain.append(parent)
+        seen.add(parent_id)
+        waiting &= _delta_channels_waiting(parent)
+        parent_id = get_s(parent, "parent_id")
+    return chain
+
+
+def _delta_channels_waiting(item: Item) -> set[str]:
+    metadata = jsontext.parse(get_s(item, "metadata") or "{}")
+    counters = metadata.get("counters_since_delta_snapshot") if isinstance(metadata, dict) else None
+    return set(counters) if isinstance(counters, dict) else set()
+
+
 def delete(table: str, item: Item) -> Item:
     return {"Delete": {"TableName": table, "Key": {"pk": item["pk"], "sk": item["sk"]}}}
 

@@ -241,16 +241,27 @@ class CheckpointTable:
                 raise CheckpointThreadExists("The target thread has checkpoints already.", thread_id=target_thread_id)
 
     def prune(self, address_id: str, thread_id: str) -> int:
-        """Keep only the newest checkpoint of each namespace of the thread, with its writes."""
+        """Keep the newest checkpoint of each namespace of the thread, and what its value is rebuilt from.
+
+        Besides the newest, a namespace keeps the ancestors a LangGraph
+        `DeltaChannel` replays (`checkpoint_items.delta_ancestors`); each
+        checkpoint kept keeps its writes.
+        """
         pk = keys.address_pk(address_id)
         prefix = keys.thread_checkpoints_prefix(thread_id)
         groups = list(checkpoint_items.grouped(self._outline(pk, prefix)))
         newest = {checkpoint_items.namespace_of(found): found for found, _ in groups}
+        checkpoints = [found for found, _ in groups]
+        kept = {
+            item["sk"]["S"]
+            for head in newest.values()
+            for item in (head, *checkpoint_items.delta_ancestors(head, checkpoints))
+        }
         dropped = 0
         for found, writes in groups:
-            kept = newest[checkpoint_items.namespace_of(found)]
-            # A head on an older line moves to the checkpoint kept, the one readers take as the latest.
-            if kept is not found and self._drop(address_id, found, writes, replacement=kept):
+            # A head on an older line moves to the newest checkpoint, the one readers take as the latest.
+            replacement = newest[checkpoint_items.namespace_of(found)]
+            if found["sk"]["S"] not in kept and self._drop(address_id, found, writes, replacement=replacement):
                 dropped += 1
         return dropped
 
@@ -281,7 +292,9 @@ class CheckpointTable:
             pk,
             prefix,
             keys.upper_bound(prefix),
-            ProjectionExpression="pk, sk, thread_id, checkpoint_ns, checkpoint_id, metadata, task_id, expires_at",
+            ProjectionExpression=(
+                "pk, sk, thread_id, checkpoint_ns, checkpoint_id, parent_id, metadata, task_id, expires_at"
+            ),
         )
 
     def _drop(self, address_id: str, found: Item, writes: list[Item], *, replacement: Item | None) -> bool:

@@ -240,10 +240,10 @@ class CairnSaver(BaseCheckpointSaver[int]):
         self._forget(str(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """`keep_latest`: each namespace of each thread keeps only its newest checkpoint; `delete`: the threads go.
+        """`keep_latest`: each namespace of each thread keeps its newest checkpoint; `delete`: the threads go.
 
-        `keep_latest` is not `DeltaChannel`-aware: it drops the ancestors a
-        `DeltaChannel` rebuilds its value from.
+        `keep_latest` also keeps the ancestors a `DeltaChannel` rebuilds its
+        value from, back to where each was last stored whole.
         """
         unique = list(dict.fromkeys(str(thread_id) for thread_id in thread_ids))
         for start in range(0, len(unique), MAX_NAMED):
