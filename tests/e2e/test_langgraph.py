@@ -26,16 +26,18 @@ from typing import Annotated, TypedDict
 import httpx
 import pytest
 from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, BASE_CAPABILITIES, EXTENDED_CAPABILITIES
 from langgraph.checkpoint.conformance.spec.test_copy_thread import ALL_COPY_THREAD_TESTS
 from langgraph.checkpoint.conformance.spec.test_delete_for_runs import ALL_DELETE_FOR_RUNS_TESTS
 from langgraph.checkpoint.conformance.spec.test_prune import ALL_PRUNE_TESTS
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
-from cairn.client import Address
+from cairn.client import Address, HttpClient
 from cairn.integrations.langgraph import CairnSaver, CheckpointStale
 from cairn.integrations.langgraph.saver import MAX_INLINE_CHECKPOINT_BYTES
 from tests.support import langgraph_runs
@@ -250,18 +252,18 @@ def test_prunes_and_copies_racing_a_writer_leave_every_thread_whole(address: Add
     assert list(reader.list(generate_config(thread)))[1].config == committed[-1]
 
 
-class Tally(TypedDict):
-    # A DeltaChannel stores a full value only every `snapshot_frequency` updates; between them a
-    # checkpoint holds none, and LangGraph rebuilds the value from the ancestors' writes.
-    log: Annotated[
-        list[str], DeltaChannel(lambda value, writes: [*(value or []), *chain(*writes)], snapshot_frequency=4)
-    ]
-    n: int
+def _tally_graph(saver: BaseCheckpointSaver, snapshot_every: int = 4):
+    """One step per superstep, each adding one line to `log`, until `n` reaches a multiple of 10.
 
+    `log` is a `DeltaChannel`: a checkpoint stores its value whole only every
+    `snapshot_every` updates, and between them LangGraph rebuilds it from
+    the ancestors' writes.
+    """
 
-def _tally_graph(saver: CairnSaver):
-    """One step per superstep, each adding one line to `log`, until `n` reaches a multiple of 10."""
-    builder = StateGraph(Tally)
+    log = DeltaChannel(lambda value, writes: [*(value or []), *chain(*writes)], snapshot_frequency=snapshot_every)
+    # Spelled as a call: a class body's annotations would be read as text, where `log` is out of reach.
+    tally = TypedDict("tally", {"log": Annotated[list[str], log], "n": int})  # type: ignore[misc]  # noqa: UP013
+    builder = StateGraph(tally)
     builder.add_node("step", lambda state: {"log": [f"step {state['n']}"], "n": state["n"] + 1})
     builder.add_edge(START, "step")
     builder.add_conditional_edges("step", lambda state: END if state["n"] % 10 == 0 else "step")
@@ -284,6 +286,40 @@ def test_keep_latest_keeps_what_a_delta_channel_rebuilds_its_value_from(address:
     # The thread goes on from the kept checkpoint with nothing lost.
     assert graph.invoke(None, config)["log"] == [f"step {n}" for n in range(10)]
     assert graph.invoke({"log": []}, config)["log"] == [f"step {n}" for n in range(20)]
+
+
+class _CountingTransport(httpx.HTTPTransport):
+    """Counts the requests sent: each is a round trip a graph far from its server waits for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        return super().handle_request(request)
+
+
+def test_a_delta_channel_reads_as_langgraphs_own_saver_rebuilds_it_in_a_few_requests(address: Address):
+    """30 ancestors without a full value: every state is the in-memory saver's, read in a few requests."""
+    transport = _CountingTransport()
+    counted = Address.from_json(address.to_json(), http=HttpClient(transport=transport))
+    cairn, memory = _tally_graph(CairnSaver(counted), 1000), _tally_graph(InMemorySaver(), 1000)
+    config = {"configurable": {"thread_id": "long-tally"}}
+    for graph in (cairn, memory):
+        for start in ({"log": [], "n": 0}, {"log": []}, {"log": []}):  # ten steps each
+            graph.invoke(start, config)
+
+    sent = transport.sent
+    state = cairn.get_state(config)
+    requests = transport.sent - sent
+
+    assert state.values == memory.get_state(config).values
+    assert state.values["log"] == [f"step {n}" for n in range(30)]
+    assert asyncio.run(cairn.aget_state(config)).values == state.values
+    assert [s.values for s in cairn.get_state_history(config)] == [s.values for s in memory.get_state_history(config)]
+    # The head, the checkpoint named, and its 30 ancestors in two pages; read one at a time, 37 requests.
+    assert requests <= 4
 
 
 # -- hostile input -----------------------------------------------------------------

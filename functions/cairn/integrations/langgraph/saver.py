@@ -21,7 +21,7 @@ import base64
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -33,6 +33,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
@@ -43,6 +44,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from cairn.client.address import Address
 from cairn.client.http import HttpClient, json_body
 from cairn.errors import CheckpointPartMissing
+from cairn.integrations.langgraph import delta
 
 # The server's limits (`cairn.checkpoints.threads`): values above the inline ones travel as parts.
 MAX_INLINE_CHECKPOINT_BYTES = 262_144
@@ -159,6 +161,23 @@ class CairnSaver(BaseCheckpointSaver[int]):
             pending_writes=pending,
         )
 
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """The writes a `DeltaChannel` is rebuilt from, its ancestors listed a page at a time (`delta`)."""
+        if not channels:
+            return {}
+        target = self.get_tuple(config)
+        if target is None:
+            return delta.histories(channels, iter(()))
+        thread_id, checkpoint_ns = _thread(target.config)
+
+        def listing(before: str | None, limit: int) -> Iterator[CheckpointTuple]:
+            query = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "before": before, "limit": limit}
+            return self._search(query)
+
+        return delta.histories(channels, delta.parent_chain(target, listing))
+
     # -- writes --------------------------------------------------------------
 
     def put(
@@ -273,6 +292,11 @@ class CairnSaver(BaseCheckpointSaver[int]):
         pages = self.list(config, filter=filter, before=before, limit=limit)
         while (found := await asyncio.to_thread(next, pages, None)) is not None:
             yield found
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await asyncio.to_thread(self.get_delta_channel_history, config=config, channels=channels)
 
     async def aput(
         self,
