@@ -145,4 +145,5 @@ FRAMEWORK_ROUTES = {
     f"{ADDRESS}/store": "cairn.integrations.langgraph.CairnStore",
     f"{ADDRESS}/sessions": "cairn.integrations.openai_agents.CairnSession",
     f"{ADDRESS}/strands": "cairn.integrations.strands.CairnSessionRepository",
+    f"{ADDRESS}/files": "cairn.integrations.strands.CairnStorage",
 }

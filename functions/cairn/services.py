@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from cairn.email.ports import RawMessageStore
     from cairn.email.retention import MailRetention
     from cairn.email.sending import Sending
+    from cairn.files.files import Files
     from cairn.graphstore.batches import GraphStore
     from cairn.runtime.store import RuntimeStore
     from cairn.transcript.memory import MemoryStore
@@ -207,6 +208,13 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.graphstore.batches import GraphStore
 
         return GraphStore(self.table, GraphStoreTable(self.client, self.settings.table_name), self.clock)
+
+    @cached_property
+    def files(self) -> Files:
+        from cairn.dynamodb.file_table import FileTable
+        from cairn.files.files import Files
+
+        return Files(self.table, FileTable(self.client, self.settings.table_name), self.clock)
 
     @cached_property
     def _subscription_table(self) -> SubscriptionTable:

@@ -93,7 +93,7 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
         body, params = checkpoint_request(method, template)
     elif template.endswith("/store/batch"):
         body = {"ops": [{"op": "put", "namespace": ["stolen"], "key": "k", "value": {"stolen": True}}]}
-    elif "/strands/" in template:
+    elif "/strands/" in template or "/files" in template:
         body = strands_request(method, template)
     elif "/sessions/" in template:
         body = (
@@ -126,7 +126,10 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
 
 
 def strands_request(method: str, template: str) -> dict | None:
-    """A well-formed body for each Strands session route."""
+    """A well-formed body for each Strands session route, and each file route (`CairnStorage`)."""
+    if "/files" in template:
+        written = {"key": "stolen", "data": "c3RvbGVu"} if template.endswith("/files") else {"key": "stolen"}
+        return {} if template.endswith("/list") else written
     claim = {"if_version": 1, "writer": "stolen"}
     if method == "GET":
         return None

@@ -6,6 +6,7 @@ start it afresh, as a new Lambda invocation or queue redelivery would.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncGenerator, Callable
@@ -15,9 +16,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from strands import Agent
 from strands.models import Model
+from strands.session import SnapshotSessionManager
 from strands.types.content import Messages
 
-from cairn.integrations.strands import CairnSessionManager, SessionConflict
+from cairn.integrations.strands import CairnSessionManager, CairnStorage, SessionConflict
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -115,9 +117,49 @@ def racing_turn(
     results.put(outcome)
 
 
+def snapshot_agent(base_url: str, address_id: str, token: str, session_id: str) -> Agent:
+    """An agent on Strands' own snapshot session manager, its snapshots in the address's files.
+
+    Every invocation also keeps an immutable snapshot, so a run can go back to any earlier one.
+    """
+    manager = SnapshotSessionManager(
+        session_id=session_id,
+        storage=CairnStorage.connect(base_url, address_id, token),
+        snapshot_trigger=lambda **_: True,
+    )
+    return Agent(model=EchoingModel(), session_manager=manager, callback_handler=None)
+
+
+def snapshot_turn(base_url: str, address_id: str, token: str, session_id: str, message: str) -> dict[str, Any]:
+    return {"answer": str(snapshot_agent(base_url, address_id, token, session_id)(message)).strip()}
+
+
+def file_writer(base_url: str, address_id: str, token: str, key: str, payloads: list[tuple[int, int]]) -> None:
+    """Writes `bytes([fill]) * size` under `key` for each `(fill, size)`, in order."""
+    storage = CairnStorage.connect(base_url, address_id, token)
+    for fill, size in payloads:
+        asyncio.run(storage.write(key, bytes([fill]) * size))
+
+
+def file_reader(base_url: str, address_id: str, token: str, key: str, stop: Event, results: Any) -> None:
+    """Reads `key` until `stop`, then once more; puts each read's (first byte, size, whether all bytes match)."""
+    storage = CairnStorage.connect(base_url, address_id, token)
+    seen: list[tuple[int, int, bool] | None] = []
+    while True:
+        last = stop.is_set()
+        data = asyncio.run(storage.read(key))
+        seen.append(None if data is None else (data[0], len(data), data == data[:1] * len(data)))
+        if last:
+            break
+    results.put(seen)
+
+
+COMMANDS: dict[str, Callable[..., dict[str, Any]]] = {"turn": turn, "snapshot-turn": snapshot_turn}
+
+
 def main(argv: list[str]) -> None:
-    """`turn <base url> <address id> <token> <session id> <message>`: prints the outcome as JSON."""
-    print(json.dumps(turn(*argv[1:6])))
+    """`turn|snapshot-turn <base url> <address id> <token> <session id> <message>`: prints the outcome as JSON."""
+    print(json.dumps(COMMANDS[argv[0]](*argv[1:6])))
 
 
 if __name__ == "__main__":

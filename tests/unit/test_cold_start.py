@@ -19,7 +19,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Loaded by the runtime, memory, transcript, MCP, email, wake-up, checkpoint, session and discovery paths only.
+# Loaded by the runtime, memory, transcript, MCP, email, wake-up, checkpoint, session, file and discovery paths only.
 HEAVY = (
     "aws_lambda_powertools.event_handler.openapi.models",
     "pydantic_settings",
@@ -42,6 +42,10 @@ HEAVY = (
     "cairn.api.strands_session_schemas",
     "cairn.agent_sessions.strands",
     "cairn.dynamodb.strands_session_table",
+    "cairn.api.routes.files",
+    "cairn.api.file_schemas",
+    "cairn.files.files",
+    "cairn.dynamodb.file_table",
     "cairn.wakeups.models",
     "cairn.api.runtime_schemas",
     "cairn.runtime.model",

@@ -27,7 +27,7 @@ CORS = CORSConfig(
 # travel in headers, so a page can only use a token it already holds.)
 SAME_ORIGIN_PREFIXES = ("/api/v1/runtime/", "/api/v1/memory/", "/mcp", "/api/mcp")
 
-# Route groups whose modules (and the runtime, transcript, MCP, mail, wake-up, checkpoint, store, session and
+# Route groups whose modules (and the runtime, transcript, MCP, mail, wake-up, checkpoint, store, session, file and
 # discovery code under them) load with the first request for one of their paths, so an inbox post or a poll never
 # pays for them: module, the paths its routes answer.
 ADDRESS = r"^/api/v1/addresses/[^/]+"
@@ -42,6 +42,7 @@ DEFERRED_GROUPS = (
     ("agent_sessions", ADDRESS + r"/sessions/"),
     ("strands", ADDRESS + r"/strands/"),
     ("store", ADDRESS + r"/store(/|$)"),
+    ("files", ADDRESS + r"/files(/|$)"),
     ("discovery", r"^/(skill\.md|llms\.txt|llms-full\.txt|openapi\.json|\.well-known/|healthz$)"),
     ("viewer", r"^/inbox(/[a-z]+\.(js|css|svg))?$"),
 )

@@ -14,6 +14,7 @@ Sequences are zero-padded so that string order equals numeric order.
                        | RS#<s>#X#<m> a multi-agent's state   (<a>, <m> = sha256(agent id, multi-agent id))
                      | LS#<l1>/<l2>/…/#<sha256(key)> LangGraph store item
                        (<l> = the first 32 hex digits of sha256(namespace label), one per label)
+                     | FILE#<key> a file (its key as it is, so files list in key order)
   WAKE#DUE           <due ms>#<address>#<subscription> scheduled delivery retry
   OUTCOME#DUE        <deadline ms>#<address>#<send seq> deadline of a send's reserved outcome slot
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
@@ -390,3 +391,11 @@ def address_of_event_key(pk: str, sk: str) -> tuple[str, int] | None:
         return None
     digits = sk.removeprefix(EVENT_PREFIX)
     return (pk.removeprefix("A#"), int(digits)) if digits.isdigit() else None
+
+
+# Files of an address (`cairn.files`): a key's text follows the prefix as it is, so they sort as keys do.
+FILE_PREFIX = "FILE#"
+
+
+def file_sk(file_key: str) -> str:
+    return f"{FILE_PREFIX}{file_key}"

@@ -1,4 +1,5 @@
-"""Strands Agents on Cairn: `CairnSessionManager`, a session that overlapping runs cannot interleave.
+"""Strands Agents on Cairn: `CairnSessionManager`, a session that overlapping runs cannot interleave, and
+`CairnStorage`, Strands' `Storage` (what its `SnapshotSessionManager` keeps snapshots in).
 
     from strands import Agent
     from cairn.integrations.strands import CairnSessionManager
@@ -10,5 +11,6 @@ Needs the `strands` extra: `pip install "cairn-state[strands]"`.
 """
 
 from cairn.integrations.strands.repository import CairnSessionManager, CairnSessionRepository, SessionConflict
+from cairn.integrations.strands.storage import CairnStorage
 
-__all__ = ["CairnSessionManager", "CairnSessionRepository", "SessionConflict"]
+__all__ = ["CairnSessionManager", "CairnSessionRepository", "CairnStorage", "SessionConflict"]

@@ -1,0 +1,162 @@
+"""`FileStore` on the single table: a file is an item of its address's partition, with its pieces beside it.
+
+A file larger than one item keeps its bytes in pieces (`blobs`). Every
+item of a file carries the file's `version`, and a write is one
+transaction: the address checked, the file put only while it is still at
+the version read, its pieces put, and pieces a longer earlier version left
+deleted. A reader joins only pieces of the version its item names, and
+reads again if a write came between the two reads.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from cairn.checkpoints.models import Owner
+from cairn.dynamodb import blobs, checkpoint_items, keys, table_ops
+from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n, s
+from cairn.errors import Unauthorized, Unavailable
+from cairn.files.ports import FilePage
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
+Item = dict[str, Any]
+
+_VERSION = "version"
+_KEY = "file_key"
+_SIZE = "size"
+# Writers racing on one file take turns: each reads the version again and commits over it.
+_ATTEMPTS = 8
+_FAILED = "ConditionalCheckFailed"
+
+
+class FileTable:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def write(self, owner: Owner, file_key: str, data: bytes, *, now: float) -> None:
+        pk, sk = keys.address_pk(owner.address_id), keys.file_sk(file_key)
+        for attempt in range(_ATTEMPTS):
+            _pause(attempt)
+            current = self._head(pk, sk)
+            # A new version's name is never reused, not even by a file written again after a delete.
+            version = s(uuid.uuid4().hex)
+            expiry = checkpoint_items.expiry(owner)
+            payload, pieces = blobs.split(pk, sk, data, version=version, **expiry)  # each piece names `_VERSION`
+            item = {**key(pk, sk), _KEY: s(file_key), _SIZE: n(len(data)), _VERSION: version, **payload, **expiry}
+            put: Item = {"TableName": self._table, "Item": item, **_still_at(current)}
+            stale = range(len(pieces), _piece_count(current))
+            actions = [
+                checkpoint_items.address_check(self._table, owner, now=now),
+                {"Put": put},
+                *({"Put": {"TableName": self._table, "Item": piece}} for piece in pieces),
+                *(
+                    {"Delete": {"TableName": self._table, "Key": key(pk, keys.payload_chunk_sk(sk, index))}}
+                    for index in stale
+                ),
+            ]
+            if self._committed(actions):
+                return
+        raise Unavailable("Writers kept replacing this file; retry shortly.")
+
+    def read(self, address_id: str, file_key: str) -> bytes | None:
+        pk, sk = keys.address_pk(address_id), keys.file_sk(file_key)
+        for _ in range(_ATTEMPTS):
+            item = self._client.get_item(TableName=self._table, Key=key(pk, sk), ConsistentRead=True).get("Item")
+            if item is None:
+                return None
+            inline = item.get("data")
+            if inline is not None:
+                return bytes(inline["B"])
+            version, count = item[_VERSION], _piece_count(item)
+            found = [
+                piece
+                for piece in table_ops.query_prefix(self._client, self._table, pk, keys.payload_chunk_prefix(sk))
+                if piece.get(_VERSION) == version
+            ][:count]
+            if len(found) == count:
+                return b"".join(bytes(piece["data"]["B"]) for piece in found)
+            # A write replaced the file between the two reads: read the new one.
+        raise Unavailable("Writers kept replacing this file; retry shortly.")
+
+    def delete(self, owner: Owner, file_key: str, *, now: float) -> bool:
+        pk, sk = keys.address_pk(owner.address_id), keys.file_sk(file_key)
+        for attempt in range(_ATTEMPTS):
+            _pause(attempt)
+            current = self._head(pk, sk)
+            if current is None:
+                return False
+            actions = [
+                checkpoint_items.address_check(self._table, owner, now=now),
+                {"Delete": {"TableName": self._table, "Key": key(pk, sk), **_still_at(current)}},
+                *(
+                    {"Delete": {"TableName": self._table, "Key": key(pk, keys.payload_chunk_sk(sk, index))}}
+                    for index in range(_piece_count(current))
+                ),
+            ]
+            if self._committed(actions):
+                return True
+        raise Unavailable("Writers kept replacing this file; retry shortly.")
+
+    def keys(self, address_id: str, prefix: str, *, after: str | None, limit: int) -> FilePage:
+        params: dict[str, Any] = {"ProjectionExpression": "sk", "Limit": limit}
+        if after is not None:
+            params["ExclusiveStartKey"] = key(keys.address_pk(address_id), keys.file_sk(after))
+        found: list[str] = []
+        for item in table_ops.query_prefix(
+            self._client, self._table, keys.address_pk(address_id), keys.file_sk(prefix), **params
+        ):
+            found.append(item["sk"]["S"].removeprefix(keys.FILE_PREFIX))
+            if len(found) == limit:
+                break
+        return FilePage(keys=tuple(found), next=found[-1] if len(found) == limit else None)
+
+    def _head(self, pk: str, sk: str) -> Item | None:
+        return self._client.get_item(
+            TableName=self._table,
+            Key=key(pk, sk),
+            ConsistentRead=True,
+            ProjectionExpression="#version, #pieces",
+            ExpressionAttributeNames={"#version": _VERSION, "#pieces": blobs.PIECES},
+        ).get("Item")
+
+    def _committed(self, actions: list[Item]) -> bool:
+        """Send the transaction; False when the file moved on, `Unauthorized` when the address check failed."""
+        try:
+            table_ops.transact_write(self._client, actions)
+        except ClientError as error:
+            if error_code(error) != "TransactionCanceledException":
+                raise
+            reasons = cancellation_reasons(error)
+            if reasons and reasons[0].get("Code") == _FAILED:
+                raise Unauthorized() from error
+            return False
+        return True
+
+
+def _pause(attempt: int) -> None:
+    """Before an attempt after the first: a short random wait, so racing writers stop meeting."""
+    if attempt:
+        time.sleep(random.uniform(0, 0.005 * 2**attempt))
+
+
+def _still_at(current: Item | None) -> Item:
+    """The condition that the file is as read: at that version, or still absent."""
+    if current is None:
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    return {
+        "ConditionExpression": "#version = :read",
+        "ExpressionAttributeNames": {"#version": _VERSION},
+        "ExpressionAttributeValues": {":read": current[_VERSION]},
+    }
+
+
+def _piece_count(item: Item | None) -> int:
+    return get_int(item, blobs.PIECES) if item and blobs.PIECES in item else 0

@@ -1,0 +1,1 @@
+"""Files of an address: bytes under a key, for frameworks that keep blobs (Strands' `Storage`)."""
