@@ -10,17 +10,13 @@ reads again if a write came between the two reads.
 
 from __future__ import annotations
 
-import random
-import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from cairn.checkpoints.models import Owner
 from cairn.dynamodb import blobs, checkpoint_items, keys, table_ops
-from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n, s
-from cairn.errors import Unauthorized, Unavailable
+from cairn.dynamodb.items import get_int, key, n, s
+from cairn.errors import Unavailable
 from cairn.files.ports import FilePage
 
 if TYPE_CHECKING:
@@ -33,7 +29,6 @@ _KEY = "file_key"
 _SIZE = "size"
 # Writers racing on one file take turns: each reads the version again and commits over it.
 _ATTEMPTS = 8
-_FAILED = "ConditionalCheckFailed"
 
 
 class FileTable:
@@ -54,7 +49,6 @@ class FileTable:
             put: Item = {"TableName": self._table, "Item": item, **_still_at(current)}
             stale = range(len(pieces), _piece_count(current))
             actions = [
-                checkpoint_items.address_check(self._table, owner, now=now),
                 {"Put": put},
                 *({"Put": {"TableName": self._table, "Item": piece}} for piece in pieces),
                 *(
@@ -62,7 +56,7 @@ class FileTable:
                     for index in stale
                 ),
             ]
-            if self._committed(actions):
+            if self._committed(owner, actions, now=now):
                 return
         raise Unavailable("Writers kept replacing this file; retry shortly.")
 
@@ -94,14 +88,13 @@ class FileTable:
             if current is None:
                 return False
             actions = [
-                checkpoint_items.address_check(self._table, owner, now=now),
                 {"Delete": {"TableName": self._table, "Key": key(pk, sk), **_still_at(current)}},
                 *(
                     {"Delete": {"TableName": self._table, "Key": key(pk, keys.payload_chunk_sk(sk, index))}}
                     for index in range(_piece_count(current))
                 ),
             ]
-            if self._committed(actions):
+            if self._committed(owner, actions, now=now):
                 return True
         raise Unavailable("Writers kept replacing this file; retry shortly.")
 
@@ -127,16 +120,11 @@ class FileTable:
             ExpressionAttributeNames={"#version": _VERSION, "#pieces": blobs.PIECES},
         ).get("Item")
 
-    def _committed(self, actions: list[Item]) -> bool:
-        """Send the transaction; False when the file moved on, `Unauthorized` when the address check failed."""
+    def _committed(self, owner: Owner, actions: list[Item], *, now: float) -> bool:
+        """Commit behind the address check; False when the file moved on, `Unauthorized` when the check failed."""
         try:
-            table_ops.transact_write(self._client, actions)
-        except ClientError as error:
-            if error_code(error) != "TransactionCanceledException":
-                raise
-            reasons = cancellation_reasons(error)
-            if reasons and reasons[0].get("Code") == _FAILED:
-                raise Unauthorized() from error
+            table_ops.transact_owned(self._client, checkpoint_items.address_check(self._table, owner, now=now), actions)
+        except table_ops.Cancelled:
             return False
         return True
 
@@ -144,7 +132,7 @@ class FileTable:
 def _pause(attempt: int) -> None:
     """Before an attempt after the first: a short random wait, so racing writers stop meeting."""
     if attempt:
-        time.sleep(random.uniform(0, 0.005 * 2**attempt))
+        table_ops.pause_after_conflict(attempt)
 
 
 def _still_at(current: Item | None) -> Item:

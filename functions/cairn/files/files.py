@@ -54,8 +54,10 @@ class Files:
             raise InvalidRequest(f"A prefix is a key's start: at most {MAX_KEY_BYTES} bytes.", field="prefix")
         if not 1 <= limit <= MAX_LIST:
             raise InvalidRequest(f"List 1 to {MAX_LIST} keys at once.", field="limit")
-        if after is not None and not after.startswith(prefix):
-            raise InvalidRequest("`after` is a key the listing gave: it starts with the prefix.", field="after")
+        if after is not None:
+            _check_key(after, field="after")
+            if not after.startswith(prefix):
+                raise InvalidRequest("`after` is a key the listing gave: it starts with the prefix.", field="after")
         self._owner(address_id, read_token)
         return self._store.keys(address_id, prefix, after=after, limit=limit)
 
@@ -63,6 +65,6 @@ class Files:
         return owner_of(self._addresses, address_id, read_token, now=self._clock())
 
 
-def _check_key(key: str) -> None:
+def _check_key(key: str, *, field: str = "key") -> None:
     if not key or len(key.encode()) > MAX_KEY_BYTES or _CONTROL.search(key):
-        raise InvalidRequest(f"A key is 1 to {MAX_KEY_BYTES} bytes of text, no control characters.", field="key")
+        raise InvalidRequest(f"A key is 1 to {MAX_KEY_BYTES} bytes of text, no control characters.", field=field)
