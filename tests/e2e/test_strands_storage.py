@@ -2,7 +2,7 @@
 
 Strands' own `SnapshotSessionManager` on it: an agent on a scripted model
 resumes from its snapshot in a new process and goes back to an earlier
-one. Files written whole while another process reads them: every read is
+one, and the agent's own `storage` serves a manager given none. Files written whole while another process reads them: every read is
 one write's bytes, never a mix. The protocol's answers for what is not
 there, and prefixes listed in order.
 """
@@ -70,6 +70,20 @@ def test_an_agent_resumes_from_its_snapshot_in_a_new_process_and_goes_back_to_an
         "My name is Ada.",
         "heard: My name is Ada.",
     ]
+
+
+def test_as_the_agents_storage_it_keeps_the_snapshots_of_a_manager_given_none(address: Address):
+    """Strands' subsystems take the agent's `storage` when they have none of their own."""
+    storage = CairnStorage(address)
+
+    def agent() -> Agent:
+        manager = SnapshotSessionManager(session_id="agent-storage")
+        return Agent(model=strands_runs.EchoingModel(), storage=storage, session_manager=manager, callback_handler=None)
+
+    agent()("Remember me.")
+
+    assert [message["content"][0]["text"] for message in agent().messages] == ["Remember me.", "heard: Remember me."]
+    assert any("agent-storage" in key for key in asyncio.run(storage.list("")))
 
 
 def test_a_file_read_while_others_replace_it_is_always_one_writes_bytes(address: Address, served: ServeProcess):
