@@ -318,7 +318,7 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         """The address use cases on the in-memory ports (`cairn.addresses.inmem`), for tests.
 
         What stores elsewhere in the table (mail out, contacts, wake-ups,
-        checkpoints, sessions, memory) has no in-memory form: it has no
+        checkpoints, sessions, memory, files) has no in-memory form: it has no
         client here, and its first call says so.
         """
         from cairn.addresses import inmem
