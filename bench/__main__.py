@@ -35,7 +35,10 @@ when it ends. What it measures, in the order printed:
    posts through `cairn serve` in rounds that alternate with the raw
    appends' after a warm-up of both, so both meet DynamoDB Local's JVM
    equally warm (on a DynamoDB Local of their own); the median of each
-   side's rounds, and Cairn's share.
+   side's rounds, and Cairn's share. A third side in the same rounds, the
+   HTTP floor (`bench/http_floor.py`), posts through uvicorn as `cairn
+   serve` runs it to a server that only commits the raw transaction.
+   `--only side-by-side` runs this part alone.
 5. Durable state: DynamoDB calls and transaction items per state operation
    (read, list, create, replace, stale write, delete, a batch of 5, and
    concurrent compare-and-set increments), counted as in 1; increments per
@@ -195,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter runs and fewer trials (noisier figures)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     only_help = "run one part alone (integrations: with its calls floor rows)"
-    parser.add_argument("--only", choices=["integrations", "handler", "cold-starts", "runtime-calls"], help=only_help)
+    parts = ["integrations", "handler", "cold-starts", "runtime-calls", "side-by-side"]
+    parser.add_argument("--only", choices=parts, help=only_help)
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
 
@@ -206,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             "handler": run_handler,
             "cold-starts": run_cold_starts,
             "runtime-calls": run_runtime_calls,
+            "side-by-side": run_side_by_side,
         }
         tables = only[args.only](plan, Path(workdir)) if args.only else run(plan, Path(workdir))
     setup = {
@@ -328,6 +333,12 @@ def run_runtime_calls(plan: Plan, workdir: Path) -> list[Table]:
     return _alone(
         workdir, RUNTIME_TABLE, lambda settings: [measure_runtime_calls(settings, RUNTIME_TABLE, plan.repeats)]
     )
+
+
+def run_side_by_side(plan: Plan, workdir: Path) -> list[Table]:
+    """Cairn's posts, the HTTP floor's and the raw transaction's alone (on a DynamoDB Local of their own)."""
+    settings = Settings(table_name=SERVICE_TABLE)
+    return [compare_posts(settings, workdir, plan.side_by_side)]
 
 
 def _alone(workdir: Path, table_name: str, measure: Callable[[Settings], list[Table]]) -> list[Table]:

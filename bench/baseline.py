@@ -48,7 +48,7 @@ class RawAppender:
     def __init__(self, client: DynamoDBClient, table: str, head: str) -> None:
         self._client = client
         self._table = table
-        self._head = head
+        self.head = head
         self._last = 0
         self.transactions = 0
 
@@ -80,7 +80,7 @@ class RawAppender:
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": key(self._head, "META"),
+                    "Key": key(self.head, "META"),
                     "UpdateExpression": "SET last_seq = :new",
                     "ConditionExpression": "last_seq = :last",
                     "ExpressionAttributeValues": {":new": n(sequence), ":last": n(self._last)},
@@ -90,7 +90,7 @@ class RawAppender:
             {
                 "Put": {
                     "TableName": self._table,
-                    "Item": {**key(self._head, f"E#{sequence:012d}"), "data": s('{"n":1}')},
+                    "Item": {**key(self.head, f"E#{sequence:012d}"), "data": s('{"n":1}')},
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             },

@@ -18,6 +18,7 @@ from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.local import runtime_key_file
 from cairn.local.asgi import ResolverBridge
 from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
+from cairn.local.http_protocol import JsonErrorHttpToolsProtocol
 from cairn.local.mail_expiry import StoredMailExpiry
 from cairn.local.outbound import OutboxMailer, SmtpRelayMailer, parse_relay
 from cairn.local.outcomes import OutcomeSweepLoop
@@ -142,9 +143,8 @@ def run(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             lifespan="off",
-            # h11, not httptools even when installed: httptools refuses a header value holding a control
-            # character with a plain-text 400 of its own, where Cairn answers its JSON error.
-            http="h11",
+            # httptools parses in C where h11 is Python; what it refuses is answered with Cairn's JSON error.
+            http=JsonErrorHttpToolsProtocol,
             log_level="warning",
             timeout_keep_alive=30,
             # Waiting long-polls must not hold Ctrl-C up for their full 25 s.

@@ -29,6 +29,10 @@ logger = logging.getLogger(__name__)
 
 # How long the reader rests after an empty read, and after a failure.
 POLL_SECONDS = 0.1
+# And after a read that found records. Reading again at once would, under a steady flow of posts, make
+# a GetRecords call (to DynamoDB Local, on the same cores) for almost every post: a short pause lets
+# records gather, so a read takes many, at the price of up to this much more wake-up latency under load.
+BUSY_PAUSE_SECONDS = 0.02
 RETRY_SECONDS = 1.0
 SWEEP_SECONDS = 1.0
 # How often the reader looks for new shards (DynamoDB Local rolls shards over now and then).
@@ -65,9 +69,9 @@ class StreamFollower:
                 stop.wait(RETRY_SECONDS)
                 clock += RETRY_SECONDS
                 continue
-            if not busy:
-                stop.wait(POLL_SECONDS)
-                clock += POLL_SECONDS
+            pause = BUSY_PAUSE_SECONDS if busy else POLL_SECONDS
+            stop.wait(pause)
+            clock += pause
 
     def _discover(self) -> None:
         request: dict[str, Any] = {"StreamArn": self._arn}
