@@ -109,6 +109,13 @@ class PayloadTooLarge(CairnError):
     http_status = 413
 
 
+class StorageLimitExceeded(CairnError):
+    """A write would take an address past the bytes it may store (its files)."""
+
+    code = "storage_limit_exceeded"
+    http_status = 413
+
+
 class CrossOriginRefused(CairnError):
     """A browser's preflight for a route that no page of another origin may call."""
 

@@ -214,7 +214,8 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.dynamodb.file_table import FileTable
         from cairn.files.files import Files
 
-        return Files(self.table, FileTable(self.client, self.settings.table_name), self.clock)
+        store = FileTable(self.client, self.settings.table_name)
+        return Files(self.table, store, self.clock, max_bytes=self.settings.files_max_bytes)
 
     @cached_property
     def _subscription_table(self) -> SubscriptionTable:

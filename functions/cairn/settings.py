@@ -98,6 +98,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     state_max_keys: Annotated[int, Meta(ge=1)] = 32
     state_max_bytes: Annotated[int, Meta(ge=1)] = 65_536
+    # What one address's files may take in all (`cairn.files.ports.stored_bytes`: keys, bytes, overhead).
+    files_max_bytes: Annotated[int, Meta(ge=1)] = 64 * 1024 * 1024
 
     # Bearer secret the runtime routes require when set (local serve); in AWS
     # API Gateway authorizes them with IAM instead.

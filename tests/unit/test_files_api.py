@@ -9,7 +9,7 @@ import pytest
 
 from cairn.dynamodb import keys, table_ops
 from cairn.dynamodb.client import make_client
-from cairn.files import files
+from cairn.files import files, ports
 from cairn.integrations.strands import storage
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient
@@ -145,3 +145,50 @@ def test_another_addresss_token_is_refused_and_changes_nothing(
         assert (reply.status, reply.error_code) == (401, "unauthorized"), reply.text
 
     assert read(api, address, "k") == b"kept"
+
+
+def test_an_address_stores_files_up_to_its_limit_and_a_write_past_it_changes_nothing(moto_env: None, clock: FakeClock):
+    cost = ports.stored_bytes("a", 3000)
+    api = LambdaClient.on_moto(clock, files_max_bytes=3 * cost + 500)
+    address = api.provision()
+    for name in "abc":
+        write(api, address, name, name.encode() * 3000)
+    write(api, address, "c", b"C" * 3000)  # a replacement of the same size takes no more
+
+    refused = call(api, address, "", {"key": "d", "data": base64.b64encode(b"d" * 3000).decode()})
+    grown = call(api, address, "", {"key": "a", "data": base64.b64encode(b"A" * 4000).decode()})
+
+    assert (refused.status, refused.error_code) == (413, "storage_limit_exceeded"), refused.text
+    assert {name: refused.json()["error"][name] for name in ("max_bytes", "used_bytes", "needed_bytes")} == {
+        "max_bytes": 3 * cost + 500,
+        "used_bytes": 3 * cost,
+        "needed_bytes": cost,
+    }
+    assert (grown.status, grown.error_code, grown.json()["error"]["needed_bytes"]) == (
+        413,
+        "storage_limit_exceeded",
+        1000,
+    )
+    assert listed(api, address)["keys"] == ["a", "b", "c"] and read(api, address, "a") == b"a" * 3000
+
+    # A smaller replacement and a delete give their room back.
+    write(api, address, "a", b"A" * 2500)
+    assert call(api, address, "/delete", {"key": "b"}).json()["deleted"]
+    write(api, address, "d", b"d" * 3000)
+    write(api, address, "e", b"e" * 500)
+    assert listed(api, address)["keys"] == ["a", "c", "d", "e"]
+    # Stored now: a and e 3,000 bytes less than a full file, c and d full: 435 bytes of room, not 465.
+    refused = call(api, address, "", {"key": "f", "data": base64.b64encode(b"f" * 400).decode()})
+    assert (refused.status, refused.json()["error"]["used_bytes"]) == (413, 4 * cost - 3000)
+    write(api, address, "f", b"f" * 370)
+
+
+def test_a_file_larger_than_the_whole_limit_is_refused_before_anything_is_read(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(clock, files_max_bytes=1000)
+    address = api.provision()
+
+    refused = call(api, address, "", {"key": "big", "data": base64.b64encode(b"b" * 1000).decode()})
+
+    assert (refused.status, refused.error_code) == (413, "storage_limit_exceeded"), refused.text
+    assert "used_bytes" not in refused.json()["error"]
+    assert listed(api, address)["keys"] == []

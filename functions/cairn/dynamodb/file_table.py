@@ -5,7 +5,9 @@ item of a file carries the file's `version`, and a write is one
 transaction: the address checked, the file put only while it is still at
 the version read, its pieces put, and pieces a longer earlier version left
 deleted. A reader joins only pieces of the version its item names, and
-reads again if a write came between the two reads.
+reads again if a write came between the two reads. The same transaction
+moves the address's count of stored bytes (`storage_usage`) by what the
+write adds or frees, so a write past the address's limit changes nothing.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from cairn.checkpoints.models import Owner
-from cairn.dynamodb import blobs, checkpoint_items, keys, table_ops
+from cairn.dynamodb import blobs, checkpoint_items, keys, storage_usage, table_ops
 from cairn.dynamodb.items import get_int, key, n, s
 from cairn.errors import Unavailable
-from cairn.files.ports import FilePage
+from cairn.files.ports import FilePage, stored_bytes
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -36,11 +38,12 @@ class FileTable:
         self._client = client
         self._table = table
 
-    def write(self, owner: Owner, file_key: str, data: bytes, *, now: float) -> None:
+    def write(self, owner: Owner, file_key: str, data: bytes, *, now: float, max_bytes: int) -> None:
         pk, sk = keys.address_pk(owner.address_id), keys.file_sk(file_key)
         for attempt in range(_ATTEMPTS):
             _pause(attempt)
             current = self._head(pk, sk)
+            growth = stored_bytes(file_key, len(data)) - _stored(file_key, current)
             # A new version's name is never reused, not even by a file written again after a delete.
             version = s(uuid.uuid4().hex)
             expiry = checkpoint_items.expiry(owner)
@@ -56,8 +59,15 @@ class FileTable:
                     for index in stale
                 ),
             ]
-            if self._committed(owner, actions, now=now):
-                return
+            charge = storage_usage.charge(self._table, owner.address_id, growth, max_bytes=max_bytes, expiry=expiry)
+            try:
+                self._commit(owner, [*actions, *([charge] if charge else [])], now=now)
+            except table_ops.Cancelled as cancelled:
+                refused = cancelled.failed(len(actions))
+                if refused is not None and cancelled.failed(0) is None:
+                    raise storage_usage.refusal(refused, growth, max_bytes=max_bytes) from cancelled
+                continue  # the file moved on (or a conflict): read it again
+            return
         raise Unavailable("Writers kept replacing this file; retry shortly.")
 
     def read(self, address_id: str, file_key: str) -> bytes | None:
@@ -87,15 +97,20 @@ class FileTable:
             current = self._head(pk, sk)
             if current is None:
                 return False
+            freed = storage_usage.release(self._table, owner.address_id, _stored(file_key, current))
             actions = [
                 {"Delete": {"TableName": self._table, "Key": key(pk, sk), **_still_at(current)}},
                 *(
                     {"Delete": {"TableName": self._table, "Key": key(pk, keys.payload_chunk_sk(sk, index))}}
                     for index in range(_piece_count(current))
                 ),
+                freed,
             ]
-            if self._committed(owner, actions, now=now):
-                return True
+            try:
+                self._commit(owner, actions, now=now)
+            except table_ops.Cancelled:
+                continue  # the file moved on: read it again
+            return True
         raise Unavailable("Writers kept replacing this file; retry shortly.")
 
     def keys(self, address_id: str, prefix: str, *, after: str | None, limit: int) -> FilePage:
@@ -116,17 +131,13 @@ class FileTable:
             TableName=self._table,
             Key=key(pk, sk),
             ConsistentRead=True,
-            ProjectionExpression="#version, #pieces",
-            ExpressionAttributeNames={"#version": _VERSION, "#pieces": blobs.PIECES},
+            ProjectionExpression="#version, #pieces, #size",
+            ExpressionAttributeNames={"#version": _VERSION, "#pieces": blobs.PIECES, "#size": _SIZE},
         ).get("Item")
 
-    def _committed(self, owner: Owner, actions: list[Item], *, now: float) -> bool:
-        """Commit behind the address check; False when the file moved on, `Unauthorized` when the check failed."""
-        try:
-            table_ops.transact_owned(self._client, checkpoint_items.address_check(self._table, owner, now=now), actions)
-        except table_ops.Cancelled:
-            return False
-        return True
+    def _commit(self, owner: Owner, actions: list[Item], *, now: float) -> None:
+        """Commit behind the address check: `Unauthorized` when the check failed, `Cancelled` when another did."""
+        table_ops.transact_owned(self._client, checkpoint_items.address_check(self._table, owner, now=now), actions)
 
 
 def _pause(attempt: int) -> None:
@@ -144,6 +155,11 @@ def _still_at(current: Item | None) -> Item:
         "ExpressionAttributeNames": {"#version": _VERSION},
         "ExpressionAttributeValues": {":read": current[_VERSION]},
     }
+
+
+def _stored(file_key: str, current: Item | None) -> int:
+    """What the file as read counts against its address's limit: nothing when there is none."""
+    return stored_bytes(file_key, get_int(current, _SIZE)) if current is not None else 0
 
 
 def _piece_count(item: Item | None) -> int:

@@ -15,6 +15,7 @@ Sequences are zero-padded so that string order equals numeric order.
                      | LS#<l1>/<l2>/…/#<sha256(key)> LangGraph store item
                        (<l> = the first 32 hex digits of sha256(namespace label), one per label)
                      | FILE#<key> a file (its key as it is, so files list in key order)
+                     | USAGE bytes its files store (`storage_usage`)
   WAKE#DUE           <due ms>#<address>#<subscription> scheduled delivery retry
   OUTCOME#DUE        <deadline ms>#<address>#<send seq> deadline of a send's reserved outcome slot
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership
@@ -395,6 +396,8 @@ def address_of_event_key(pk: str, sk: str) -> tuple[str, int] | None:
 
 # Files of an address (`cairn.files`): a key's text follows the prefix as it is, so they sort as keys do.
 FILE_PREFIX = "FILE#"
+# Not under `S`: the state's own items are read by that prefix.
+STORAGE_USAGE = "USAGE"
 
 
 def file_sk(file_key: str) -> str:

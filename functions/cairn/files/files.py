@@ -4,7 +4,8 @@ What Strands' `Storage` protocol asks of a backend: its snapshot session
 manager keeps an agent's latest snapshot and its history there. A write
 replaces a file in one commit, so a reader finds the old bytes or the new,
 never a mix, whatever their size; the last write wins. Files go with their
-address.
+address, which may store at most `max_bytes` of them (`stored_bytes`: each
+file's key and bytes and a small overhead).
 """
 
 from __future__ import annotations
@@ -26,16 +27,17 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Files:
-    def __init__(self, addresses: AddressStore, store: FileStore, clock: Clock) -> None:
+    def __init__(self, addresses: AddressStore, store: FileStore, clock: Clock, *, max_bytes: int) -> None:
         self._addresses = addresses
         self._store = store
         self._clock = clock
+        self._max_bytes = max_bytes
 
     def write(self, address_id: str, read_token: str | None, key: str, data: bytes) -> None:
         _check_key(key)
         if len(data) > MAX_FILE_BYTES:
             raise PayloadTooLarge(f"A file holds at most {MAX_FILE_BYTES} bytes.", max_bytes=MAX_FILE_BYTES)
-        self._store.write(self._owner(address_id, read_token), key, data, now=self._clock())
+        self._store.write(self._owner(address_id, read_token), key, data, now=self._clock(), max_bytes=self._max_bytes)
 
     def read(self, address_id: str, read_token: str | None, key: str) -> bytes:
         _check_key(key)
