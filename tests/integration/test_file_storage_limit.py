@@ -15,6 +15,7 @@ from cairn.dynamodb.client import make_client
 from cairn.dynamodb.items import get_int, key
 from cairn.errors import StorageLimitExceeded
 from cairn.files.ports import stored_bytes
+from cairn.settings import Settings
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services
 
@@ -63,7 +64,7 @@ def churn(endpoint: str, table: str, limit: int, address_id: str, token: str, pr
 
 
 def counted(endpoint: str, table: str, address_id: str) -> int:
-    item = make_client(services(endpoint, table, 1).settings).get_item(
+    item = make_client(Settings(dynamodb_endpoint=endpoint)).get_item(
         TableName=table, Key=key(keys.address_pk(address_id), keys.STORAGE_USAGE), ConsistentRead=True
     )
     return get_int(item.get("Item") or {}, "stored_bytes")

@@ -183,7 +183,7 @@ def test_an_address_stores_files_up_to_its_limit_and_a_write_past_it_changes_not
     write(api, address, "f", b"f" * 370)
 
 
-def test_a_file_larger_than_the_whole_limit_is_refused_before_anything_is_read(moto_env: None, clock: FakeClock):
+def test_a_file_larger_than_the_whole_limit_is_refused_and_stores_nothing(moto_env: None, clock: FakeClock):
     api = LambdaClient.on_moto(clock, files_max_bytes=1000)
     address = api.provision()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,7 +43,7 @@ def port() -> Iterator[int]:
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
     thread.start()
     while not server.started:
-        threading.Event().wait(0.01)
+        time.sleep(0.01)
     yield listening.getsockname()[1]
     server.should_exit = True
     thread.join(timeout=10)

@@ -29,7 +29,7 @@ def charge(table: str, address_id: str, growth: int, *, max_bytes: int, expiry: 
     if growth <= 0:
         return _moved(table, address_id, growth, expiry) if growth else None
     if growth > max_bytes:
-        # Past the limit on its own: refused before any read, as no count could take it.
+        # Past the limit on its own: refused without a commit, as no count could take it.
         raise _refused(None, growth, max_bytes)
     action = _moved(table, address_id, growth, expiry)
     update = action["Update"]

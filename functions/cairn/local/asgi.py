@@ -80,8 +80,8 @@ class ResolverBridge:
             await _send(send, _error(421, "host_not_allowed", "This server does not answer to that Host name."))
             return
         try:
-            body = await _read_body(receive)
-        except _ClientGone:
+            body = await read_body(receive)
+        except ClientGone:
             return  # a body cut short is not a request: nothing is resolved, so nothing is committed
         if body is None:
             await _send(send, _too_large())
@@ -175,18 +175,18 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class _ClientGone(Exception):
+class ClientGone(Exception):
     """The client disconnected before its body was complete."""
 
 
-async def _read_body(receive: Receive) -> bytes | None:
+async def read_body(receive: Receive) -> bytes | None:
     """The whole body; None when it is too large for Lambda."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            raise _ClientGone()
+            raise ClientGone()
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_REQUEST_BYTES:
@@ -202,8 +202,12 @@ def _too_large() -> dict[str, Any]:
 
 def _error(status: int, code: str, message: str) -> dict[str, Any]:
     """An answer given before the resolver sees the request, in the resolver's error shape."""
-    body = json.dumps({"error": {"code": code, "message": message}})
-    return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": body}
+    return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": error_body(code, message)}
+
+
+def error_body(code: str, message: str) -> str:
+    """The resolver's error shape, for answers this server gives without it."""
+    return json.dumps({"error": {"code": code, "message": message}})
 
 
 async def _send(send: Send, response: dict[str, Any]) -> None:

@@ -17,23 +17,19 @@ it can be trusted.
 
 from __future__ import annotations
 
-import json
-
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from cairn.local.asgi import error_body
 
 # A request line and headers larger than this are refused before more of them is read. API Gateway's
 # own bound is 10 KiB; this one leaves room for what a browser sends to localhost (every local app's cookies).
 MAX_HEAD_BYTES = 64 * 1024
 
 
-def _json_error(code: str, message: str) -> bytes:
-    return json.dumps({"error": {"code": code, "message": message}}).encode()
-
-
-MALFORMED_REQUEST = _json_error("bad_request", "The request is not valid HTTP/1.1, so it was not read.")
-HEAD_TOO_LARGE = _json_error(
+MALFORMED_REQUEST = error_body("bad_request", "The request is not valid HTTP/1.1, so it was not read.").encode()
+HEAD_TOO_LARGE = error_body(
     "request_head_too_large", f"The request line and headers exceed {MAX_HEAD_BYTES} bytes, so they were not read."
-)
+).encode()
 
 
 class JsonErrorHttpToolsProtocol(HttpToolsProtocol):
