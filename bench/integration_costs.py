@@ -80,7 +80,8 @@ class Histories:
             )
         ]
         _batch_put(self.client, self.table, items)
-        head = agent_session_items.head_put(self.table, self.owner, session_id, Head(), Head().added(size - 1))
+        # Written around the address's count of stored bytes, so the head counts none of them.
+        head = agent_session_items.head_put(self.table, self.owner, session_id, Head(), Head().added(size - 1, 0))
         self.client.put_item(TableName=self.table, Item=head["Put"]["Item"])
         session = CairnSession(self.address, session_id)
         last: Any = {**ITEM, "n": size}

@@ -76,7 +76,7 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "max_page_bytes": 5_000_000,
     "state_max_keys": 32,
     "state_max_bytes": 65_536,
-    "files_max_bytes": 64 * 1024 * 1024,
+    "storage_max_bytes": 64 * 1024 * 1024,
     "email_text_max_bytes": 256 * 1024,
     "email_attachment_max_bytes": 10_000_000,
     "outbound_max_sends_per_day": 20,

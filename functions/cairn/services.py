@@ -193,7 +193,8 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.agent_sessions.conversations import AgentSessions
         from cairn.dynamodb.agent_session_table import AgentSessionTable
 
-        return AgentSessions(self.table, AgentSessionTable(self.client, self.settings.table_name), self.clock)
+        store = AgentSessionTable(self.client, self.settings.table_name)
+        return AgentSessions(self.table, store, self.clock, max_bytes=self.settings.storage_max_bytes)
 
     @cached_property
     def strands_sessions(self) -> StrandsSessions:
@@ -215,7 +216,7 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.files.files import Files
 
         store = FileTable(self.client, self.settings.table_name)
-        return Files(self.table, store, self.clock, max_bytes=self.settings.files_max_bytes)
+        return Files(self.table, store, self.clock, max_bytes=self.settings.storage_max_bytes)
 
     @cached_property
     def _subscription_table(self) -> SubscriptionTable:

@@ -98,8 +98,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     state_max_keys: Annotated[int, Meta(ge=1)] = 32
     state_max_bytes: Annotated[int, Meta(ge=1)] = 65_536
-    # What one address's files may take in all (`cairn.files.ports.stored_bytes`: keys, bytes, overhead).
-    files_max_bytes: Annotated[int, Meta(ge=1)] = 64 * 1024 * 1024
+    # What one address's files and agent sessions may store in all (`cairn.files.ports.stored_bytes`,
+    # `cairn.dynamodb.agent_session_items.item_bytes`: their JSON or bytes, keys and overhead).
+    storage_max_bytes: Annotated[int, Meta(ge=1)] = 64 * 1024 * 1024
 
     # Bearer secret the runtime routes require when set (local serve); in AWS
     # API Gateway authorizes them with IAM instead.

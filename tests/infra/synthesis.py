@@ -55,7 +55,7 @@ FULL_CONTEXT = {
     "max_page_bytes": 2_000_000,
     "state_max_keys": 64,
     "state_max_bytes": 131_072,
-    "files_max_bytes": 16 * 1024 * 1024,
+    "storage_max_bytes": 16 * 1024 * 1024,
     "email_text_max_bytes": 100_000,
     "email_attachment_max_bytes": 4_000_000,
     "outbound_max_sends_per_day": 50,

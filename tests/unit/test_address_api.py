@@ -397,7 +397,7 @@ def test_capabilities_and_health(memory_api: LambdaClient):
     limits = memory_api.request("GET", "/.well-known/agentaddress.json").json()["limits"]
     assert limits["max_events_per_address"] == 1000
     assert limits["max_inbox_bytes"] == INBOX_LIMIT
-    assert limits["max_file_bytes_per_address"] == 64 * 1024 * 1024
+    assert limits["max_stored_bytes_per_address"] == 64 * 1024 * 1024
     assert memory_api.request("GET", "/llms.txt").status == 200
     assert memory_api.request("GET", "/healthz").json()["status"] == "ok"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 import httpx
@@ -10,7 +11,14 @@ import pytest
 
 from cairn.agent_sessions import conversations
 from cairn.client import Address, HttpClient, RetryPolicy
+from cairn.dynamodb import keys
+from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.items import get_int, key
+from cairn.errors import StorageLimitExceeded
+from cairn.files.ports import stored_bytes
 from cairn.integrations.openai_agents import CairnSession
+from cairn.jsontext import canonical, sent_size
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply
 
@@ -189,3 +197,74 @@ def test_cairn_session_pop_item_survives_a_lost_answer(api: LambdaClient, addres
     assert asyncio.run(session.pop_item()) == said(3)[2]
     assert len(lost) == 1
     assert asyncio.run(session.get_items()) == said(2)
+
+
+def test_sessions_and_files_share_the_address_storage_limit_and_an_add_past_it_changes_nothing(
+    moto_env: None, clock: FakeClock
+):
+    item = {"role": "user", "content": "x" * 3000}
+    cost = item_bytes(sent_size(canonical(item)))
+    head = len(b"s") + ROW_OVERHEAD
+    file_cost = stored_bytes("f", 1000)
+    limit = head + 3 * cost + file_cost + 99
+    api = LambdaClient.on_moto(clock, storage_max_bytes=limit)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    assert call(api, address, "POST", json_body={"items": [item, item]}).json()["count"] == 2
+    files_url = f"/api/v1/addresses/{address.id}/files"
+    data = base64.b64encode(b"x" * 1000).decode()
+    written = api.request("POST", files_url, token=address.read_token, json_body={"key": "f", "data": data})
+    assert written.status == 201, written.text
+
+    refused = call(api, address, "POST", json_body={"items": [item, item]})
+    assert (refused.status, refused.error_code) == (413, "storage_limit_exceeded"), refused.text
+    assert {name: refused.json()["error"][name] for name in ("max_bytes", "used_bytes", "needed_bytes")} == {
+        "max_bytes": limit,
+        "used_bytes": head + 2 * cost + file_cost,
+        "needed_bytes": 2 * cost,
+    }
+    assert call(api, address, "GET").json()["items"] == [item, item]
+    # One more fits exactly, to the byte: 99 bytes of room are left, fewer than an item's.
+    assert call(api, address, "POST", json_body={"items": [item]}).json()["count"] == 3
+    one_byte_more = {"role": "user", "content": "x" * 100}
+    assert call(api, address, "POST", json_body={"items": [one_byte_more]}).error_code == "storage_limit_exceeded"
+    assert usage(api, address) == limit - 99
+
+    # The SDK's session meets the same refusal as the error it is.
+    with pytest.raises(StorageLimitExceeded):
+        asyncio.run(CairnSession(address, "s").add_items([item]))
+
+
+def test_a_pop_gives_its_room_back_at_once_and_a_pop_under_a_pop_id_a_day_later(moto_env: None, clock: FakeClock):
+    item = {"role": "user", "content": "x" * 3000}
+    cost = item_bytes(sent_size(canonical(item)))
+    head = len(b"s") + ROW_OVERHEAD
+    api = LambdaClient.on_moto(clock, storage_max_bytes=head + 2 * cost)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    call(api, address, "POST", json_body={"items": [item, item]})
+    assert usage(api, address) == head + 2 * cost
+
+    assert call(api, address, "POST", "/pop").json()["item"] == item
+    assert usage(api, address) == head + cost
+    # Its claim keeps the item a day, for the pop's retries: the room comes back once that is over.
+    assert call(api, address, "POST", "/pop?pop_id=p1").json()["item"] == item
+    assert usage(api, address) == head + cost
+    assert call(api, address, "POST", json_body={"items": [item]}).status == 201
+    assert call(api, address, "POST", json_body={"items": [item]}).error_code == "storage_limit_exceeded"
+    clock.advance(POP_CLAIM_SECONDS)
+    assert call(api, address, "POST", json_body={"items": [item]}).json()["count"] == 2
+    assert usage(api, address) == head + 2 * cost
+
+    assert call(api, address, "DELETE").json()["cleared"]
+    assert usage(api, address) == head
+    # A retried add (its claim stays with the address) counts its claim once, and its items once.
+    for _ in range(2):
+        assert call(api, address, "POST", json_body={"items": [item], "add_id": "a1"}).json()["count"] == 1
+    assert usage(api, address) == head + cost + ROW_OVERHEAD
+
+
+def usage(api: LambdaClient, address: Address) -> int:
+    settings = api.services.settings
+    found = make_client(settings).get_item(
+        TableName=settings.table_name, Key=key(keys.address_pk(address.id), keys.STORAGE_USAGE)
+    )
+    return get_int(found.get("Item") or {}, "stored_bytes")

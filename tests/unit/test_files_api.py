@@ -149,7 +149,7 @@ def test_another_addresss_token_is_refused_and_changes_nothing(
 
 def test_an_address_stores_files_up_to_its_limit_and_a_write_past_it_changes_nothing(moto_env: None, clock: FakeClock):
     cost = ports.stored_bytes("a", 3000)
-    api = LambdaClient.on_moto(clock, files_max_bytes=3 * cost + 500)
+    api = LambdaClient.on_moto(clock, storage_max_bytes=3 * cost + 500)
     address = api.provision()
     for name in "abc":
         write(api, address, name, name.encode() * 3000)
@@ -184,7 +184,7 @@ def test_an_address_stores_files_up_to_its_limit_and_a_write_past_it_changes_not
 
 
 def test_a_file_larger_than_the_whole_limit_is_refused_and_stores_nothing(moto_env: None, clock: FakeClock):
-    api = LambdaClient.on_moto(clock, files_max_bytes=1000)
+    api = LambdaClient.on_moto(clock, storage_max_bytes=1000)
     address = api.provision()
 
     refused = call(api, address, "", {"key": "big", "data": base64.b64encode(b"b" * 1000).decode()})

@@ -4,7 +4,9 @@ A session is an ordered list of conversation items (JSON objects, as the
 OpenAI Agents SDK makes them) under an id the agent chooses. Every change
 is one commit conditional on the session's head, so processes sharing a
 session never lose an add, never pop one item twice, and never see half of
-an add. Items travel and are stored as canonical JSON text.
+an add. Items travel and are stored as canonical JSON text. What a session
+stores counts against its address's storage limit with its files: an add
+past it is refused whole.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ SESSION_ID = re.compile(r"[A-Za-z0-9._:@~+=-]{1,256}")
 
 
 class AgentSessions:
-    def __init__(self, addresses: AddressStore, store: SessionItemStore, clock: Clock) -> None:
+    def __init__(self, addresses: AddressStore, store: SessionItemStore, clock: Clock, *, max_bytes: int) -> None:
         self._addresses = addresses
         self._store = store
         self._clock = clock
+        self._max_bytes = max_bytes
 
     def _owner(self, address_id: str, read_token: str | None) -> Owner:
         return owner_of(self._addresses, address_id, read_token, now=self._clock())
@@ -66,7 +69,9 @@ class AgentSessions:
         if any(jsontext.sent_size(text) > ANSWER_BUDGET for text in texts):
             raise PayloadTooLarge("An item is too large to be answered again.", max_bytes=ANSWER_BUDGET)
         admission = self._admission(address_id, read_token)
-        return self._store.add(admission, session_id, texts, add_id=add_id, now=self._clock())
+        return self._store.add(
+            admission, session_id, texts, add_id=add_id, now=self._clock(), max_bytes=self._max_bytes
+        )
 
     def items(
         self, address_id: str, read_token: str | None, session_id: str, *, limit: int | None, before: int | None

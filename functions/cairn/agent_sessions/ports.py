@@ -27,11 +27,19 @@ class Popped:
 
 class SessionItemStore(Protocol):
     def add(
-        self, admission: Admission, session_id: str, items: Sequence[str], *, add_id: str | None, now: float
+        self,
+        admission: Admission,
+        session_id: str,
+        items: Sequence[str],
+        *,
+        add_id: str | None,
+        now: float,
+        max_bytes: int,
     ) -> int:
         """Append the items (canonical JSON texts) in order, all in one commit; the session's count after it.
 
-        `Unauthorized` unless the admission's token opens the live address.
+        `Unauthorized` unless the admission's token opens the live address. `StorageLimitExceeded`, and
+        nothing changed, when the address would then store more than `max_bytes` (its files and sessions).
 
         The first add creates the session; two first adds at once still make one.
         An add whose `add_id` was committed before adds nothing and answers the count now.

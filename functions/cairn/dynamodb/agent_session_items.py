@@ -15,6 +15,14 @@ Item = dict[str, Any]
 _VERSION = "version"
 # How long a pop's claim keeps the item it took, for a retry of that pop.
 POP_CLAIM_SECONDS = 86_400
+# What a row counts against its address's storage limit beyond the JSON it holds: its key (digests and a
+# sequence) and attributes, so that even empty items, heads and claims are bounded in number.
+ROW_OVERHEAD = 128
+
+
+def item_bytes(size: int) -> int:
+    """What an item whose JSON is `size` bytes as answered counts against its address's storage limit."""
+    return size + ROW_OVERHEAD
 
 
 @dataclass(frozen=True)
@@ -26,15 +34,40 @@ class Head:
     count: int = 0
     version: int = 0  # 0: no head stored yet
     expires_at: float | None = None  # the address's, which every row of the session carries
+    stored_bytes: int = 0  # what the live items count (`item_bytes`)
+    held_bytes: int = 0  # what popped items kept for their pops' retries count, until `held_until`
+    held_until: int = 0
 
-    def added(self, items: int) -> Head:
-        return replace(self, last_seq=self.last_seq + items, count=self.count + items, version=self.version + 1)
+    def added(self, items: int, size: int) -> Head:
+        return replace(
+            self,
+            last_seq=self.last_seq + items,
+            count=self.count + items,
+            stored_bytes=self.stored_bytes + size,
+            version=self.version + 1,
+        )
 
-    def popped(self) -> Head:
-        return replace(self, count=self.count - 1, version=self.version + 1)
+    def popped(self, size: int, *, held_until: int | None) -> Head:
+        """One item of `size` counted bytes gone; kept until `held_until` by its pop's claim, if it has one."""
+        # A head written before bytes were counted has none to give back.
+        freed = min(size, self.stored_bytes)
+        popped = replace(self, count=self.count - 1, stored_bytes=self.stored_bytes - freed, version=self.version + 1)
+        if held_until is None:
+            return popped
+        return replace(popped, held_bytes=self.held_bytes + freed, held_until=max(self.held_until, held_until))
 
     def cleared(self) -> Head:
-        return replace(self, floor=self.last_seq, count=0, version=self.version + 1)
+        return replace(self, floor=self.last_seq, count=0, stored_bytes=0, version=self.version + 1)
+
+    def lapsed(self, now: float) -> Head:
+        """The head with the pop claims it counts let go once all of them have expired."""
+        return replace(self, held_bytes=0, held_until=0) if self.held_bytes and now >= self.held_until else self
+
+    def counted(self, session_id: str) -> int:
+        """What the session's head and items count against the address's storage limit (claims apart)."""
+        if self.version == 0:
+            return 0
+        return len(session_id.encode()) + ROW_OVERHEAD + self.stored_bytes + self.held_bytes
 
 
 def head_from(item: Item | None) -> Head:
@@ -42,8 +75,16 @@ def head_from(item: Item | None) -> Head:
         return Head()
     expires_at = float(item["expires_at"]["N"]) if "expires_at" in item else None
     return Head(
-        get_int(item, "last_seq"), get_int(item, "floor"), get_int(item, "count"), get_int(item, _VERSION), expires_at
+        get_int(item, "last_seq"),
+        get_int(item, "floor"),
+        get_int(item, "count"),
+        get_int(item, _VERSION),
+        expires_at,
+        *(get_int(item, name) for name in _COUNTS),
     )
+
+
+_COUNTS = ("stored_bytes", "held_bytes", "held_until")
 
 
 def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -> Item:
@@ -57,6 +98,7 @@ def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -
             "floor": n(new.floor),
             "count": n(new.count),
             _VERSION: n(new.version),
+            **{name: n(getattr(new, name)) for name in _COUNTS},
             **expiry(owner),
         },
     }
@@ -119,3 +161,8 @@ def item_deletes(table: str, item: Item) -> list[Item]:
 
 def size_of(item: Item) -> int:
     return get_int(item, "size")
+
+
+def counted_bytes(item: Item) -> int:
+    """What a stored item counts against its address's storage limit."""
+    return item_bytes(size_of(item))

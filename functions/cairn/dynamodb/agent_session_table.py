@@ -15,14 +15,14 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cairn import jsontext
 from cairn.agent_sessions.ports import ItemPage, Popped
 from cairn.checkpoints.models import Admission, Owner
-from cairn.dynamodb import address_items, agent_session_items, blobs, keys, table_ops
+from cairn.dynamodb import address_items, agent_session_items, blobs, checkpoint_items, keys, storage_usage, table_ops
 from cairn.dynamodb.agent_session_items import Head
-from cairn.dynamodb.checkpoint_items import address_check
 from cairn.dynamodb.items import get_int, key
 from cairn.errors import Unavailable
 
@@ -49,6 +49,15 @@ class _Claimed(Exception):
         self.item = item
 
 
+@dataclass(frozen=True)
+class Growth:
+    """What a commit that may grow a session adds beyond its head's count (rows counted for good), and the
+    address's limit."""
+
+    rows: int
+    max_bytes: int
+
+
 class AgentSessionTable:
     def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client
@@ -57,22 +66,41 @@ class AgentSessionTable:
     # -- writes --------------------------------------------------------------
 
     def add(
-        self, admission: Admission, session_id: str, items: Sequence[str], *, add_id: str | None, now: float
+        self,
+        admission: Admission,
+        session_id: str,
+        items: Sequence[str],
+        *,
+        add_id: str | None,
+        now: float,
+        max_bytes: int,
     ) -> int:
         owner, head = self._owner_and_head(admission, session_id)
         claims = [] if add_id is None else [agent_session_items.add_claim(self._table, owner, session_id, add_id)]
+        sizes = [jsontext.sent_size(text) for text in items]
+        size = sum(agent_session_items.item_bytes(each) for each in sizes)
+        # The claim stays as long as the address: it counts for good.
+        claimed_bytes = agent_session_items.ROW_OVERHEAD * len(claims)
 
         def attempt(head: Head) -> int:
-            new = head.added(len(items))
+            new = head.added(len(items), size)
             puts = [
                 put
-                for offset, text in enumerate(items)
+                for offset, (text, sent) in enumerate(zip(items, sizes, strict=True))
                 for put in agent_session_items.item_puts(
-                    self._table, owner, session_id, head.last_seq + 1 + offset, text, jsontext.sent_size(text)
+                    self._table, owner, session_id, head.last_seq + 1 + offset, text, sent
                 )
             ]
             try:
-                self._commit(owner, session_id, head, new, [*claims, *puts], now=now, claimed=bool(claims))
+                self._commit(
+                    owner,
+                    session_id,
+                    (head, new),
+                    [*claims, *puts],
+                    now=now,
+                    claimed=bool(claims),
+                    growth=Growth(claimed_bytes, max_bytes),
+                )
             except _Claimed:
                 return head.count
             return new.count
@@ -99,8 +127,11 @@ class AgentSessionTable:
                 else agent_session_items.pop_claim_puts(self._table, owner, session_id, pop_id, text, now=now)
             )
             deletes = agent_session_items.item_deletes(self._table, newest)
+            # A claim keeps the item a day for the pop's retries, and the head counts it until then.
+            held_until = None if pop_id is None else int(now) + agent_session_items.POP_CLAIM_SECONDS
+            new = head.popped(agent_session_items.counted_bytes(newest), held_until=held_until)
             try:
-                self._commit(owner, session_id, head, head.popped(), [*claims, *deletes], now=now, claimed=bool(claims))
+                self._commit(owner, session_id, (head, new), [*claims, *deletes], now=now, claimed=bool(claims))
             except _Claimed as claimed:
                 earlier = (
                     self._text(claimed.item)
@@ -127,7 +158,7 @@ class AgentSessionTable:
             if head.count == 0 and head.floor == head.last_seq:
                 return None
             new = head.cleared()
-            self._commit(owner, session_id, head, new, [], now=now)
+            self._commit(owner, session_id, (head, new), [], now=now)
             return new
 
         head = self._head(owner.address_id, session_id)
@@ -167,24 +198,44 @@ class AgentSessionTable:
         self,
         owner: Owner,
         session_id: str,
-        seen: Head,
-        new: Head,
+        move: tuple[Head, Head],
         actions: list[Item],
         *,
         now: float,
         claimed: bool = False,
+        growth: Growth | None = None,
     ) -> None:
-        """Commit `actions` with the address check and the head's move.
+        """Commit `actions` with the address check, the head's move from what was read to its new state, and
+        the address's count of stored bytes moved by what the session's rows count more or less.
 
         `claimed`: the first action is an add's or a pop's claim, whose failed condition is `_Claimed`.
+        `growth`: for a commit that may grow the session, what it adds beyond the head's count and the limit
+        the address's count must stay within (`StorageLimitExceeded` when it would not); without it, a
+        commit only shrinks.
         """
+        seen, new = move
+        new = new.lapsed(now)
+        grown = new.counted(session_id) - seen.counted(session_id) + (growth.rows if growth else 0)
         head = agent_session_items.head_put(self._table, owner, session_id, seen, new)
+        if growth is None:
+            meter = storage_usage.release(self._table, owner.address_id, -grown) if grown else None
+        else:
+            expiry = checkpoint_items.expiry(owner)
+            meter = storage_usage.charge(
+                self._table, owner.address_id, grown, max_bytes=growth.max_bytes, expiry=expiry
+            )
+        counted = [meter] if meter else []
         try:
-            table_ops.transact_owned(self._client, address_check(self._table, owner, now=now), [head, *actions])
+            table_ops.transact_owned(
+                self._client, checkpoint_items.address_check(self._table, owner, now=now), [head, *actions, *counted]
+            )
         except table_ops.Cancelled as cancelled:
             reason = cancelled.failed(1) if claimed else None
             if reason is not None:
                 raise _Claimed(reason.get("Item")) from cancelled
+            refused = cancelled.failed(1 + len(actions)) if counted else None
+            if growth is not None and refused is not None and cancelled.failed(0) is None:
+                raise storage_usage.refusal(refused, grown, max_bytes=growth.max_bytes) from cancelled
             # The head moved, an item another pop took, or another transaction held one: read again.
             raise _Moved() from cancelled
 

@@ -15,7 +15,7 @@ Sequences are zero-padded so that string order equals numeric order.
                      | LS#<l1>/<l2>/…/#<sha256(key)> LangGraph store item
                        (<l> = the first 32 hex digits of sha256(namespace label), one per label)
                      | FILE#<key> a file (its key as it is, so files list in key order)
-                     | USAGE bytes its files store (`storage_usage`)
+                     | USAGE bytes its files and agent sessions store (`storage_usage`)
   WAKE#DUE           <due ms>#<address>#<subscription> scheduled delivery retry
   OUTCOME#DUE        <deadline ms>#<address>#<send seq> deadline of a send's reserved outcome slot
   S#<session>        META | P#<position> commit-ordered pointer | R#<run> membership

@@ -1,4 +1,5 @@
-"""An address's stored framework bytes, counted on one item of its partition and moved in each write's commit.
+"""An address's stored bytes (its files and agent sessions), counted on one item of its partition and moved
+in each write's commit.
 
 A write that grows what an address stores adds its growth to the count
 under the condition that the sum stays within the limit; one that shrinks
@@ -53,7 +54,7 @@ def _refused(used: int | None, growth: int, max_bytes: int) -> StorageLimitExcee
     stored = "" if used is None else f" stores {used} of its {max_bytes} bytes, and"
     return StorageLimitExceeded(
         f"This write needs {growth} more bytes: the address{stored} may store {max_bytes} in all "
-        "(files, counted with their keys).",
+        "(its files and agent sessions, counted with their keys).",
         max_bytes=max_bytes,
         needed_bytes=growth,
         **({} if used is None else {"used_bytes": used}),

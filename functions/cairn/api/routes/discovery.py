@@ -109,7 +109,7 @@ def capabilities(settings: Settings, *, outbound_configured: bool = False) -> di
             "create_rate_per_minute_per_ip": settings.create_rate_per_minute,
             "poll_rate_per_minute_per_address": settings.poll_rate_per_minute,
             "max_attachment_bytes": settings.email_attachment_max_bytes,
-            "max_file_bytes_per_address": settings.files_max_bytes,
+            "max_stored_bytes_per_address": settings.storage_max_bytes,
             "expires_in_seconds": {"min": settings.min_expires_in_seconds, "max": settings.max_expires_in_seconds},
         },
         "state": {

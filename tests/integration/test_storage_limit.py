@@ -1,0 +1,207 @@
+"""An address's storage limit on DynamoDB Local, under writers in processes of their own.
+
+Each process writes, replaces and deletes files of one address, or adds to,
+pops and clears its agent sessions, through the use cases; the limit admits
+exactly as many as fit, never one more, and afterwards the address's count
+of stored bytes equals what its files and sessions hold, counted one by one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Any
+
+from cairn.dynamodb import keys
+from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.items import get_int, key
+from cairn.errors import StorageLimitExceeded
+from cairn.files.ports import stored_bytes
+from cairn.jsontext import canonical, sent_size
+from cairn.settings import Settings
+from tests.support.fakes import FakeClock
+from tests.support.lambda_client import LambdaClient, make_services
+
+SIZE = 20_000
+# Room for exactly FITTING files of SIZE bytes under keys of the same length.
+FITTING = 7
+PROCESSES = 4
+
+
+def limit_for(fitting: int) -> int:
+    return fitting * stored_bytes("p0-f0", SIZE) + stored_bytes("p0-f0", SIZE) - 1
+
+
+def services(endpoint: str, table: str, limit: int):
+    return make_services(clock=FakeClock(), table_name=table, dynamodb_endpoint=endpoint, storage_max_bytes=limit)
+
+
+def write_own_files(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> list[str]:
+    """Writes four files of its own; the keys the limit let in."""
+    files = services(endpoint, table, limit).files
+    written = []
+    for number in range(4):
+        name = f"p{process}-f{number}"
+        try:
+            files.write(address_id, token, name, bytes([process]) * SIZE)
+        except StorageLimitExceeded:
+            continue
+        written.append(name)
+    return written
+
+
+def churn(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> int:
+    """Replaces and deletes its own two files in turn, at other sizes; how many writes the limit refused."""
+    files = services(endpoint, table, limit).files
+    refused = 0
+    for round_number in range(12):
+        name = f"p{process}-f{round_number % 2}"
+        if round_number % 3 == 2:
+            files.delete(address_id, token, name)
+            continue
+        try:
+            files.write(address_id, token, name, b"x" * (SIZE // 2 + 997 * round_number))
+        except StorageLimitExceeded:
+            refused += 1
+    return refused
+
+
+def counted(endpoint: str, table: str, address_id: str) -> int:
+    item = make_client(Settings(dynamodb_endpoint=endpoint)).get_item(
+        TableName=table, Key=key(keys.address_pk(address_id), keys.STORAGE_USAGE), ConsistentRead=True
+    )
+    return get_int(item.get("Item") or {}, "stored_bytes")
+
+
+def stored_now(api: LambdaClient, address_id: str, token: str) -> int:
+    files = api.services.files
+    names = files.list(address_id, token, "", after=None, limit=1000).keys
+    return sum(stored_bytes(name, len(files.read(address_id, token, name))) for name in names)
+
+
+def test_racing_processes_store_exactly_what_fits_and_the_count_is_what_is_stored(
+    dynamodb_local, local_table: str, clock: FakeClock
+):
+    limit = limit_for(FITTING)
+    api = LambdaClient(services(dynamodb_local.endpoint, local_table, limit))
+    created = api.provision()
+    address_id, token = created["address"]["id"], created["credentials"]["read_token"]
+    arguments = [
+        (dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(PROCESSES)
+    ]
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        written = [name for names in pool.starmap(write_own_files, arguments) for name in names]
+
+    assert len(written) == FITTING  # sixteen tried, seven fit, never eight
+    listed = api.services.files.list(address_id, token, "", after=None, limit=1000).keys
+    assert sorted(listed) == sorted(written)
+    assert counted(dynamodb_local.endpoint, local_table, address_id) == stored_now(api, address_id, token)
+
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        pool.starmap(churn, arguments)
+    assert counted(dynamodb_local.endpoint, local_table, address_id) == stored_now(api, address_id, token)
+    assert stored_now(api, address_id, token) <= limit
+
+
+# -- agent sessions ------------------------------------------------------------------------------
+
+SESSIONS = ("s0", "s1")
+ITEM = {"role": "user", "content": "x" * SIZE}
+
+
+def add_cost(item: dict[str, Any]) -> int:
+    """What an add of `item` under an add id counts: the item, and its claim, kept as long as the address."""
+    return item_bytes(sent_size(canonical(item))) + ROW_OVERHEAD
+
+
+def add_to_shared_sessions(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> int:
+    """Four adds under add ids to the session it shares with another process; how many the limit let in."""
+    sessions = services(endpoint, table, limit).agent_sessions
+    landed = 0
+    for number in range(4):
+        try:
+            sessions.add(address_id, token, SESSIONS[process % 2], [ITEM], add_id=f"p{process}-a{number}")
+        except StorageLimitExceeded:
+            continue
+        landed += 1
+    return landed
+
+
+def churn_sessions(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> list[str]:
+    """Pops (every other one under a pop id), adds at other sizes and a clear; the items its claimed pops took."""
+    sessions = services(endpoint, table, limit).agent_sessions
+    session_id = SESSIONS[process % 2]
+    claimed = []
+    for round_number in range(10):
+        if round_number % 3 == 0:
+            pop_id = f"p{process}-r{round_number}" if round_number % 2 else None
+            item = sessions.pop(address_id, token, session_id, pop_id=pop_id)
+            if item is not None and pop_id is not None:
+                claimed.append(canonical(item))
+        elif process == 0 and round_number == 8:
+            sessions.clear(address_id, token, session_id)
+        else:
+            item = {"role": "user", "content": "y" * (SIZE // 3 + 311 * round_number)}
+            try:
+                sessions.add(address_id, token, session_id, [item], add_id=f"p{process}-c{round_number}")
+            except StorageLimitExceeded:
+                continue
+    return claimed
+
+
+def sessions_hold(api: LambdaClient, address_id: str, token: str) -> int:
+    """What the sessions hold, counted from what they answer and their add claims' rows."""
+    live = sum(
+        len(session_id.encode()) + ROW_OVERHEAD
+        + sum(item_bytes(sent_size(canonical(item))) for item in api.services.agent_sessions.items(
+            address_id, token, session_id, limit=None, before=None)[0])
+        for session_id in SESSIONS
+    )  # fmt: skip
+    client = make_client(api.services.settings)
+    rows = client.query(
+        TableName=api.services.settings.table_name,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :sessions)",
+        ExpressionAttributeValues={":pk": {"S": keys.address_pk(address_id)}, ":sessions": {"S": "AGS#"}},
+        ProjectionExpression="sk",
+    )["Items"]
+    add_claims = sum(1 for row in rows if "#R#" in row["sk"]["S"])
+    return live + add_claims * ROW_OVERHEAD
+
+
+def test_racing_session_writers_store_exactly_what_fits_and_the_count_is_what_the_sessions_hold(
+    dynamodb_local, local_table: str
+):
+    clock = FakeClock()
+    setup = LambdaClient(services(dynamodb_local.endpoint, local_table, 10**9))
+    created = setup.provision()
+    address_id, token = created["address"]["id"], created["credentials"]["read_token"]
+    for session_id in SESSIONS:
+        setup.services.agent_sessions.add(address_id, token, session_id, [{"role": "system", "content": "go"}])
+    limit = counted(dynamodb_local.endpoint, local_table, address_id) + FITTING * add_cost(ITEM) + add_cost(ITEM) - 1
+    arguments = [
+        (dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(PROCESSES)
+    ]
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        landed = sum(pool.starmap(add_to_shared_sessions, arguments))
+
+    api = LambdaClient(make_services(clock=clock, table_name=local_table, dynamodb_endpoint=dynamodb_local.endpoint,
+                                     storage_max_bytes=limit))  # fmt: skip
+    assert landed == FITTING  # sixteen tried, seven fit, never eight
+    assert sum(len(api.services.agent_sessions.items(address_id, token, s, limit=None, before=None)[0])
+               for s in SESSIONS) == FITTING + len(SESSIONS)  # fmt: skip
+    assert counted(dynamodb_local.endpoint, local_table, address_id) == sessions_hold(api, address_id, token)
+
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        claims = [text for texts in pool.starmap(churn_sessions, arguments) for text in texts]
+    # The items claimed pops took are kept a day for their retries, and count until then.
+    held = sum(item_bytes(sent_size(text)) for text in claims)
+    assert claims
+    assert counted(dynamodb_local.endpoint, local_table, address_id) == sessions_hold(api, address_id, token) + held
+    assert counted(dynamodb_local.endpoint, local_table, address_id) <= limit
+
+    # A day on, the next change to each session gives its claims' room back (the processes' clocks
+    # started later than this one: a minute covers them).
+    clock.advance(POP_CLAIM_SECONDS + 60)
+    for session_id in SESSIONS:
+        api.services.agent_sessions.add(address_id, token, session_id, [{"role": "user", "content": "later"}])
+    assert counted(dynamodb_local.endpoint, local_table, address_id) == sessions_hold(api, address_id, token)
