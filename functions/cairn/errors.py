@@ -110,7 +110,7 @@ class PayloadTooLarge(CairnError):
 
 
 class StorageLimitExceeded(CairnError):
-    """A write would take an address past the bytes it may store (its files)."""
+    """A write would take an address past the bytes it may store (its files and sessions)."""
 
     code = "storage_limit_exceeded"
     http_status = 413

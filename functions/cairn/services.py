@@ -201,7 +201,8 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.agent_sessions.strands import StrandsSessions
         from cairn.dynamodb.strands_session_table import StrandsSessionTable
 
-        return StrandsSessions(self.table, StrandsSessionTable(self.client, self.settings.table_name), self.clock)
+        store = StrandsSessionTable(self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes)
+        return StrandsSessions(self.table, store, self.clock)
 
     @cached_property
     def graph_store(self) -> GraphStore:

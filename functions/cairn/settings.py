@@ -98,8 +98,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     state_max_keys: Annotated[int, Meta(ge=1)] = 32
     state_max_bytes: Annotated[int, Meta(ge=1)] = 65_536
-    # What one address's files and agent sessions may store in all (`cairn.files.ports.stored_bytes`,
-    # `cairn.dynamodb.agent_session_items.item_bytes`: their JSON or bytes, keys and overhead).
+    # What one address's files and agent sessions (OpenAI Agents, Strands) may store in all: their bytes
+    # or JSON, keys and a row's overhead (`cairn.files.ports.stored_bytes`, `agent_session_items.item_bytes`,
+    # `strands_session_items.row_bytes` and `message_bytes`).
     storage_max_bytes: Annotated[int, Meta(ge=1)] = 64 * 1024 * 1024
 
     # Bearer secret the runtime routes require when set (local serve); in AWS

@@ -14,13 +14,13 @@ from typing import Any
 from cairn.dynamodb import keys
 from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
 from cairn.dynamodb.client import make_client
-from cairn.dynamodb.items import get_int, key
+from cairn.dynamodb.strands_session_items import message_bytes, row_bytes
 from cairn.errors import StorageLimitExceeded
 from cairn.files.ports import stored_bytes
 from cairn.jsontext import canonical, sent_size
-from cairn.settings import Settings
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services
+from tests.support.storage_usage import counted
 
 SIZE = 20_000
 # Room for exactly FITTING files of SIZE bytes under keys of the same length.
@@ -66,13 +66,6 @@ def churn(endpoint: str, table: str, limit: int, address_id: str, token: str, pr
     return refused
 
 
-def counted(endpoint: str, table: str, address_id: str) -> int:
-    item = make_client(Settings(dynamodb_endpoint=endpoint)).get_item(
-        TableName=table, Key=key(keys.address_pk(address_id), keys.STORAGE_USAGE), ConsistentRead=True
-    )
-    return get_int(item.get("Item") or {}, "stored_bytes")
-
-
 def stored_now(api: LambdaClient, address_id: str, token: str) -> int:
     files = api.services.files
     names = files.list(address_id, token, "", after=None, limit=1000).keys
@@ -95,11 +88,11 @@ def test_racing_processes_store_exactly_what_fits_and_the_count_is_what_is_store
     assert len(written) == FITTING  # sixteen tried, seven fit, never eight
     listed = api.services.files.list(address_id, token, "", after=None, limit=1000).keys
     assert sorted(listed) == sorted(written)
-    assert counted(dynamodb_local.endpoint, local_table, address_id) == stored_now(api, address_id, token)
+    assert counted(api.services.settings, address_id) == stored_now(api, address_id, token)
 
     with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
         pool.starmap(churn, arguments)
-    assert counted(dynamodb_local.endpoint, local_table, address_id) == stored_now(api, address_id, token)
+    assert counted(api.services.settings, address_id) == stored_now(api, address_id, token)
     assert stored_now(api, address_id, token) <= limit
 
 
@@ -177,7 +170,7 @@ def test_racing_session_writers_store_exactly_what_fits_and_the_count_is_what_th
     address_id, token = created["address"]["id"], created["credentials"]["read_token"]
     for session_id in SESSIONS:
         setup.services.agent_sessions.add(address_id, token, session_id, [{"role": "system", "content": "go"}])
-    limit = counted(dynamodb_local.endpoint, local_table, address_id) + FITTING * add_cost(ITEM) + add_cost(ITEM) - 1
+    limit = counted(setup.services.settings, address_id) + FITTING * add_cost(ITEM) + add_cost(ITEM) - 1
     arguments = [
         (dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(PROCESSES)
     ]
@@ -189,19 +182,101 @@ def test_racing_session_writers_store_exactly_what_fits_and_the_count_is_what_th
     assert landed == FITTING  # sixteen tried, seven fit, never eight
     assert sum(len(api.services.agent_sessions.items(address_id, token, s, limit=None, before=None)[0])
                for s in SESSIONS) == FITTING + len(SESSIONS)  # fmt: skip
-    assert counted(dynamodb_local.endpoint, local_table, address_id) == sessions_hold(api, address_id, token)
+    assert counted(api.services.settings, address_id) == sessions_hold(api, address_id, token)
 
     with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
         claims = [text for texts in pool.starmap(churn_sessions, arguments) for text in texts]
     # The items claimed pops took are kept a day for their retries, and count until then.
     held = sum(item_bytes(sent_size(text)) for text in claims)
     assert claims
-    assert counted(dynamodb_local.endpoint, local_table, address_id) == sessions_hold(api, address_id, token) + held
-    assert counted(dynamodb_local.endpoint, local_table, address_id) <= limit
+    assert counted(api.services.settings, address_id) == sessions_hold(api, address_id, token) + held
+    assert counted(api.services.settings, address_id) <= limit
 
     # A day on, the next change to each session gives its claims' room back (the processes' clocks
     # started later than this one: a minute covers them).
     clock.advance(POP_CLAIM_SECONDS + 60)
     for session_id in SESSIONS:
         api.services.agent_sessions.add(address_id, token, session_id, [{"role": "user", "content": "later"}])
-    assert counted(dynamodb_local.endpoint, local_table, address_id) == sessions_hold(api, address_id, token)
+    assert counted(api.services.settings, address_id) == sessions_hold(api, address_id, token)
+
+
+# -- Strands sessions ----------------------------------------------------------------------------
+
+RUNS = tuple(f"run{process}" for process in range(PROCESSES))
+
+
+def said(index: int, size: int) -> dict[str, Any]:
+    return {"message_id": index, "message": {"role": "user", "content": [{"text": "x" * size}]}}
+
+
+def run_until_full(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> int:
+    """Adds messages to its own session's agent until the limit refuses one; how many it stored."""
+    sessions = services(endpoint, table, limit).strands_sessions
+    version = 1
+    for index in range(4):
+        try:
+            version = sessions.create_message(
+                address_id, token, RUNS[process], "default", said(index, SIZE), sessions.claim(version, "w", 600)
+            )
+        except StorageLimitExceeded:
+            return index
+    return 4
+
+
+def churn_runs(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> None:
+    """Replaces its agent's state and its first message (if the race left it one) at other sizes, racing the others."""
+    sessions = services(endpoint, table, limit).strands_sessions
+    record = sessions.record(address_id, token, RUNS[process], "agents", "default")
+    assert record is not None
+    version = record.version
+    for round_number in range(8):
+        claim = sessions.claim(version, "w", 600)
+        try:
+            if round_number % 2 and record.messages:
+                message = said(0, SIZE // 4 + 523 * round_number)
+                version = sessions.update_message(address_id, token, RUNS[process], "default", 0, message, claim)
+            else:
+                state = {"notes": "y" * (SIZE // 2 + 701 * round_number * process)}
+                version = sessions.update_record(address_id, token, RUNS[process], "agents", "default", state, claim)
+        except StorageLimitExceeded:
+            continue
+
+
+def runs_hold(api: LambdaClient, address_id: str, token: str) -> int:
+    """What the Strands sessions hold, counted from what they answer."""
+    sessions = api.services.strands_sessions
+    total = 0
+    for run in RUNS:
+        record = sessions.record(address_id, token, run, "agents", "default")
+        assert record is not None
+        messages, _ = sessions.messages(address_id, token, run, "default", offset=0, limit=None)
+        total += row_bytes(canonical(sessions.session(address_id, token, run)), run)
+        total += row_bytes(record.text, "default") + sum(message_bytes(canonical(each)) for each in messages)
+    return total
+
+
+def test_racing_strands_runs_store_exactly_what_fits_and_the_count_is_what_the_sessions_hold(
+    dynamodb_local, local_table: str
+):
+    setup = LambdaClient(services(dynamodb_local.endpoint, local_table, 10**9))
+    created = setup.provision()
+    address_id, token = created["address"]["id"], created["credentials"]["read_token"]
+    for run in RUNS:
+        setup.services.strands_sessions.create_session(address_id, token, run, {"session_id": run})
+        setup.services.strands_sessions.create_record(address_id, token, run, "agents", "default", {})
+    cost = message_bytes(canonical(said(0, SIZE)))
+    limit = counted(setup.services.settings, address_id) + FITTING * cost + cost - 1
+    arguments = [
+        (dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(PROCESSES)
+    ]
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        stored = pool.starmap(run_until_full, arguments)
+
+    api = LambdaClient(services(dynamodb_local.endpoint, local_table, limit))
+    assert sum(stored) == FITTING  # sixteen tried, seven fit, never eight
+    assert counted(api.services.settings, address_id) == runs_hold(api, address_id, token)
+
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        pool.starmap(churn_runs, arguments)
+    assert counted(api.services.settings, address_id) == runs_hold(api, address_id, token)
+    assert counted(api.services.settings, address_id) <= limit

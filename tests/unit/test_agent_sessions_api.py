@@ -11,16 +11,14 @@ import pytest
 
 from cairn.agent_sessions import conversations
 from cairn.client import Address, HttpClient, RetryPolicy
-from cairn.dynamodb import keys
 from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
-from cairn.dynamodb.client import make_client
-from cairn.dynamodb.items import get_int, key
 from cairn.errors import StorageLimitExceeded
 from cairn.files.ports import stored_bytes
 from cairn.integrations.openai_agents import CairnSession
 from cairn.jsontext import canonical, sent_size
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply
+from tests.support.storage_usage import counted
 
 
 @pytest.fixture
@@ -263,8 +261,4 @@ def test_a_pop_gives_its_room_back_at_once_and_a_pop_under_a_pop_id_a_day_later(
 
 
 def usage(api: LambdaClient, address: Address) -> int:
-    settings = api.services.settings
-    found = make_client(settings).get_item(
-        TableName=settings.table_name, Key=key(keys.address_pk(address.id), keys.STORAGE_USAGE)
-    )
-    return get_int(found.get("Item") or {}, "stored_bytes")
+    return counted(api.services.settings, address.id)

@@ -16,9 +16,12 @@ from strands.types.session import Session, SessionAgent, SessionMessage, Session
 from cairn import errors
 from cairn.agent_sessions import strands
 from cairn.client import Address, HttpClient
+from cairn.dynamodb.strands_session_items import message_bytes, row_bytes
 from cairn.integrations.strands import CairnSessionRepository, SessionConflict
+from cairn.jsontext import canonical
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply
+from tests.support.storage_usage import counted
 
 
 @pytest.fixture
@@ -323,3 +326,58 @@ def test_messages_larger_than_one_answer_are_read_a_page_at_a_time_and_whole(api
     assert first["messages"] == large[: len(first["messages"])]
     assert [m.to_dict() for m in repository.list_messages("s", "default")] == large
     assert [m.to_dict() for m in repository.list_messages("s", "default", offset=1, limit=2)] == large[1:3]
+
+
+def test_strands_writes_count_against_the_address_storage_limit_to_the_byte(moto_env: None, clock: FakeClock):
+    limit = 20_000
+    api = LambdaClient.on_moto(clock, storage_max_bytes=limit)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    version = seeded(api, address)
+    session_bytes = row_bytes(canonical(Session("s", SessionType.AGENT).to_dict()), "s")
+    used = session_bytes + row_bytes(canonical(agent()), "default")
+    assert usage(api, address) == used
+
+    def write(path: str, method: str, body: dict[str, Any]) -> Reply:
+        return call(api, address, method, path, json_body={**body, "writer": "w1"})
+
+    said = message(0, "x" * 5000)
+    body = {"message": said, "if_version": version}
+    assert [write("/agents/default/messages", "POST", body).status for _ in range(2)] == [201, 201]  # a retry
+    used += message_bytes(canonical(said))
+    assert usage(api, address) == used
+    # Replacements move the count by what they add or free, the agent's state as its messages.
+    shorter = message(0, "x" * 1000)
+    assert write("/agents/default/messages/0", "PUT", {"message": shorter, "if_version": version + 1}).status == 200
+    used -= 4000
+    state = agent({"notes": "y" * 3000})
+    assert write("/agents/default", "PUT", {"value": state, "if_version": version + 2}).status == 200
+    used += len(canonical(state)) - len(canonical(agent()))
+    assert usage(api, address) == used
+
+    # One byte past the room left is refused and stores nothing; the room itself fits.
+    room = limit - used
+    fitting = 1 + room - message_bytes(canonical(message(1, "z")))  # a message of one "z" and as many more as fit
+    over = message(1, "z" * (fitting + 1))
+    refused = write("/agents/default/messages", "POST", {"message": over, "if_version": version + 3})
+    assert (refused.status, refused.error_code) == (413, "storage_limit_exceeded"), refused.text
+    assert refused.json()["error"]["used_bytes"] == used
+    assert call(api, address, "GET", "/agents/default").json()["version"] == version + 3
+    assert len(stored_messages(api, address)) == 1
+    exact = message(1, "z" * fitting)
+    assert write("/agents/default/messages", "POST", {"message": exact, "if_version": version + 3}).status == 201
+    assert usage(api, address) == limit
+    bigger_state = write("/agents/default", "PUT", {"value": agent({"notes": "y" * 3001}), "if_version": version + 4})
+    assert bigger_state.error_code == "storage_limit_exceeded"
+    assert call(api, address, "GET", "/agents/default").json()["value"] == state
+    assert call(api, address, "POST", "/multi_agents/graph", json_body={"value": {}}).error_code == (
+        "storage_limit_exceeded"
+    )
+    # The repository raises it as Strands' own error, which says what is stored.
+    with pytest.raises(SessionException) as raised:
+        CairnSessionRepository(address).create_session(Session("t", SessionType.AGENT))
+    assert isinstance(raised.value, errors.StorageLimitExceeded)
+    assert raised.value.details["used_bytes"] == limit
+
+
+def usage(api: LambdaClient, address: Address) -> int:
+    return counted(api.services.settings, address.id)

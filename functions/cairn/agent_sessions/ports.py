@@ -102,7 +102,8 @@ class StrandsSessionStore(Protocol):
 
     Every write that names a `Claim` commits only while the record is at its version and, for a claim with a
     writer, no other writer's hold is live; it moves the version on. A refusal is `SessionConflict` (`moved`,
-    `held`, `exists`) and stores nothing.
+    `held`, `exists`) and stores nothing; so is `StorageLimitExceeded`, for a write that would take the
+    address past the bytes it may store (its files and sessions).
     """
 
     def create_session(self, owner: Owner, session_id: str, text: str, *, now: float) -> None: ...

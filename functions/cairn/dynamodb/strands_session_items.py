@@ -17,6 +17,20 @@ VERSION = "version"
 MESSAGES = "messages"
 WRITER = "writer"
 HELD_UNTIL = "held_until"
+# A head's state's length in bytes, so that a replacement knows what it frees without reading the state.
+DATA_BYTES = "data_bytes"
+# What a row counts against its address's storage limit beyond the JSON it holds: its key and attributes.
+ROW_OVERHEAD = 128
+
+
+def row_bytes(text: str, name: str = "") -> int:
+    """What a session's or head's row holding `text` (and its id, `name`) counts against the storage limit."""
+    return len(text.encode()) + len(name.encode()) + ROW_OVERHEAD
+
+
+def message_bytes(text: str) -> int:
+    """What a message of `text` counts against the storage limit: its JSON as answered, and its row."""
+    return jsontext.sent_size(text) + ROW_OVERHEAD
 
 
 def session_put(table: str, owner: Owner, session_id: str, text: str) -> Item:
@@ -36,6 +50,7 @@ def record_put(table: str, owner: Owner, session_id: str, kind: str, record_id: 
         **key(keys.address_pk(owner.address_id), keys.strands_record_sk(session_id, kind, record_id)),
         "record_id": s(record_id),
         "data": s(text),
+        DATA_BYTES: n(len(text.encode())),
         VERSION: n(1),
         MESSAGES: n(0),
         **expiry(owner),
@@ -71,9 +86,9 @@ def head_update(
         sets += ["#writer = :me", "#until = :until"]
         conditions.append("(attribute_not_exists(#writer) OR #writer = :me OR #until <= :now)")
     if text is not None:
-        names["#data"] = "data"
-        values[":data"] = s(text)
-        sets.append("#data = :data")
+        names.update({"#data": "data", "#data_bytes": DATA_BYTES})
+        values.update({":data": s(text), ":data_bytes": n(len(text.encode()))})
+        sets += ["#data = :data", "#data_bytes = :data_bytes"]
     if message_condition is not None:
         names["#messages"] = MESSAGES
         values[":index"] = n(message_id)
@@ -149,3 +164,13 @@ def holder(item: Item, *, now: float) -> tuple[str, float] | None:
 
 def size_of(item: Item) -> int:
     return get_int(item, "size")
+
+
+def stored_message_bytes(item: Item) -> int:
+    """What a stored message counts against the storage limit (`message_bytes` of its text)."""
+    return size_of(item) + ROW_OVERHEAD
+
+
+def state_bytes(head: Item) -> int:
+    """What a head's state counts now; one written before heads kept it counts as nothing."""
+    return get_int(head, DATA_BYTES)

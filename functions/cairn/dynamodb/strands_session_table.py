@@ -7,6 +7,12 @@ it adds or replaces. The head's failed condition returns it (`ALL_OLD`), and
 the refusal is decided on that: another version is `moved`, another live
 holder `held`. A message is read by index with one range query, never by
 reading the session.
+
+The same transaction moves the address's count of stored bytes
+(`storage_usage`) by what the write adds: a new row's bytes, or a
+replacement's bytes less those it replaces, read beforehand from the head
+at the claimed version (the commit's condition that the head is still at
+that version makes the read exact). A write past the limit changes nothing.
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ from botocore.exceptions import ClientError
 
 from cairn.agent_sessions.ports import Claim, MessagePage, StoredRecord
 from cairn.checkpoints.models import Owner
-from cairn.dynamodb import blobs, keys, strands_session_items, table_ops
-from cairn.dynamodb.checkpoint_items import address_check
+from cairn.dynamodb import blobs, keys, storage_usage, strands_session_items, table_ops
+from cairn.dynamodb.checkpoint_items import address_check, expiry
 from cairn.dynamodb.items import error_code, get_int, get_s, key
+from cairn.dynamodb.strands_session_items import DATA_BYTES
 from cairn.errors import NotFound, SessionConflict, Unavailable
 
 if TYPE_CHECKING:
@@ -35,28 +42,37 @@ _ATTEMPTS = 10
 
 
 class StrandsSessionTable:
-    def __init__(self, client: DynamoDBClient, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str, *, max_bytes: int) -> None:
+        """`max_bytes`: what an address may store in all (files and sessions with these)."""
         self._client = client
         self._table = table
+        self._max_bytes = max_bytes
 
     # -- writes --------------------------------------------------------------
 
     def create_session(self, owner: Owner, session_id: str, text: str, *, now: float) -> None:
         put = strands_session_items.session_put(self._table, owner, session_id, text)
-        self._commit(owner, [put], now=now, refused=lambda _: _exists("session"))
+        growth = strands_session_items.row_bytes(text, session_id)
+        self._commit(owner, [put], now=now, refused=lambda _: _exists("session"), growth=growth)
 
     def create_record(self, owner: Owner, session_id: str, kind: str, record_id: str, text: str, *, now: float) -> None:
         put = strands_session_items.record_put(self._table, owner, session_id, kind, record_id, text)
-        self._commit(owner, [put], now=now, refused=lambda _: _exists("agent" if kind == "A" else "multi-agent"))
+        refused = lambda _: _exists("agent" if kind == "A" else "multi-agent")  # noqa: E731
+        self._commit(owner, [put], now=now, refused=refused, growth=strands_session_items.row_bytes(text, record_id))
 
     def update_record(
         self, owner: Owner, session_id: str, kind: str, record_id: str, text: str, claim: Claim, *, now: float
     ) -> int:
+        same = lambda old: get_s(old, "data") == text  # noqa: E731
+        refused = lambda old: _refusal(old, claim, now=now, written=same)  # noqa: E731
+        current = self._claimed_head(owner.address_id, session_id, kind, record_id, claim, refused)
+        if current is None:
+            return claim.version + 1
         head = strands_session_items.head_update(
             self._table, owner, session_id, kind, record_id, claim, now=now, text=text
         )
-        same = lambda old: get_s(old, "data") == text  # noqa: E731
-        self._commit(owner, [head], now=now, refused=lambda old: _refusal(old, claim, now=now, written=same))
+        growth = len(text.encode()) - strands_session_items.state_bytes(current)
+        self._commit(owner, [head], now=now, refused=refused, growth=growth)
         return claim.version + 1
 
     def create_message(
@@ -65,25 +81,63 @@ class StrandsSessionTable:
         head, puts = self._message_writes(owner, session_id, agent_id, message_id, text, claim, "next", now=now)
         same = self._holds(owner.address_id, session_id, agent_id, message_id, text)
         refused = lambda old: _refusal(old, claim, now=now, written=same, index=message_id)  # noqa: E731
-        self._commit(owner, [head, *puts], now=now, refused=refused)
+        # The next index holds no message yet (messages are never removed): the write adds all of it.
+        growth = strands_session_items.message_bytes(text)
+        self._commit(owner, [head, *puts], now=now, refused=refused, growth=growth)
         return claim.version + 1
 
     def update_message(
         self, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str, claim: Claim, *, now: float
     ) -> int:
+        same = self._holds(owner.address_id, session_id, agent_id, message_id, text)
+        refused = lambda old: _refusal(old, claim, now=now, written=same, index=message_id, replacing=True)  # noqa: E731
+        if self._claimed_head(owner.address_id, session_id, "A", agent_id, claim, refused) is None:
+            return claim.version + 1
         head, puts = self._message_writes(owner, session_id, agent_id, message_id, text, claim, "stored", now=now)
-        # The pieces the message held beyond the new text's go with the same commit; the head's condition
-        # makes sure no other write changed the message since this read.
+        # The pieces the message held beyond the new text's go with the same commit. It is read after the
+        # head was found at the claimed version, and the commit holds only while the head still is: so it
+        # is that version's message, with no other write between.
         stored = self._message(owner.address_id, session_id, agent_id, message_id)
         stale = (
             []
             if stored is None
             else strands_session_items.stale_pieces(self._table, stored, strands_session_items.pieces_in(puts))
         )
-        same = self._holds(owner.address_id, session_id, agent_id, message_id, text)
-        refused = lambda old: _refusal(old, claim, now=now, written=same, index=message_id, replacing=True)  # noqa: E731
-        self._commit(owner, [head, *puts, *stale], now=now, refused=refused)
+        freed = 0 if stored is None else strands_session_items.stored_message_bytes(stored)
+        growth = strands_session_items.message_bytes(text) - freed
+        self._commit(owner, [head, *puts, *stale], now=now, refused=refused, growth=growth)
         return claim.version + 1
+
+    def _claimed_head(
+        self,
+        address_id: str,
+        session_id: str,
+        kind: str,
+        record_id: str,
+        claim: Claim,
+        refused: Callable[[Item | None], Exception | None],
+    ) -> Item | None:
+        """The head as read, when it is at the claimed version: what a replacement's growth is reckoned from.
+
+        Otherwise the commit could not hold: the refusal as `_commit` words it is raised, or None answered
+        when the head shows this very write committed already (a retry after a lost answer).
+        """
+        sk = keys.strands_record_sk(session_id, kind, record_id)
+        # Its version and counts only: a state may be hundreds of kilobytes.
+        head = self._client.get_item(
+            TableName=self._table,
+            Key=key(keys.address_pk(address_id), sk),
+            ConsistentRead=True,
+            ProjectionExpression="#version, #bytes",
+            ExpressionAttributeNames={"#version": strands_session_items.VERSION, "#bytes": DATA_BYTES},
+        ).get("Item")
+        if head is not None and get_int(head, strands_session_items.VERSION) == claim.version:
+            return head
+        # The refusal is worded from the whole head, as a failed commit returns it.
+        refusal = refused(self._get(address_id, sk))
+        if refusal is None:
+            return None
+        raise refusal
 
     def release(self, owner: Owner, session_id: str, agent_id: str, writer: str, *, now: float) -> bool:
         try:
@@ -123,17 +177,28 @@ class StrandsSessionTable:
         return head, strands_session_items.message_puts(self._table, owner, session_id, agent_id, message_id, text)
 
     def _commit(
-        self, owner: Owner, actions: list[Item], *, now: float, refused: Callable[[Item | None], Exception | None]
+        self,
+        owner: Owner,
+        actions: list[Item],
+        *,
+        now: float,
+        refused: Callable[[Item | None], Exception | None],
+        growth: int,
     ) -> None:
-        """Commit `actions` after the address check.
+        """Commit `actions` after the address check, with the address's count moved by `growth` bytes.
 
         `refused` words the first action's failed condition from the item it returned, or answers None when
-        that item shows this very write committed already (a retry after a lost answer).
+        that item shows this very write committed already (a retry after a lost answer). A growth past the
+        address's limit is `StorageLimitExceeded`.
         """
         check = address_check(self._table, owner, now=now)
+        meter = storage_usage.charge(
+            self._table, owner.address_id, growth, max_bytes=self._max_bytes, expiry=expiry(owner)
+        )
+        counted = [*actions, *([meter] if meter else [])]
         for attempt in range(_ATTEMPTS):
             try:
-                table_ops.transact_owned(self._client, check, actions)
+                table_ops.transact_owned(self._client, check, counted)
                 return
             except table_ops.Cancelled as cancelled:
                 failed = cancelled.failed(0)
@@ -142,6 +207,9 @@ class StrandsSessionTable:
                     if refusal is None:
                         return
                     raise refusal from cancelled
+                over = cancelled.failed(len(actions)) if meter else None
+                if over is not None:
+                    raise storage_usage.refusal(over, growth, max_bytes=self._max_bytes) from cancelled
             table_ops.pause_after_conflict(attempt)
         raise Unavailable("The session is too busy right now; retry shortly.")
 

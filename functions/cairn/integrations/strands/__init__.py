@@ -10,7 +10,12 @@
 Needs the `strands` extra: `pip install "cairn-state[strands]"`.
 """
 
-from cairn.integrations.strands.repository import CairnSessionManager, CairnSessionRepository, SessionConflict
+from cairn.integrations.strands.repository import (
+    CairnSessionManager,
+    CairnSessionRepository,
+    SessionConflict,
+    StorageLimitExceeded,
+)
 from cairn.integrations.strands.storage import CairnStorage
 
-__all__ = ["CairnSessionManager", "CairnSessionRepository", "CairnStorage", "SessionConflict"]
+__all__ = ["CairnSessionManager", "CairnSessionRepository", "CairnStorage", "SessionConflict", "StorageLimitExceeded"]

@@ -43,6 +43,15 @@ class SessionConflict(errors.SessionConflict, SessionException):
     """
 
 
+class StorageLimitExceeded(errors.StorageLimitExceeded, SessionException):
+    """The write would take the address past the bytes it may store: nothing of it was stored.
+
+    `details` say how many it may store (`max_bytes`), stores (`used_bytes`) and this write needed
+    (`needed_bytes`). Both `except SessionException` and `except cairn.errors.StorageLimitExceeded`
+    catch it.
+    """
+
+
 class CairnSessionRepository(SessionRepository):
     """Strands sessions kept in a Cairn address, written by one run (`writer`).
 
@@ -170,6 +179,8 @@ class CairnSessionRepository(SessionRepository):
             answer = self.address.http.request(method, url, token=self.address.read_token, body=payload, params=params)
         except errors.SessionConflict as conflict:
             raise SessionConflict(conflict.message, **conflict.details) from conflict
+        except errors.StorageLimitExceeded as full:
+            raise StorageLimitExceeded(full.message, **full.details) from full
         return answer.json()
 
 
