@@ -14,12 +14,13 @@ WORKERS ?= $(shell nproc)
 
 setup: $(VENV)/.installed node_modules/.installed java
 
-# strands-agents (the `strands` extra) goes in without its requirements: `dev` lists them but its `mcp` cap.
+# uv installs what pip would, several times faster. strands-agents (the `strands` extra) goes in
+# without its requirements: `dev` lists them but its `mcp` cap.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/pip install --quiet --no-deps 'strands-agents>=1.62'
+	$(BIN)/pip install --quiet 'uv>=0.5'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps 'strands-agents>=1.62'
 	touch $@
 
 node_modules/.installed: package.json
