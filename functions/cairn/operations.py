@@ -11,7 +11,9 @@ then lists the faces still missing.
 
 A face left out says why in `Operation.note`. The framework stores'
 routes (checkpoints, the LangGraph store, agent and Strands sessions) are
-reached through their integration classes instead (`FRAMEWORK_ROUTES`).
+reached through their integration classes instead (`FRAMEWORK_ROUTES`);
+files are an address operation of their own, which Strands' `CairnStorage`
+also calls through the SDK.
 """
 
 from __future__ import annotations
@@ -137,6 +139,10 @@ OPERATIONS: tuple[Operation, ...] = (
         sdk="Subscriptions.test",
         note="a person's check of a receiver while setting it up",
     ),
+    Operation("write_file", f"POST {ADDRESS}/files", "write_file", "Files.write", "files write"),
+    Operation("read_file", f"POST {ADDRESS}/files/read", "read_file", "Files.read", "files read"),
+    Operation("list_files", f"POST {ADDRESS}/files/list", "list_files", "Files.list", "files list"),
+    Operation("delete_file", f"POST {ADDRESS}/files/delete", "delete_file", "Files.delete", "files delete"),
 )
 
 # Route prefixes served through the framework integrations, by the class that calls them.
@@ -145,5 +151,4 @@ FRAMEWORK_ROUTES = {
     f"{ADDRESS}/store": "cairn.integrations.langgraph.CairnStore",
     f"{ADDRESS}/sessions": "cairn.integrations.openai_agents.CairnSession",
     f"{ADDRESS}/strands": "cairn.integrations.strands.CairnSessionRepository",
-    f"{ADDRESS}/files": "cairn.integrations.strands.CairnStorage",
 }

@@ -55,6 +55,13 @@ class Cli:
         self.outputs += [done.stdout, done.stderr]
         return Run(done.returncode, done.stdout, done.stderr)
 
+    def raw(self, *args: str) -> bytes:
+        """What a command printed, as bytes (`files read` prints a file's own)."""
+        env = {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url}
+        done = subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
     def read_token(self, task: str) -> str:
         return Address.restore(TaskStore(self.home).address_path(task)).read_token
 
@@ -189,3 +196,23 @@ def test_subscriptions_are_created_listed_and_deleted(cli: Cli):
     gone = cli("subscriptions", "delete", "waker", sub_id)
     assert gone.error["code"] == "subscription_not_found"
     assert cli("subscriptions", "list", "waker").json() == {"subscriptions": []}
+
+
+def test_files_are_written_from_stdin_or_a_path_read_back_byte_for_byte_listed_and_deleted(cli: Cli, tmp_path: Path):
+    cli("provision", "filer")
+    plan = "# Plan\n1. ship ✓\n"
+    written = cli("files", "write", "filer", "notes/plan.md", stdin=plan)
+    assert (written.code, written.json()) == (0, {"key": "notes/plan.md", "size": len(plan.encode())}), written.stderr
+    picture = tmp_path / "logo.png"
+    picture.write_bytes(bytes(range(256)) * 40)
+    assert cli("files", "write", "filer", "notes/logo.png", str(picture)).json()["size"] == 10_240
+
+    assert cli.raw("files", "read", "filer", "notes/plan.md") == plan.encode()
+    assert cli.raw("files", "read", "filer", "notes/logo.png") == picture.read_bytes()
+    assert cli("files", "list", "filer", "notes/").json() == {"keys": ["notes/logo.png", "notes/plan.md"]}
+    assert cli("files", "delete", "filer", "notes/logo.png").json() == {"key": "notes/logo.png", "deleted": True}
+    missing = cli("files", "read", "filer", "notes/logo.png")
+    assert (missing.code, missing.error["code"], missing.stdout) == (4, "not_found", "")
+    unreadable = cli("files", "write", "filer", "k", str(tmp_path / "absent"))
+    assert (unreadable.code, unreadable.error["code"]) == (2, "invalid_request")
+    assert cli("files", "list", "filer").json() == {"keys": ["notes/plan.md"]}

@@ -22,16 +22,20 @@ TOOLS = [
     "add_contact",
     "create_return_address",
     "create_subscription",
+    "delete_file",
     "delete_state",
     "delete_subscription",
     "get_state",
     "list_contacts",
+    "list_files",
     "list_state",
     "list_subscriptions",
     "poll_events",
+    "read_file",
     "send_email",
     "set_state",
     "verify_contact",
+    "write_file",
 ]
 
 
@@ -77,6 +81,13 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
     subscription_id = subscribed.structured_content["subscription"]["id"]
     subscriptions = await client.call_tool("list_subscriptions", creds)
     unsubscribed = await client.call_tool("delete_subscription", {**creds, "subscription_id": subscription_id})
+
+    note = {**creds, "key": "notes/plan.md"}
+    filed = await client.call_tool("write_file", {**note, "text": "# Plan\n1. ship ✓\n"})
+    file_read = await client.call_tool("read_file", note)
+    files_listed = await client.call_tool("list_files", {**creds, "prefix": "notes/"})
+    unfiled = await client.call_tool("delete_file", note)
+    gone = await client.call_tool("read_file", note)
     with pytest.raises(MCPError):
         await client.call_tool("launch_rockets", {})
     return {
@@ -101,6 +112,8 @@ async def exercise_every_tool(client: Client, served: ServeProcess) -> dict[str,
         "subscribed": subscribed.structured_content,
         "subscriptions": subscriptions.structured_content,
         "unsubscribed": unsubscribed.structured_content,
+        "files": [each.structured_content for each in (filed, file_read, files_listed, unfiled)]
+        + [(gone.is_error, gone.structured_content["error"]["code"])],
     }
 
 
@@ -136,6 +149,14 @@ def check(seen: dict[str, Any], served: ServeProcess) -> None:
     assert seen["subscribed"]["secret"].startswith("whsec_")
     assert seen["subscriptions"]["subscriptions"] == [subscription]
     assert seen["unsubscribed"] == {"subscription_id": subscription["id"], "deleted": True}
+    size = len("# Plan\n1. ship ✓\n".encode())
+    assert seen["files"] == [
+        {"key": "notes/plan.md", "size": size},
+        {"key": "notes/plan.md", "size": size, "text": "# Plan\n1. ship ✓\n"},
+        {"keys": ["notes/plan.md"], "next": None},
+        {"key": "notes/plan.md", "deleted": True},
+        (True, "not_found"),
+    ]
 
 
 def test_streamable_http_on_cairn_serve(served: ServeProcess):

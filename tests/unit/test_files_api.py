@@ -5,8 +5,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import httpx
 import pytest
 
+from cairn import errors
+from cairn.client import Address, HttpClient
 from cairn.dynamodb import keys, table_ops
 from cairn.dynamodb.client import make_client
 from cairn.files import files, ports
@@ -61,7 +64,26 @@ def pieces_stored(api: LambdaClient, address: dict[str, Any], key: str) -> int:
 
 
 def test_the_strands_storage_sends_within_the_servers_limits():
-    assert (storage.MAX_FILE_BYTES, storage.MAX_LIST) == (files.MAX_FILE_BYTES, files.MAX_LIST)
+    assert storage.MAX_FILE_BYTES == files.MAX_FILE_BYTES
+
+
+def test_the_sdks_files_client_round_trips_lists_every_page_and_raises_the_servers_refusals(
+    api: LambdaClient, address: dict[str, Any]
+):
+    files_client = Address(address, http=HttpClient(transport=httpx.MockTransport(api.handle))).files
+    names = [f"notes/{number}" for number in range(5)]
+    for name in names:
+        assert files_client.write(name, name.encode()) == {"key": name, "size": len(name)}
+    files_client.write("other", b"\x00\xff")
+
+    assert files_client.read("other") == b"\x00\xff"
+    assert files_client.read("absent") is None
+    first = files_client.list("notes/", limit=2)
+    assert first == {"keys": names[:2], "next": names[1]}
+    assert list(files_client.keys("notes/", page_size=2)) == list(files_client.keys("notes/")) == names
+    assert (files_client.delete("other"), files_client.delete("other")) == (True, False)
+    with pytest.raises(errors.InvalidRequest):
+        files_client.write("bad\nkey", b"x")
 
 
 def test_files_of_every_size_read_back_exactly_and_a_shorter_one_leaves_no_pieces(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -24,6 +25,10 @@ TOOL_NAMES = {
     "create_subscription",
     "list_subscriptions",
     "delete_subscription",
+    "write_file",
+    "read_file",
+    "list_files",
+    "delete_file",
 }
 
 
@@ -224,3 +229,63 @@ def test_refused_subscriptions_are_tool_errors(api: LambdaClient, target: dict, 
     assert result["isError"] is True
     assert result["structuredContent"]["error"]["code"] == code
     assert call(api, "list_subscriptions", **creds)["structuredContent"] == {"subscriptions": []}
+
+
+def test_file_tools_keep_text_and_bytes_that_the_rest_routes_read_back(api: LambdaClient):
+    creds = credentials(call(api, "create_return_address"))
+    files_url = f"/api/v1/addresses/{creds['address_id']}/files"
+
+    def rest(path: str, body: dict[str, Any]) -> Any:
+        return api.request("POST", files_url + path, json_body=body, token=creds["read_token"]).json()
+
+    plan = "# Plan\n\n1. ship — then rest ✓\n"
+    written = call(api, "write_file", **creds, key="notes/plan.md", text=plan)
+    assert (written["isError"], written["structuredContent"]) == (
+        False,
+        {"key": "notes/plan.md", "size": len(plan.encode())},
+    )
+    binary = base64.b64encode(b"\x89PNG\xff\x00").decode()
+    call(api, "write_file", **creds, key="notes/logo.png", data_base64=binary)
+
+    assert rest("/read", {"key": "notes/plan.md"})["data"] == base64.b64encode(plan.encode()).decode()
+    assert call(api, "read_file", **creds, key="notes/plan.md")["structuredContent"] == {
+        "key": "notes/plan.md",
+        "size": len(plan.encode()),
+        "text": plan,
+    }
+    assert call(api, "read_file", **creds, key="notes/logo.png")["structuredContent"] == {
+        "key": "notes/logo.png",
+        "size": 6,
+        "data": binary,
+    }
+    first = call(api, "list_files", **creds, prefix="notes/", limit=1)["structuredContent"]
+    assert (
+        first
+        == rest("/list", {"prefix": "notes/", "limit": 1})
+        == {"keys": ["notes/logo.png"], "next": "notes/logo.png"}
+    )
+    rest_of_it = call(api, "list_files", **creds, prefix="notes/", after=first["next"])["structuredContent"]
+    assert rest_of_it == {"keys": ["notes/plan.md"], "next": None}
+
+    deleted = [call(api, "delete_file", **creds, key="notes/logo.png")["structuredContent"] for _ in range(2)]
+    assert deleted == [{"key": "notes/logo.png", "deleted": True}, {"key": "notes/logo.png", "deleted": False}]
+    missing = call(api, "read_file", **creds, key="notes/logo.png")
+    assert missing["isError"] and missing["structuredContent"]["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    "arguments, code",
+    [
+        ({"key": "k"}, "invalid_request"),  # no content
+        ({"key": "k", "text": "a", "data_base64": "YQ=="}, "invalid_request"),  # two
+        ({"key": "k", "data_base64": "not base64!"}, "invalid_request"),
+        ({"key": "bad\nkey", "text": "a"}, "invalid_request"),
+        ({"key": "k", "text": "x" * (3 * 1024 * 1024 + 1)}, "payload_too_large"),
+    ],
+)
+def test_refused_file_writes_are_tool_errors_and_store_nothing(api: LambdaClient, arguments: dict, code: str):
+    creds = credentials(call(api, "create_return_address"))
+    result = call(api, "write_file", **creds, **arguments)
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == code
+    assert call(api, "list_files", **creds)["structuredContent"] == {"keys": [], "next": None}

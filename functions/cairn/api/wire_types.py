@@ -25,7 +25,7 @@ from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from cairn.api import schemas
+from cairn.api import file_schemas, schemas
 
 COMMAND: Final = "python -m cairn.api.wire_types"
 # The generated module, in the SDK's package.
@@ -51,6 +51,8 @@ WIRE_TYPES: Final[dict[str, tuple[type[BaseModel], ...]]] = {
     "ContactListing": (schemas.ContactsResponse,),
     "ContactChange": (schemas.ContactResponse,),
     "SendReceipt": (schemas.SendResponse,),
+    "FileWritten": (file_schemas.FileOut,),
+    "FileListing": (file_schemas.FileListResponse,),
 }
 # The SDK types the SDK sends rather than receives: a field the request may leave out is not required.
 # (An answer sends every field, defaults included, but those its schema drops with `exclude_if`.)

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from cairn.client.attachments import Attachments
 from cairn.client.events import Events
+from cairn.client.files import Files
 from cairn.client.http import HttpClient, json_body
 from cairn.client.inbox import Inbox
 from cairn.client.mailbox import Mailbox
@@ -47,6 +48,7 @@ class Address:
         self.events = Events(self._http, self.events_url, self.read_token)
         self.attachments = Attachments(self._http, self.events_url, self.read_token)
         self.subscriptions = Subscriptions(self._http, self.address_url, self.read_token)
+        self.files = Files(self._http, self.address_url, self.read_token)
 
     # -- making one ------------------------------------------------------------
 

@@ -1,8 +1,9 @@
-"""The agent-side `cairn` commands: provision, state, events, inbox, mail and subscriptions.
+"""The agent-side `cairn` commands: provision, state, events, inbox, mail, subscriptions and files.
 
-Answers are JSON on stdout; failures are `{"error": {"code", "message", ...}}`
-on stderr with an exit code that says what to do next (`EXIT_*`). The read
-token is never printed: it stays in the task's owner-only file.
+Answers are JSON on stdout (`files read` prints the file's own bytes);
+failures are `{"error": {"code", "message", ...}}` on stderr with an exit
+code that says what to do next (`EXIT_*`). The read token is never printed:
+it stays in the task's owner-only file.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cairn.client.address import Address
@@ -204,6 +206,26 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     remove.add_argument("subscription_id")
     remove.set_defaults(handler=run_subscriptions_delete)
 
+    files = commands.add_parser("files", help="keep files in the task's address: bytes under keys")
+    file_commands = files.add_subparsers(dest="files_command", required=True)
+    write = file_commands.add_parser("write", help="store a file's bytes under a key, replacing it whole")
+    write.add_argument("task")
+    write.add_argument("key")
+    write.add_argument("path", nargs="?", default="-", help="the file to store (default: stdin)")
+    write.set_defaults(handler=run_files_write)
+    read = file_commands.add_parser("read", help="print a file's bytes as stored (not JSON)")
+    read.add_argument("task")
+    read.add_argument("key")
+    read.set_defaults(handler=run_files_read)
+    listing = file_commands.add_parser("list", help="every key that starts with a prefix")
+    listing.add_argument("task")
+    listing.add_argument("prefix", nargs="?", default="")
+    listing.set_defaults(handler=run_files_list)
+    remove = file_commands.add_parser("delete", help="remove a file (no error when there is none)")
+    remove.add_argument("task")
+    remove.add_argument("key")
+    remove.set_defaults(handler=run_files_delete)
+
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen command: its answer on stdout, a failure on stderr, an exit code."""
@@ -341,6 +363,31 @@ def run_subscriptions_list(args: argparse.Namespace, context: Context) -> Any:
 def run_subscriptions_delete(args: argparse.Namespace, context: Context) -> Any:
     context.address(args.task).subscriptions.delete(args.subscription_id)
     return {"subscription_id": args.subscription_id, "deleted": True}
+
+
+def run_files_write(args: argparse.Namespace, context: Context) -> Any:
+    address = context.address(args.task)
+    try:
+        data = sys.stdin.buffer.read() if args.path == "-" else Path(args.path).read_bytes()
+    except OSError as error:
+        raise CommandError("invalid_request", f"Cannot read {args.path}: {error.strerror}", EXIT_USAGE) from error
+    return address.files.write(args.key, data)
+
+
+def run_files_read(args: argparse.Namespace, context: Context) -> None:
+    data = context.address(args.task).files.read(args.key)
+    if data is None:
+        raise CommandError("not_found", f"No file under {args.key!r}.", EXIT_NOT_FOUND)
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def run_files_list(args: argparse.Namespace, context: Context) -> dict[str, Any]:
+    return {"keys": list(context.address(args.task).files.keys(args.prefix))}
+
+
+def run_files_delete(args: argparse.Namespace, context: Context) -> dict[str, Any]:
+    return {"key": args.key, "deleted": context.address(args.task).files.delete(args.key)}
 
 
 def _json_argument(text: str) -> Any:

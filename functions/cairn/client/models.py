@@ -175,6 +175,18 @@ class SendReceipt(TypedDict):
     duplicate: bool
 
 
+class FileWritten(TypedDict):
+    key: str
+    size: int
+
+
+class FileListing(TypedDict):
+    # Ascending, as their UTF-8 bytes sort (as Python sorts text).
+    keys: list[str]
+    # Set when more may follow: send it back as `after`.
+    next: str | None
+
+
 # Written by hand in cairn/api/wire_types.py (HAND_WRITTEN): no server answer has this shape.
 class Download(TypedDict):
     """A file the SDK saved from a download, not a JSON answer."""

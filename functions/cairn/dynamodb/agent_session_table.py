@@ -218,7 +218,8 @@ class AgentSessionTable:
         grown = new.counted(session_id) - seen.counted(session_id) + (growth.rows if growth else 0)
         head = agent_session_items.head_put(self._table, owner, session_id, seen, new)
         if growth is None:
-            meter = storage_usage.release(self._table, owner.address_id, -grown) if grown else None
+            # A pop or a clear: what it moves is never growth (a pop's claim holds what its item gave back).
+            meter = storage_usage.release(self._table, owner.address_id, -grown) if grown < 0 else None
         else:
             expiry = checkpoint_items.expiry(owner)
             meter = storage_usage.charge(

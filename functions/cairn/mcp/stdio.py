@@ -20,6 +20,7 @@ from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, Lis
 
 import cairn
 from cairn.client import Address, HttpClient
+from cairn.errors import NotFound
 from cairn.mcp import tools
 
 
@@ -88,6 +89,22 @@ class ClientOperations:
     def delete_subscription(self, arguments: tools.SubscriptionArguments) -> Mapping[str, Any]:
         self._address(arguments).subscriptions.delete(arguments.subscription_id)
         return {"subscription_id": arguments.subscription_id, "deleted": True}
+
+    def write_file(self, arguments: tools.WriteFile) -> Mapping[str, Any]:
+        return self._address(arguments).files.write(arguments.key, arguments.content())
+
+    def read_file(self, arguments: tools.FileKeyArguments) -> Mapping[str, Any]:
+        data = self._address(arguments).files.read(arguments.key)
+        if data is None:
+            raise NotFound("No file under this key.", key=arguments.key)
+        return tools.file_answer(arguments.key, data)
+
+    def list_files(self, arguments: tools.ListFiles) -> Mapping[str, Any]:
+        files = self._address(arguments).files
+        return files.list(arguments.prefix, after=arguments.after, limit=arguments.limit)
+
+    def delete_file(self, arguments: tools.FileKeyArguments) -> Mapping[str, Any]:
+        return {"key": arguments.key, "deleted": self._address(arguments).files.delete(arguments.key)}
 
     def _address(self, arguments: tools.AddressArguments) -> Address:
         return Address.connect(self._base_url, arguments.address_id, arguments.read_token, http=self._http)

@@ -15,13 +15,15 @@ marked `isError`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cairn.errors import CairnError
 
@@ -42,8 +44,8 @@ INSTRUCTIONS = (
     "Cairn gives this task an address that outlives the conversation: a durable JSON state store, an "
     "ordered event feed, an inbox URL and an email address. "
     + _USE
-    + "Keep progress with get_state / set_state using if_revision. "
-    + _TRUST
+    + "Keep progress with get_state / set_state using if_revision, and larger notes or artifacts with "
+    "write_file / read_file. " + _TRUST
 )
 AGENTADDRESS_INSTRUCTIONS = "AgentAddress-compatible tools of Cairn. " + _USE + _TRUST
 
@@ -137,6 +139,51 @@ class SubscriptionArguments(AddressArguments):
     subscription_id: str = Field(description="`subscription.id` from create_subscription or list_subscriptions.")
 
 
+_FILE_KEY = (
+    "The file's key: any text without control characters, at most 512 bytes as UTF-8 (e.g. `notes/plan.md`; "
+    "`/` only matters to list_files' prefix)."
+)
+
+
+class FileKeyArguments(AddressArguments):
+    key: str = Field(description=_FILE_KEY)
+
+
+class WriteFile(FileKeyArguments):
+    text: str | None = Field(default=None, description="The file's content as text, stored as UTF-8.")
+    data_base64: str | None = Field(
+        default=None, description="Or the file's bytes in base64, for content that is not text."
+    )
+
+    @model_validator(mode="after")
+    def _one_content(self) -> WriteFile:
+        if (self.text is None) == (self.data_base64 is None):
+            raise ValueError("give the content as `text` or as `data_base64`, one of them")
+        if self.data_base64 is not None:
+            try:
+                base64.b64decode(self.data_base64, validate=True)
+            except binascii.Error as error:
+                raise ValueError(f"`data_base64` is not base64: {error}") from error
+        return self
+
+    def content(self) -> bytes:
+        return self.text.encode() if self.text is not None else base64.b64decode(self.data_base64 or "")
+
+
+class ListFiles(AddressArguments):
+    prefix: str = Field(default="", description="Only keys starting with this ('' lists every file).")
+    after: str | None = Field(default=None, description="The previous page's `next`.")
+    limit: int | None = Field(default=None, ge=1, le=1000, description="Most keys to return (default 1000).")
+
+
+def file_answer(key: str, data: bytes) -> dict[str, Any]:
+    """What read_file answers: the file's text when it is UTF-8, else its bytes in base64 as the REST route sends."""
+    try:
+        return {"key": key, "size": len(data), "text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"key": key, "size": len(data), "data": base64.b64encode(data).decode("ascii")}
+
+
 class Operations(Protocol):
     """What the tools do, answering with the REST endpoints' JSON; refusals raise `CairnError`."""
 
@@ -167,6 +214,14 @@ class Operations(Protocol):
     def list_subscriptions(self, arguments: AddressArguments) -> Mapping[str, Any]: ...
 
     def delete_subscription(self, arguments: SubscriptionArguments) -> Mapping[str, Any]: ...
+
+    def write_file(self, arguments: WriteFile) -> Mapping[str, Any]: ...
+
+    def read_file(self, arguments: FileKeyArguments) -> Mapping[str, Any]: ...
+
+    def list_files(self, arguments: ListFiles) -> Mapping[str, Any]: ...
+
+    def delete_file(self, arguments: FileKeyArguments) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -369,6 +424,43 @@ DELETE_SUBSCRIPTION = ToolSpec(
     SubscriptionArguments,
     _hints(destructive=True, idempotent=True),
 )
+WRITE_FILE = ToolSpec(
+    "write_file",
+    "Write a file",
+    "Stores content under a key in the address, replacing any file there whole (a reader gets the old "
+    "content or the new, never a mix; the last write wins), and returns `{key, size}`. Give `text` (stored "
+    "as UTF-8) or `data_base64`. Files outlast the conversation with the address, and are not events: "
+    "writing one appends nothing to the feed. Fails with `payload_too_large` beyond 3 MiB a file and "
+    "`storage_limit_exceeded` (with `used_bytes` and `max_bytes`) when the address's files and sessions "
+    "would pass its storage limit (64 MiB by default): delete files to make room.",
+    WriteFile,
+    _hints(destructive=True, idempotent=True),
+)
+READ_FILE = ToolSpec(
+    "read_file",
+    "Read a file",
+    "Returns one file as `{key, size, text}` when its content is UTF-8 text, else `{key, size, data}` with "
+    "its bytes in base64. Changes nothing. Fails with `not_found` when there is no file under the key.",
+    FileKeyArguments,
+    _hints(read_only=True),
+)
+LIST_FILES = ToolSpec(
+    "list_files",
+    "List files",
+    "Returns the keys that start with `prefix`, in ascending order, as `{keys, next}`; when `next` is set, "
+    "more may follow: pass it as `after`. Changes nothing.",
+    ListFiles,
+    _hints(read_only=True),
+)
+DELETE_FILE = ToolSpec(
+    "delete_file",
+    "Delete a file",
+    "Removes one file and gives its room back; returns `{key, deleted}`, where `deleted` is false when "
+    "there was no file under the key (so a repeated delete is no error). Fails with `unauthorized` for a "
+    "wrong token.",
+    FileKeyArguments,
+    _hints(destructive=True, idempotent=True),
+)
 # AgentAddress's poll_events answers at once: no `wait` input.
 POLL_EVENTS_NOW = ToolSpec(
     "poll_events",
@@ -432,6 +524,10 @@ CAIRN = Toolset(
         CREATE_SUBSCRIPTION,
         LIST_SUBSCRIPTIONS,
         DELETE_SUBSCRIPTION,
+        WRITE_FILE,
+        READ_FILE,
+        LIST_FILES,
+        DELETE_FILE,
     ),
 )
 AGENTADDRESS = Toolset(AGENTADDRESS_INSTRUCTIONS, (CREATE_RETURN_ADDRESS, POLL_EVENTS_NOW, ACKNOWLEDGE_EVENT))

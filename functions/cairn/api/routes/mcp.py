@@ -26,9 +26,11 @@ from pydantic import BaseModel
 from cairn.addresses.state import StateOperation
 from cairn.api import presenters, subscription_presenters, urls
 from cairn.api.errors import error_response
+from cairn.api.file_schemas import FileDeletedResponse, FileListResponse, FileOut
 from cairn.api.requests import client_ip, raw_body
 from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.subscription_schemas import SubscriptionCreateRequest, SubscriptionDeletedResponse
+from cairn.files import files
 from cairn.services import Services
 from cairn.wakeups.models import Target, TargetKind
 
@@ -50,7 +52,8 @@ ENDPOINTS = (
         lambda module: module.CAIRN,
         "create_return_address, poll_events, acknowledge_event, get_state, set_state, delete_state, list_state, "
         "list_contacts, add_contact, verify_contact, send_email, "
-        "create_subscription, list_subscriptions, delete_subscription",
+        "create_subscription, list_subscriptions, delete_subscription, "
+        "write_file, read_file, list_files, delete_file",
     ),
     Endpoint(
         "/api/mcp",
@@ -163,6 +166,31 @@ class ServiceOperations:
             arguments.address_id, arguments.read_token, arguments.idempotency_key, message
         )
         return _json(presenters.sent(result))
+
+    def write_file(self, arguments: tools.WriteFile) -> Mapping[str, Any]:
+        data = arguments.content()
+        self._services.files.write(arguments.address_id, arguments.read_token, arguments.key, data)
+        return _json(FileOut(key=arguments.key, size=len(data)))
+
+    def read_file(self, arguments: tools.FileKeyArguments) -> Mapping[str, Any]:
+        from cairn.mcp.tools import file_answer  # loaded already: the call came through it
+
+        data = self._services.files.read(arguments.address_id, arguments.read_token, arguments.key)
+        return file_answer(arguments.key, data)
+
+    def list_files(self, arguments: tools.ListFiles) -> Mapping[str, Any]:
+        page = self._services.files.list(
+            arguments.address_id,
+            arguments.read_token,
+            arguments.prefix,
+            after=arguments.after,
+            limit=arguments.limit or files.MAX_LIST,
+        )
+        return _json(FileListResponse(keys=list(page.keys), next=page.next))
+
+    def delete_file(self, arguments: tools.FileKeyArguments) -> Mapping[str, Any]:
+        deleted = self._services.files.delete(arguments.address_id, arguments.read_token, arguments.key)
+        return _json(FileDeletedResponse(key=arguments.key, deleted=deleted))
 
 
 def _json(answer: BaseModel) -> Mapping[str, Any]:
