@@ -185,6 +185,11 @@ def test_every_mcp_tool_stays_within_the_streaming_grant(function) -> None:
     subscription = run("create_subscription", **creds, target=target)["subscription"]["id"]
     run("list_subscriptions", **creds)
     run("delete_subscription", **creds, subscription_id=subscription)
+    run("write_file", **creds, key="notes/plan.md", text="# Plan")
+    run("write_file", **creds, key="notes/plan.md", data_base64="IyBQbGFuIHYy")  # a replacement
+    run("read_file", **creds, key="notes/plan.md")
+    run("list_files", **creds, prefix="notes/")
+    run("delete_file", **creds, key="notes/plan.md")
     assert used == {tool.name for tool in tools.CAIRN.tools}, "a tool of /mcp this test does not run"
     streamed.assert_within("streaming")
 
