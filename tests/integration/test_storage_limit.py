@@ -32,8 +32,10 @@ def limit_for(fitting: int) -> int:
     return fitting * stored_bytes("p0-f0", SIZE) + stored_bytes("p0-f0", SIZE) - 1
 
 
-def services(endpoint: str, table: str, limit: int):
-    return make_services(clock=FakeClock(), table_name=table, dynamodb_endpoint=endpoint, storage_max_bytes=limit)
+def services(endpoint: str, table: str, limit: int, clock: FakeClock | None = None):
+    return make_services(
+        clock=clock or FakeClock(), table_name=table, dynamodb_endpoint=endpoint, storage_max_bytes=limit
+    )
 
 
 def write_own_files(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> list[str]:
@@ -142,14 +144,18 @@ def churn_sessions(endpoint: str, table: str, limit: int, address_id: str, token
     return claimed
 
 
+def session_items(api: LambdaClient, address_id: str, token: str, session_id: str) -> list[dict[str, Any]]:
+    return api.services.agent_sessions.items(address_id, token, session_id, limit=None, before=None)[0]
+
+
 def sessions_hold(api: LambdaClient, address_id: str, token: str) -> int:
     """What the sessions hold, counted from what they answer and their add claims' rows."""
     live = sum(
-        len(session_id.encode()) + ROW_OVERHEAD
-        + sum(item_bytes(sent_size(canonical(item))) for item in api.services.agent_sessions.items(
-            address_id, token, session_id, limit=None, before=None)[0])
+        len(session_id.encode())
+        + ROW_OVERHEAD
+        + sum(item_bytes(sent_size(canonical(item))) for item in session_items(api, address_id, token, session_id))
         for session_id in SESSIONS
-    )  # fmt: skip
+    )
     client = make_client(api.services.settings)
     rows = client.query(
         TableName=api.services.settings.table_name,
@@ -177,11 +183,9 @@ def test_racing_session_writers_store_exactly_what_fits_and_the_count_is_what_th
     with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
         landed = sum(pool.starmap(add_to_shared_sessions, arguments))
 
-    api = LambdaClient(make_services(clock=clock, table_name=local_table, dynamodb_endpoint=dynamodb_local.endpoint,
-                                     storage_max_bytes=limit))  # fmt: skip
+    api = LambdaClient(services(dynamodb_local.endpoint, local_table, limit, clock))
     assert landed == FITTING  # sixteen tried, seven fit, never eight
-    assert sum(len(api.services.agent_sessions.items(address_id, token, s, limit=None, before=None)[0])
-               for s in SESSIONS) == FITTING + len(SESSIONS)  # fmt: skip
+    assert sum(len(session_items(api, address_id, token, s)) for s in SESSIONS) == FITTING + len(SESSIONS)
     assert counted(api.services.settings, address_id) == sessions_hold(api, address_id, token)
 
     with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:

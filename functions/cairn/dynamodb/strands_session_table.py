@@ -27,7 +27,6 @@ from cairn.checkpoints.models import Owner
 from cairn.dynamodb import blobs, keys, storage_usage, strands_session_items, table_ops
 from cairn.dynamodb.checkpoint_items import address_check, expiry
 from cairn.dynamodb.items import error_code, get_int, get_s, key
-from cairn.dynamodb.strands_session_items import DATA_BYTES
 from cairn.errors import NotFound, SessionConflict, Unavailable
 
 if TYPE_CHECKING:
@@ -129,7 +128,10 @@ class StrandsSessionTable:
             Key=key(keys.address_pk(address_id), sk),
             ConsistentRead=True,
             ProjectionExpression="#version, #bytes",
-            ExpressionAttributeNames={"#version": strands_session_items.VERSION, "#bytes": DATA_BYTES},
+            ExpressionAttributeNames={
+                "#version": strands_session_items.VERSION,
+                "#bytes": strands_session_items.DATA_BYTES,
+            },
         ).get("Item")
         if head is not None and get_int(head, strands_session_items.VERSION) == claim.version:
             return head
