@@ -186,7 +186,8 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.checkpoints.threads import Checkpoints
         from cairn.dynamodb.checkpoint_table import CheckpointTable
 
-        return Checkpoints(self.table, CheckpointTable(self.client, self.settings.table_name), self.clock)
+        store = CheckpointTable(self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes)
+        return Checkpoints(self.table, store, self.clock)
 
     @cached_property
     def agent_sessions(self) -> AgentSessions:

@@ -47,7 +47,8 @@ PART_BYTES = 2_097_152
 MAX_PARTS = 32
 MAX_METADATA_BYTES = 65_536
 MAX_FILTER_KEYS = 32
-# DynamoDB takes at most 100 actions in one transaction: a commit's own, plus one check per part.
+# DynamoDB takes at most 100 actions in one transaction: a commit's own (the address's check, the
+# update of its count of stored bytes, and what it writes), plus one check per part.
 MAX_ACTIONS = 100
 # What one answer carries (its JSON, roughly), far below Lambda's 6 MB.
 ANSWER_BUDGET = 4_000_000
@@ -75,7 +76,7 @@ class Checkpoints:
         _check_blob(checkpoint.checkpoint, MAX_INLINE_CHECKPOINT_BYTES, "checkpoint")
         if len(checkpoint.metadata_json.encode()) > MAX_METADATA_BYTES:
             raise PayloadTooLarge(f"Metadata takes at most {MAX_METADATA_BYTES} bytes as JSON.", field="metadata")
-        if len(set(checkpoint.checkpoint.parts)) + 3 > MAX_ACTIONS:
+        if len(set(checkpoint.checkpoint.parts)) + 4 > MAX_ACTIONS:
             raise PayloadTooLarge("Too many parts for one checkpoint.", field="checkpoint.parts")
         owner = self._owner(address_id, read_token)
         self._store.put(owner, checkpoint, now=self._clock())
@@ -98,7 +99,7 @@ class Checkpoints:
         for write in writes:
             _check_blob(write.value, MAX_INLINE_WRITE_BYTES, "writes.value")
         parts = {part for write in writes for part in write.value.parts}
-        if 1 + len(writes) + len(parts) > MAX_ACTIONS:
+        if 2 + len(writes) + len(parts) > MAX_ACTIONS:
             raise PayloadTooLarge("Too many writes and parts for one request: send fewer at once.", field="writes")
         owner = self._owner(address_id, read_token)
         self._store.put_writes(owner, CheckpointRef(thread_id, checkpoint_ns, checkpoint_id), writes, now=self._clock())

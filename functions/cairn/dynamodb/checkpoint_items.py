@@ -7,13 +7,16 @@ from typing import Any
 
 from cairn import jsontext
 from cairn.checkpoints.models import Blob, CheckpointRef, NewCheckpoint, Owner, StoredCheckpoint, Write
-from cairn.dynamodb import blobs, keys
+from cairn.dynamodb import blobs, keys, storage_usage
 from cairn.dynamodb.address_items import DELETED, READ_TOKEN
 from cairn.dynamodb.items import b, get_int, get_s, key, n, s
 
 Item = dict[str, Any]
 
 HEAD_ID = "checkpoint_id"
+COUNTED = storage_usage.COUNTED
+# DynamoDB's own overhead on an item, and room for the thread head a checkpoint may keep beside it.
+ROW_OVERHEAD = 128
 _TYPE = "type"
 _PARTS = "parts"
 _SIZE = "size"
@@ -54,9 +57,7 @@ def head_put(table: str, owner: Owner, checkpoint: NewCheckpoint) -> Item:
     put: Item = {
         "TableName": table,
         "Item": {
-            **key(
-                keys.address_pk(owner.address_id), keys.thread_head_sk(checkpoint.thread_id, checkpoint.checkpoint_ns)
-            ),
+            **thread_head_key(owner.address_id, checkpoint.thread_id, checkpoint.checkpoint_ns),
             HEAD_ID: s(checkpoint.checkpoint_id),
             **expiry(owner),
         },
@@ -86,30 +87,67 @@ def checkpoint_put(table: str, owner: Owner, checkpoint: NewCheckpoint, *, now: 
     }
     if checkpoint.parent_id is not None:
         item["parent_id"] = s(checkpoint.parent_id)
-    return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+    return {"Put": {"TableName": table, "Item": with_count(item), "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
-def write_put(table: str, owner: Owner, checkpoint: CheckpointRef, write: Write) -> Item:
-    """A write's item; a regular write (index 0 or more) is stored once, a special one replaced."""
+def write_put(table: str, owner: Owner, checkpoint: CheckpointRef, write: Write, *, replaced: Item | None) -> Item:
+    """A write's item; a regular write (index 0 or more) is stored once, a special one replaced.
+
+    `replaced`: what a special write's key held when read (its `COUNTED`), which the replacement
+    requires it still to hold, so that the count moves by exactly what the replacement changes.
+    """
     sk = keys.checkpoint_write_sk(
         checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id, write.task_id, write.index
     )
-    put: Item = {
-        "TableName": table,
-        "Item": {
-            **key(keys.address_pk(owner.address_id), sk),
-            "checkpoint_id": s(checkpoint.checkpoint_id),
-            _TASK_ID: s(write.task_id),
-            "task_path": s(write.task_path),
-            "idx": n(write.index),
-            "channel": s(write.channel),
-            **blob_attributes(write.value),
-            **expiry(owner),
-        },
+    item = {
+        **key(keys.address_pk(owner.address_id), sk),
+        "checkpoint_id": s(checkpoint.checkpoint_id),
+        _TASK_ID: s(write.task_id),
+        "task_path": s(write.task_path),
+        "idx": n(write.index),
+        "channel": s(write.channel),
+        **blob_attributes(write.value),
+        **expiry(owner),
     }
-    if write.index >= 0:
-        put["ConditionExpression"] = "attribute_not_exists(pk)"
+    put: Item = {"TableName": table, "Item": with_count(item), **_unchanged(replaced if write.index < 0 else None)}
     return {"Put": put}
+
+
+def _unchanged(replaced: Item | None) -> Item:
+    """The condition that an item's key holds what was read: nothing, or an item that counted as much."""
+    if replaced is None:
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    if COUNTED not in replaced:
+        # Stored before items were counted: it counts nothing, and the replacement counts from nothing.
+        return {
+            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#counted)",
+            "ExpressionAttributeNames": {"#counted": COUNTED},
+        }
+    return {
+        "ConditionExpression": "#counted = :counted",
+        "ExpressionAttributeNames": {"#counted": COUNTED},
+        "ExpressionAttributeValues": {":counted": replaced[COUNTED]},
+    }
+
+
+def with_count(item: Item, *, extra: int = 0) -> Item:
+    """The item with its `COUNTED`: its attributes' values (key, value, metadata, ids) and `ROW_OVERHEAD`.
+
+    `extra`: bytes stored beside it on its behalf (a part's pieces).
+    """
+    size = sum(_value_bytes(value) for name, value in item.items() if name not in ("pk", COUNTED))
+    return {**item, COUNTED: n(size + ROW_OVERHEAD + extra)}
+
+
+def _value_bytes(value: Item) -> int:
+    (kind, content), *_ = value.items()
+    if kind == "S":
+        return len(content.encode())
+    if kind == "B":
+        return len(content)
+    if kind == "L":
+        return sum(_value_bytes(element) for element in content)
+    return len(str(content))
 
 
 def part_items(owner: Owner, thread_id: str, digest: str, data: bytes) -> list[Item]:
@@ -117,7 +155,8 @@ def part_items(owner: Owner, thread_id: str, digest: str, data: bytes) -> list[I
     pk = keys.address_pk(owner.address_id)
     sk = keys.thread_part_sk(thread_id, digest)
     payload, pieces = blobs.split(pk, sk, data, **expiry(owner))
-    return [{**key(pk, sk), _SIZE: n(len(data)), **payload, **expiry(owner)}, *pieces]
+    beside = sum(len(piece["data"]["B"]) + ROW_OVERHEAD for piece in pieces)
+    return [with_count({**key(pk, sk), _SIZE: n(len(data)), **payload, **expiry(owner)}, extra=beside), *pieces]
 
 
 def blob_attributes(blob: Blob) -> Item:
@@ -186,7 +225,10 @@ def grouped(items: Iterable[Item]) -> Iterator[tuple[Item, list[Item]]]:
 
 def head_key(address_id: str, item: Item) -> Item:
     """The key of the head of the checkpoint item's thread and namespace."""
-    thread_id, checkpoint_ns = get_s(item, "thread_id") or "", get_s(item, "checkpoint_ns") or ""
+    return thread_head_key(address_id, get_s(item, "thread_id") or "", get_s(item, "checkpoint_ns") or "")
+
+
+def thread_head_key(address_id: str, thread_id: str, checkpoint_ns: str) -> Item:
     return key(keys.address_pk(address_id), keys.thread_head_sk(thread_id, checkpoint_ns))
 
 
@@ -204,10 +246,11 @@ def item_bytes(item: Item) -> int:
 def copied(item: Item, owner: Owner, source_prefix: str, target_prefix: str, target_thread_id: str) -> Item:
     """A checkpoint or write item of the source thread as the target thread's: its key, thread id and expiry."""
     sk = target_prefix + item["sk"]["S"][len(source_prefix) :]
-    result = {**item, "sk": s(sk), **expiry(owner)}
+    result = {name: value for name, value in item.items() if name != COUNTED}
+    result.update({"sk": s(sk), **expiry(owner)})
     if not is_write(item):
         result["thread_id"] = s(target_thread_id)
-    return result
+    return with_count(result)
 
 
 def namespace_of(item: Item) -> str:
@@ -249,10 +292,6 @@ def _delta_channels_waiting(item: Item) -> set[str]:
     metadata = jsontext.parse(get_s(item, "metadata") or "{}")
     counters = metadata.get("counters_since_delta_snapshot") if isinstance(metadata, dict) else None
     return set(counters) if isinstance(counters, dict) else set()
-
-
-def delete(table: str, item: Item) -> Item:
-    return {"Delete": {"TableName": table, "Key": {"pk": item["pk"], "sk": item["sk"]}}}
 
 
 def exists_check(table: str, item: Item) -> Item:

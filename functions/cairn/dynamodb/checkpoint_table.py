@@ -2,10 +2,14 @@
 
 A put is one transaction: the address's head checked (live, this token),
 the thread's head moved under the condition the put claims, the
-checkpoint's item put, and a check that each part it names is there. A
-failed condition comes back with its reason (the thread's head as it is,
-`ALL_OLD`), so a refusal needs no read. A thread is deleted with its
-address, as every item of the partition is.
+checkpoint's item put, the address's count of stored bytes moved by what
+the item counts (`storage_usage`), and a check that each part it names is
+there. A failed condition comes back with its reason (the thread's head as
+it is, `ALL_OLD`), so a refusal needs no read. Every checkpoint, write and
+part keeps what it counts (`COUNTED`), and whatever removes one releases
+exactly that in its own transaction, under the condition that the item is
+still there. A thread is deleted with its address, as every item of the
+partition is.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from cairn.checkpoints.models import CheckpointRef, NewCheckpoint, Owner, Search, StoredCheckpoint, Write
-from cairn.dynamodb import blobs, checkpoint_items, keys, table_ops
+from cairn.dynamodb import blobs, checkpoint_items, keys, storage_usage, table_ops
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_s, key
 from cairn.errors import CheckpointPartMissing, CheckpointStale, CheckpointThreadExists, Unauthorized, Unavailable
 
@@ -32,30 +37,49 @@ _ATTEMPTS = 8
 _FAILED = "ConditionalCheckFailed"
 _CONFLICT = "TransactionConflict"
 HEAD = checkpoint_items.HEAD_ID
-# A copy's puts per transaction beside its address check, and the bytes they may weigh (DynamoDB: 100, 4 MB).
+# A copy's head puts per transaction beside its address check, and the bytes a transaction may weigh
+# (DynamoDB: 100 actions, 4 MB); its checkpoints and writes take one put fewer, for the count's update.
 MAX_PUTS = 99
 _TRANSACTION_BYTES = 3_500_000
-# Writes deleted in their checkpoint's own transaction (beside it, its head and a check); the rest go after it.
+# Writes deleted in their checkpoint's own transaction (beside it, its head, a check and the release of
+# what they count); the rest go after it.
 _DROP_WRITES = 96
 
 
 class _Refused(Exception):
-    """A condition of the transaction failed."""
+    """A condition of the transaction failed: `reasons` says which."""
+
+    def __init__(self, reasons: list[Item]) -> None:
+        super().__init__("refused")
+        self.reasons = reasons
+
+
+class Dropped(Enum):
+    """How a checkpoint's deletion ended."""
+
+    DROPPED = "dropped"  # this deletion removed it
+    GONE = "gone"  # another deletion had removed it
+    BUSY = "busy"  # writers kept moving its thread's head
 
 
 class CheckpointTable:
-    def __init__(self, client: DynamoDBClient, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str, *, max_bytes: int) -> None:
+        """`max_bytes`: what an address may store in all (files, sessions and these)."""
         self._client = client
         self._table = table
+        self._max_bytes = max_bytes
 
     # -- writes --------------------------------------------------------------
 
     def put(self, owner: Owner, checkpoint: NewCheckpoint, *, now: float) -> None:
         parts = list(dict.fromkeys(checkpoint.checkpoint.parts))
+        stored = checkpoint_items.checkpoint_put(self._table, owner, checkpoint, now=now)
+        growth = storage_usage.counted(stored["Put"]["Item"])
         actions = [
             checkpoint_items.address_check(self._table, owner, now=now),
             checkpoint_items.head_put(self._table, owner, checkpoint),
-            checkpoint_items.checkpoint_put(self._table, owner, checkpoint, now=now),
+            stored,
+            *self._charges(owner, growth),  # one: a checkpoint counts at least its row
             *(checkpoint_items.part_check(self._table, owner, checkpoint.thread_id, part) for part in parts),
         ]
 
@@ -67,9 +91,14 @@ class CheckpointTable:
                 self._stale_unless_retry(checkpoint, head)
             elif _failed(reasons, 2):
                 # The id is stored and the head condition held: an exact retry of a put that moved the head.
-                self._stale_unless_retry(checkpoint, self._head(owner.address_id, checkpoint))
+                head_key = checkpoint_items.thread_head_key(
+                    owner.address_id, checkpoint.thread_id, checkpoint.checkpoint_ns
+                )
+                self._stale_unless_retry(checkpoint, self._head_id(head_key))
+            elif _failed(reasons, 3):
+                raise storage_usage.refusal(reasons[3], growth, max_bytes=self._max_bytes)
             else:
-                missing = [part for index, part in enumerate(parts) if _failed(reasons, 3 + index)]
+                missing = [part for index, part in enumerate(parts) if _failed(reasons, 4 + index)]
                 raise CheckpointPartMissing("A part this checkpoint names is not uploaded.", parts=missing)
 
         self._commit(actions, refused)
@@ -85,55 +114,104 @@ class CheckpointTable:
             head=head,
         )
 
-    def _head(self, address_id: str, checkpoint: NewCheckpoint) -> str | None:
-        item = self._client.get_item(
-            TableName=self._table,
-            Key=key(keys.address_pk(address_id), keys.thread_head_sk(checkpoint.thread_id, checkpoint.checkpoint_ns)),
-            ConsistentRead=True,
-        ).get("Item")
-        return get_s(item or {}, checkpoint_items.HEAD_ID)
+    def _head_id(self, head_key: Item) -> str | None:
+        """The checkpoint a thread's head names now (None: the namespace has none)."""
+        item = self._client.get_item(TableName=self._table, Key=head_key, ConsistentRead=True).get("Item")
+        return get_s(item or {}, HEAD)
 
     def put_writes(self, owner: Owner, checkpoint: CheckpointRef, writes: Sequence[Write], *, now: float) -> None:
         pending = list(writes)
-        while pending:
+        for _ in range(_ATTEMPTS):
             pending = self._write_once(owner, checkpoint, pending, now=now)
+            if not pending:
+                return
+        raise Unavailable("Writers kept replacing these writes; retry shortly.")
 
     def _write_once(self, owner: Owner, checkpoint: CheckpointRef, writes: list[Write], *, now: float) -> list[Write]:
-        """Commit the writes; those still to send when some were stored before (they stay as they are)."""
+        """Commit the writes; those still to send when some were stored before (they stay as they are).
+
+        A special write (a negative index) replaces what its key holds: it
+        is read first, so the count moves by the difference, and one that
+        another writer replaced in between is sent again.
+        """
         parts = list(dict.fromkeys(part for write in writes for part in write.value.parts))
+        held = self._held_writes(owner.address_id, checkpoint, [write for write in writes if write.index < 0])
+        puts = [
+            checkpoint_items.write_put(
+                self._table, owner, checkpoint, write, replaced=held.get(_write_sk(checkpoint, write))
+            )
+            for write in writes
+        ]
+        growth = sum(storage_usage.counted(put["Put"]["Item"]) for put in puts) - sum(
+            storage_usage.counted(item) for item in held.values()
+        )
+        charges = self._charges(owner, growth)
         actions = [
             checkpoint_items.address_check(self._table, owner, now=now),
-            *(checkpoint_items.write_put(self._table, owner, checkpoint, w) for w in writes),
+            *puts,
+            *charges,
             *(checkpoint_items.part_check(self._table, owner, checkpoint.thread_id, part) for part in parts),
         ]
+        first_part = len(actions) - len(parts)
         rest: list[Write] = []
 
         def refused(reasons: list[Item]) -> None:
             if _failed(reasons, 0):
                 raise Unauthorized()
-            missing = [part for index, part in enumerate(parts) if _failed(reasons, 1 + len(writes) + index)]
+            missing = [part for index, part in enumerate(parts) if _failed(reasons, first_part + index)]
             if missing:
                 raise CheckpointPartMissing("A part these writes name is not uploaded.", parts=missing)
-            rest.extend(write for index, write in enumerate(writes) if not _failed(reasons, 1 + index))
+            moved = [write for index, write in enumerate(writes) if _failed(reasons, 1 + index)]
+            if not moved and charges and _failed(reasons, 1 + len(writes)):
+                raise storage_usage.refusal(reasons[1 + len(writes)], growth, max_bytes=self._max_bytes)
+            # A regular write found stored was sent before: it stays as it is. A special one was replaced.
+            rest.extend(write for write in writes if write not in moved or write.index < 0)
 
         self._commit(actions, refused)
         return rest
 
-    def put_part(self, owner: Owner, thread_id: str, digest: str, data: bytes, *, now: float) -> None:
-        # Named by its digest: writing it again writes the same bytes.
-        puts = [
-            {"Put": {"TableName": self._table, "Item": item}}
-            for item in checkpoint_items.part_items(owner, thread_id, digest, data)
-        ]
-        self._commit([checkpoint_items.address_check(self._table, owner, now=now), *puts], _unauthorized)
+    def _held_writes(self, address_id: str, checkpoint: CheckpointRef, writes: list[Write]) -> dict[str, Item]:
+        """What the keys of these special writes hold now (their keys and `COUNTED`), by sort key."""
+        if not writes:
+            return {}
+        found = table_ops.batch_get(
+            self._client,
+            self._table,
+            [key(keys.address_pk(address_id), _write_sk(checkpoint, write)) for write in writes],
+            exhausted=lambda: Unavailable("Reads are throttled; retry shortly."),
+            ProjectionExpression="pk, sk, #counted",
+            ExpressionAttributeNames={"#counted": checkpoint_items.COUNTED},
+        )
+        return {item["sk"]["S"]: item for item in found}
 
-    def _committed(self, actions: list[Item]) -> bool:
-        """Send the transaction; False when a condition failed."""
-        try:
-            self._commit(actions, _refused)
-        except _Refused:
-            return False
-        return True
+    def _charges(self, owner: Owner, growth: int) -> list[Item]:
+        """The count's update for a write that moves it by `growth`, when it moves it (in a list: one or none).
+
+        `StorageLimitExceeded` at once when `growth` is more than any count could take.
+        """
+        charge = storage_usage.charge(
+            self._table, owner.address_id, growth, max_bytes=self._max_bytes, expiry=checkpoint_items.expiry(owner)
+        )
+        return [] if charge is None else [charge]
+
+    def put_part(self, owner: Owner, thread_id: str, digest: str, data: bytes, *, now: float) -> None:
+        # Named by its digest: a part already there holds these bytes, and is left as it is.
+        part, *pieces = checkpoint_items.part_items(owner, thread_id, digest, data)
+        growth = storage_usage.counted(part)
+        actions = [
+            checkpoint_items.address_check(self._table, owner, now=now),
+            {"Put": {"TableName": self._table, "Item": part, "ConditionExpression": "attribute_not_exists(pk)"}},
+            *self._charges(owner, growth),
+            *({"Put": {"TableName": self._table, "Item": piece}} for piece in pieces),
+        ]
+
+        def refused(reasons: list[Item]) -> None:
+            if _failed(reasons, 0):
+                raise Unauthorized()
+            if not _failed(reasons, 1) and _failed(reasons, 2):
+                raise storage_usage.refusal(reasons[2], growth, max_bytes=self._max_bytes)
+
+        self._commit(actions, refused)
 
     def _commit(self, actions: list[Item], refused: Callable[[list[Item]], None]) -> None:
         """Send the transaction; `refused` decides a failed condition, a conflict is sent again."""
@@ -155,20 +233,21 @@ class CheckpointTable:
     def delete_thread(self, address_id: str, thread_id: str) -> None:
         pk = keys.address_pk(address_id)
         # The heads first: a put racing the deletion then finds no head to continue and is refused.
-        for prefix in (
-            keys.thread_heads_prefix(thread_id),
-            keys.thread_checkpoints_prefix(thread_id),
-            keys.thread_parts_prefix(thread_id),
-            keys.thread_part_pieces_prefix(thread_id),
+        # Checkpoints, writes and parts release what they count; a part's pieces are counted on the part.
+        for prefix, counts in (
+            (keys.thread_heads_prefix(thread_id), False),
+            (keys.thread_checkpoints_prefix(thread_id), True),
+            (keys.thread_parts_prefix(thread_id), True),
+            (keys.thread_part_pieces_prefix(thread_id), False),
         ):
-            table_ops.delete_partition(
-                self._client,
-                self._table,
-                pk,
-                prefix,
-                keys.upper_bound(prefix),
-                exhausted=lambda: Unavailable("Deletion is throttled; retry shortly."),
-            )
+            if counts:
+                storage_usage.delete_counted(
+                    self._client, self._table, address_id, list(self._outline(pk, prefix)), exhausted=_throttled
+                )
+            else:
+                table_ops.delete_partition(
+                    self._client, self._table, pk, prefix, keys.upper_bound(prefix), exhausted=_throttled
+                )
 
     # -- copies, prunes and deletions by run -----------------------------------
 
@@ -206,7 +285,7 @@ class CheckpointTable:
         parts: set[str] = set()
         for batch in _batches(self._table, puts):
             self._copy_parts(owner, source_thread_id, target_thread_id, batch, parts, now=now)
-            self._commit([checkpoint_items.address_check(self._table, owner, now=now), *batch], _unauthorized)
+            self._put_copies(owner, batch, now=now)
         # The heads as copied: a deletion by run may have taken a head read above before its range was.
         head_puts = [
             checkpoint_items.copied_head(self._table, owner, keys.thread_heads_prefix(target_thread_id) + ns, head)
@@ -218,6 +297,26 @@ class CheckpointTable:
                 lambda reasons: _used_target(reasons, target_thread_id),
             )
         return counted.checkpoints
+
+    def _put_copies(self, owner: Owner, puts: list[Item], *, now: float) -> None:
+        """Put a copy's items where the target has none: one already there was put by this copy, sent before."""
+        for _ in range(_ATTEMPTS):
+            growth = sum(storage_usage.counted(put["Put"]["Item"]) for put in puts)
+            actions = [checkpoint_items.address_check(self._table, owner, now=now), *puts]
+            try:
+                self._commit([*actions, *self._charges(owner, growth)], _refused)
+                return
+            except _Refused as refused:
+                reasons = refused.reasons
+            if _failed(reasons, 0):
+                raise Unauthorized()
+            there = [put for index, put in enumerate(puts) if _failed(reasons, 1 + index)]
+            if not there:
+                raise storage_usage.refusal(reasons[1 + len(puts)], growth, max_bytes=self._max_bytes)
+            puts = [put for put in puts if put not in there]
+            if not puts:
+                return
+        raise Unavailable("Writers kept moving the target thread; retry shortly.")
 
     def _copy_parts(
         self, owner: Owner, source: str, target: str, batch: list[Item], done: set[str], *, now: float
@@ -261,7 +360,9 @@ class CheckpointTable:
         for found, writes in groups:
             # A head on an older line moves to the newest checkpoint, the one readers take as the latest.
             replacement = newest[checkpoint_items.namespace_of(found)]
-            if found["sk"]["S"] not in kept and self._drop(address_id, found, writes, replacement=replacement):
+            if found["sk"]["S"] in kept:
+                continue
+            if self._drop(address_id, found, writes, replacement=replacement) is Dropped.DROPPED:
                 dropped += 1
         return dropped
 
@@ -279,13 +380,15 @@ class CheckpointTable:
         for found, writes in reversed(groups):
             if found["sk"]["S"] in doomed:
                 replacement = kept.get(checkpoint_items.head_key(address_id, found)["sk"]["S"])
-                if not self._drop(address_id, found, writes, replacement=replacement):
+                outcome = self._drop(address_id, found, writes, replacement=replacement)
+                if outcome is Dropped.BUSY:
                     raise Unavailable("Writers kept moving this thread during the deletion; retry shortly.")
-                dropped += 1
+                if outcome is Dropped.DROPPED:
+                    dropped += 1
         return dropped
 
     def _outline(self, pk: str, prefix: str) -> Iterator[Item]:
-        """A range's checkpoints and writes without their values: what a prune or deletion decides on."""
+        """A range's items without their values: what a prune or deletion decides on, and what each counts."""
         return table_ops.query_range(
             self._client,
             self._table,
@@ -293,38 +396,43 @@ class CheckpointTable:
             prefix,
             keys.upper_bound(prefix),
             ProjectionExpression=(
-                "pk, sk, thread_id, checkpoint_ns, checkpoint_id, parent_id, metadata, task_id, expires_at"
+                "pk, sk, thread_id, checkpoint_ns, checkpoint_id, parent_id, metadata, task_id, expires_at, #counted"
             ),
+            ExpressionAttributeNames={"#counted": checkpoint_items.COUNTED},
         )
 
-    def _drop(self, address_id: str, found: Item, writes: list[Item], *, replacement: Item | None) -> bool:
+    def _drop(self, address_id: str, found: Item, writes: list[Item], *, replacement: Item | None) -> Dropped:
         """Delete the checkpoint with its writes, keeping its thread's head on a checkpoint that is there.
 
         While the checkpoint is not the head, the head is only checked; when
-        it is, the head moves to `replacement` (or goes) in the same commit.
-        A writer that moved the head meanwhile is re-read once. Writes beyond
-        one transaction go after their checkpoint: no reader shows them then.
+        it is, the head moves to `replacement` (or goes) in the same commit,
+        which also releases what the items removed counted. A writer that
+        moved the head meanwhile is re-read; a write another deletion took
+        is left out. Writes beyond one transaction go after their
+        checkpoint: no reader shows them then.
         """
         inline, rest = writes[:_DROP_WRITES], writes[_DROP_WRITES:]
-        for _ in range(2):
-            head = self._client.get_item(
-                TableName=self._table, Key=checkpoint_items.head_key(address_id, found), ConsistentRead=True
-            ).get("Item")
+        for _ in range(3):
+            head = self._head_id(checkpoint_items.head_key(address_id, found))
+            doomed = [found, *inline]
+            freed = sum(storage_usage.counted(item) for item in doomed)
             actions = [
-                checkpoint_items.head_after_drop(self._table, address_id, found, get_s(head or {}, HEAD), replacement),
-                *(checkpoint_items.delete(self._table, item) for item in (found, *inline)),
+                checkpoint_items.head_after_drop(self._table, address_id, found, head, replacement),
+                *(storage_usage.counted_deletion(self._table, item) for item in doomed),
+                *([storage_usage.release(self._table, address_id, freed)] if freed else []),
             ]
-            if replacement is not None and get_s(head or {}, HEAD) == get_s(found, HEAD):
+            if replacement is not None and head == get_s(found, HEAD):
                 actions.append(checkpoint_items.exists_check(self._table, replacement))
-            if self._committed(actions):
-                table_ops.batch_delete(
-                    self._client,
-                    self._table,
-                    [{"pk": item["pk"], "sk": item["sk"]} for item in rest],
-                    exhausted=lambda: Unavailable("Deletion is throttled; retry shortly."),
-                )
-                return True
-        return False
+            try:
+                self._commit(actions, _refused)
+            except _Refused as refused:
+                if _failed(refused.reasons, 1):
+                    return Dropped.GONE
+                inline = [item for index, item in enumerate(inline) if not _failed(refused.reasons, 2 + index)]
+                continue
+            storage_usage.delete_counted(self._client, self._table, address_id, rest, exhausted=_throttled)
+            return Dropped.DROPPED
+        return Dropped.BUSY
 
     # -- reads ---------------------------------------------------------------
 
@@ -387,11 +495,17 @@ def _failed(reasons: list[Item], index: int) -> bool:
 
 
 def _refused(reasons: list[Item]) -> None:
-    raise _Refused()
+    raise _Refused(reasons)
 
 
-def _unauthorized(reasons: list[Item]) -> None:
-    raise Unauthorized()
+def _throttled() -> Exception:
+    return Unavailable("Deletion is throttled; retry shortly.")
+
+
+def _write_sk(checkpoint: CheckpointRef, write: Write) -> str:
+    return keys.checkpoint_write_sk(
+        checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id, write.task_id, write.index
+    )
 
 
 def _used_target(reasons: list[Item], target_thread_id: str) -> None:
@@ -421,14 +535,15 @@ class _Counted(Iterator[Item]):
 
 
 def _batches(table: str, items: Iterable[Item]) -> Iterator[list[Item]]:
-    """Puts in transactions DynamoDB takes: under its action count and its 4 MB, beside the address check."""
+    """Puts of items not there yet, in transactions DynamoDB takes beside the address check and the count's update:
+    under its action count and its 4 MB."""
     batch: list[Item] = []
     weight = 0
     for item in items:
-        if batch and (len(batch) == MAX_PUTS or weight + checkpoint_items.item_bytes(item) > _TRANSACTION_BYTES):
+        if batch and (len(batch) == MAX_PUTS - 1 or weight + checkpoint_items.item_bytes(item) > _TRANSACTION_BYTES):
             yield batch
             batch, weight = [], 0
-        batch.append({"Put": {"TableName": table, "Item": item}})
+        batch.append({"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}})
         weight += checkpoint_items.item_bytes(item)
     if batch:
         yield batch

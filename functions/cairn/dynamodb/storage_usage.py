@@ -1,5 +1,5 @@
-"""An address's stored bytes (its files and agent sessions), counted on one item of its partition and moved
-in each write's commit.
+"""An address's stored bytes (its files, agent sessions and LangGraph checkpoints), counted on one item of its
+partition and moved in each write's commit.
 
 A write that grows what an address stores adds its growth to the count
 under the condition that the sum stays within the limit; one that shrinks
@@ -11,15 +11,26 @@ changes nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from cairn.dynamodb import keys
-from cairn.dynamodb.items import get_int, key, n
+from botocore.exceptions import ClientError
+
+from cairn.dynamodb import keys, table_ops
+from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, key, n
 from cairn.errors import StorageLimitExceeded
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
 
 Item = dict[str, Any]
 
 _BYTES = "stored_bytes"
+# On an item that keeps what it counts (a checkpoint's, say): a deletion releases exactly that.
+COUNTED = "counted"
+# Deletions per transaction, beside the release of what they counted (DynamoDB: 100 actions).
+_DELETES = 99
+_ATTEMPTS = 10
 
 
 def charge(table: str, address_id: str, growth: int, *, max_bytes: int, expiry: Item) -> Item | None:
@@ -45,6 +56,53 @@ def release(table: str, address_id: str, freed: int) -> Item:
     return _moved(table, address_id, -freed, {})
 
 
+def counted(item: Item | None) -> int:
+    """What an item that keeps its `COUNTED` counts (nothing for one stored before it was counted)."""
+    return get_int(item, COUNTED) if item else 0
+
+
+def delete_counted(
+    client: DynamoDBClient, table: str, address_id: str, items: Sequence[Item], *, exhausted: Callable[[], Exception]
+) -> None:
+    """Delete `items` (their keys and `COUNTED`), releasing what they count in the same transactions.
+
+    Each deletion of an item that counts holds only while the item is as
+    read, so of two deletions racing for it one releases its bytes; an item
+    found gone (or replaced) is left to whoever took it.
+    """
+    for start in range(0, len(items), _DELETES):
+        pending = list(items[start : start + _DELETES])
+        for attempt in range(_ATTEMPTS):
+            freed = sum(counted(item) for item in pending)
+            actions = [counted_deletion(table, item) for item in pending]
+            actions += [release(table, address_id, freed)] if freed else []
+            try:
+                table_ops.transact_write(client, actions)
+                break
+            except ClientError as error:
+                if error_code(error) != "TransactionCanceledException":
+                    raise
+                reasons = cancellation_reasons(error)
+            taken = {index for index, reason in enumerate(reasons) if reason.get("Code") == table_ops.CONDITION_FAILED}
+            if not taken:
+                table_ops.pause_after_conflict(attempt)
+            pending = [item for index, item in enumerate(pending) if index not in taken]
+            if not pending:
+                break
+        else:
+            raise exhausted()
+
+
+def counted_deletion(table: str, item: Item) -> Item:
+    """The deletion of an item, under the condition that it still counts as read when it counts at all."""
+    deletion: Item = {"TableName": table, "Key": {"pk": item["pk"], "sk": item["sk"]}}
+    if COUNTED in item:
+        deletion["ConditionExpression"] = "#counted = :counted"
+        deletion["ExpressionAttributeNames"] = {"#counted": COUNTED}
+        deletion["ExpressionAttributeValues"] = {":counted": item[COUNTED]}
+    return {"Delete": deletion}
+
+
 def refusal(reason: Item, growth: int, *, max_bytes: int) -> StorageLimitExceeded:
     """The error for a write whose `charge` failed its condition (`reason`, with the count as it was)."""
     return _refused(get_int(reason.get("Item") or {}, _BYTES), growth, max_bytes)
@@ -54,7 +112,7 @@ def _refused(used: int | None, growth: int, max_bytes: int) -> StorageLimitExcee
     stored = "" if used is None else f" stores {used} of its {max_bytes} bytes, and"
     return StorageLimitExceeded(
         f"This write needs {growth} more bytes: the address{stored} may store {max_bytes} in all "
-        "(its files and agent sessions, counted with their keys).",
+        "(its files, agent sessions and LangGraph checkpoints, counted with their keys).",
         max_bytes=max_bytes,
         needed_bytes=growth,
         **({} if used is None else {"used_bytes": used}),

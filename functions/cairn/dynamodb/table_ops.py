@@ -112,15 +112,23 @@ def query_prefix(client: DynamoDBClient, table: str, pk: str, prefix: str, **par
 
 
 def batch_get(
-    client: DynamoDBClient, table: str, item_keys: Sequence[Item], *, exhausted: Callable[[], Exception]
+    client: DynamoDBClient,
+    table: str,
+    item_keys: Sequence[Item],
+    *,
+    exhausted: Callable[[], Exception],
+    **params: Any,
 ) -> list[Item]:
-    """The items that exist among `item_keys` (consistent reads), in no particular order."""
+    """The items that exist among `item_keys` (consistent reads), in no particular order.
+
+    `params`: more of the table's request (a `ProjectionExpression`, say).
+    """
     # BatchGetItem refuses a request naming one key twice (a parent run that is its own child, say).
     item_keys = list({_identity(item_key): item_key for item_key in item_keys}.values())
     found: list[Item] = []
     for start in range(0, len(item_keys), _BATCH_GET_SIZE):
         pending: dict[str, Any] = {
-            table: {"Keys": list(item_keys[start : start + _BATCH_GET_SIZE]), "ConsistentRead": True}
+            table: {"Keys": list(item_keys[start : start + _BATCH_GET_SIZE]), "ConsistentRead": True, **params}
         }
         for attempt in range(_ATTEMPTS):
             response = client.batch_get_item(RequestItems=pending)

@@ -431,8 +431,8 @@ WRITE_FILE = ToolSpec(
     "content or the new, never a mix; the last write wins), and returns `{key, size}`. Give `text` (stored "
     "as UTF-8) or `data_base64`. Files outlast the conversation with the address, and are not events: "
     "writing one appends nothing to the feed. Fails with `payload_too_large` beyond 3 MiB a file and "
-    "`storage_limit_exceeded` (with `used_bytes` and `max_bytes`) when the address's files and sessions "
-    "would pass its storage limit (64 MiB by default): delete files to make room.",
+    "`storage_limit_exceeded` (with `used_bytes` and `max_bytes`) when the address's files, sessions and "
+    "checkpoints would pass its storage limit (64 MiB by default): delete files to make room.",
     WriteFile,
     _hints(destructive=True, idempotent=True),
 )

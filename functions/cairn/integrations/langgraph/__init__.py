@@ -9,7 +9,13 @@
 Needs the `langgraph` extra: `pip install "cairn-state[langgraph]"`.
 """
 
-from cairn.errors import CheckpointPartMissing, CheckpointStale, CheckpointThreadExists, StoreVersionConflict
+from cairn.errors import (
+    CheckpointPartMissing,
+    CheckpointStale,
+    CheckpointThreadExists,
+    StorageLimitExceeded,
+    StoreVersionConflict,
+)
 from cairn.integrations.langgraph.saver import CairnSaver
 from cairn.integrations.langgraph.store import CairnStore
 
@@ -19,5 +25,6 @@ __all__ = [
     "CheckpointPartMissing",
     "CheckpointStale",
     "CheckpointThreadExists",
+    "StorageLimitExceeded",
     "StoreVersionConflict",
 ]

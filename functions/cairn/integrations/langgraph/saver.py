@@ -52,6 +52,8 @@ MAX_INLINE_WRITE_BYTES = 49_152
 PART_BYTES = 2_097_152
 MAX_WRITES = 64
 MAX_ACTIONS = 100
+# The actions of a commit of writes besides the writes and their parts' checks: the address's check and its count.
+_COMMIT_ACTIONS = 2
 # Runs or threads one prune or deletion request names (`MAX_RUN_IDS`, `MAX_PRUNE_THREADS`).
 MAX_NAMED = 100
 # Threads this saver found empty and has not written since (a bound on what it remembers).
@@ -387,12 +389,12 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableC
 def _batches(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     """Writes in requests the server takes: at most MAX_WRITES, within one transaction's actions."""
     batch: list[dict[str, Any]] = []
-    actions = 1
+    actions = _COMMIT_ACTIONS
     for entry in entries:
         cost = 1 + len(entry["value"].get("parts", ()))
         if batch and (len(batch) == MAX_WRITES or actions + cost > MAX_ACTIONS):
             yield batch
-            batch, actions = [], 1
+            batch, actions = [], _COMMIT_ACTIONS
         batch.append(entry)
         actions += cost
     if batch:

@@ -1,0 +1,130 @@
+"""LangGraph checkpoints against an address's storage limit on DynamoDB Local, from processes of their own.
+
+Processes racing to put checkpoints store exactly as many as fit; processes
+racing to prune, delete by run and delete the same threads give back
+exactly what was removed, once: the count ends equal to what the remaining
+items count, and at zero when every thread is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+
+from cairn.checkpoints.models import Blob, NewCheckpoint, Write
+from cairn.errors import StorageLimitExceeded
+from tests.support.fakes import FakeClock
+from tests.support.lambda_client import LambdaClient, make_services
+from tests.support.storage_usage import counted, counted_items
+
+SIZE = 20_000
+FITTING = 7
+PROCESSES = 4
+STEPS = 6
+THREADS = ("left", "right")
+
+
+def services(endpoint: str, table: str, limit: int = 10**9):
+    """Services on a clock at a whole second: a checkpoint's `created_at`, and so its count, is as long in each."""
+    clock = FakeClock()
+    clock.advance(math.ceil(clock()) - clock())
+    return make_services(clock=clock, table_name=table, dynamodb_endpoint=endpoint, storage_max_bytes=limit)
+
+
+def first_checkpoint(thread_id: str, size: int = SIZE, *, step: int = 0, parent_id: str | None = None) -> NewCheckpoint:
+    return NewCheckpoint(
+        thread_id=thread_id,
+        checkpoint_ns="",
+        checkpoint_id=f"c-{step:02d}",
+        parent_id=parent_id,
+        if_new_thread=parent_id is None,
+        checkpoint=Blob(type="bytes", data=os.urandom(size)),
+        metadata_json=json.dumps({"step": step, "run_id": f"run-{step % 2}"}),
+    )
+
+
+def put_own_threads(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> list[str]:
+    """Starts four threads of its own, a checkpoint of SIZE bytes each; the threads the limit let in."""
+    store = services(endpoint, table, limit).checkpoints
+    landed = []
+    for number in range(4):
+        thread_id = f"p{process}-t{number}"
+        try:
+            store.put(address_id, token, first_checkpoint(thread_id))
+        except StorageLimitExceeded:
+            continue
+        landed.append(thread_id)
+    return landed
+
+
+def test_racing_processes_put_exactly_the_checkpoints_that_fit(dynamodb_local, local_table: str):
+    api = LambdaClient(services(dynamodb_local.endpoint, local_table))
+    settings = api.services.settings
+    probe = api.provision()
+    api.services.checkpoints.put(probe["address"]["id"], probe["credentials"]["read_token"], first_checkpoint("p0-t0"))
+    cost = counted(settings, probe["address"]["id"])  # what each process's threads count: ids of one length
+
+    limit = FITTING * cost + cost - 1
+    created = api.provision()
+    address_id, token = created["address"]["id"], created["credentials"]["read_token"]
+    arguments = [(dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(4)]
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        landed = [thread for threads in pool.starmap(put_own_threads, arguments) for thread in threads]
+
+    assert len(landed) == FITTING  # sixteen tried, seven fit, never eight
+    assert counted(settings, address_id) == FITTING * cost == counted_items(settings, address_id)
+
+
+def prune_or_delete_runs(endpoint: str, table: str, address_id: str, token: str, process: int) -> None:
+    """Prunes both threads (processes 0 and 1) or deletes run-0's checkpoints from them (2 and 3)."""
+    store = services(endpoint, table).checkpoints
+    if process < 2:
+        store.prune(address_id, token, thread_ids=THREADS, strategy="keep_latest")
+    else:
+        store.delete_for_runs(address_id, token, ["run-0"])
+
+
+def delete_threads(endpoint: str, table: str, address_id: str, token: str, process: int) -> None:
+    """Deletes both threads, starting with a different one than the next process."""
+    store = services(endpoint, table).checkpoints
+    for thread_id in (THREADS[process % 2], THREADS[(process + 1) % 2]):
+        store.delete_thread(address_id, token, thread_id)
+
+
+def write_threads(api: LambdaClient, address_id: str, token: str) -> None:
+    """Both threads, each a chain of STEPS checkpoints of other sizes, every one with three writes."""
+    store = api.services.checkpoints
+    for thread_id in THREADS:
+        parent = None
+        for step in range(STEPS):
+            checkpoint = first_checkpoint(thread_id, 2_000 + 100 * step, step=step, parent_id=parent)
+            store.put(address_id, token, checkpoint)
+            writes = [Write(f"task-{step}", index, "v", Blob("bytes", b"w" * (900 + index))) for index in range(3)]
+            store.put_writes(
+                address_id, token, thread_id=thread_id, checkpoint_ns="", checkpoint_id=checkpoint.checkpoint_id,
+                writes=writes,
+            )  # fmt: skip
+            parent = checkpoint.checkpoint_id
+
+
+def test_racing_prunes_and_deletions_give_back_exactly_what_they_remove(dynamodb_local, local_table: str):
+    api = LambdaClient(services(dynamodb_local.endpoint, local_table))
+    created = api.provision()
+    address_id, token = created["address"]["id"], created["credentials"]["read_token"]
+    settings = api.services.settings
+    write_threads(api, address_id, token)
+    written = counted(settings, address_id)
+    assert written == counted_items(settings, address_id) > len(THREADS) * STEPS * (2_000 + 3 * 900)
+    arguments = [(dynamodb_local.endpoint, local_table, address_id, token, process) for process in range(PROCESSES)]
+
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        pool.starmap(prune_or_delete_runs, arguments)
+    # Each thread keeps its newest checkpoint (or, when that was run-0's, the newest run-1 one) with its writes.
+    assert 0 < counted(settings, address_id) == counted_items(settings, address_id) < written // 2
+
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        pool.starmap(delete_threads, arguments)
+    # Every removal released its items' bytes once: none twice (the count would fall below zero), none missed.
+    assert counted(settings, address_id) == 0 == counted_items(settings, address_id)
