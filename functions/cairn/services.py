@@ -210,7 +210,8 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.dynamodb.graph_store_table import GraphStoreTable
         from cairn.graphstore.batches import GraphStore
 
-        return GraphStore(self.table, GraphStoreTable(self.client, self.settings.table_name), self.clock)
+        store = GraphStoreTable(self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes)
+        return GraphStore(self.table, store, self.clock)
 
     @cached_property
     def files(self) -> Files:

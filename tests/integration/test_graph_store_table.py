@@ -31,7 +31,7 @@ def owner(local_api: LambdaClient) -> Owner:
 @pytest.fixture
 def table(local_api: LambdaClient) -> GraphStoreTable:
     settings = local_api.services.settings
-    return GraphStoreTable(make_client(settings), settings.table_name)
+    return GraphStoreTable(make_client(settings), settings.table_name, max_bytes=settings.storage_max_bytes)
 
 
 def test_concurrent_plain_puts_each_count_once_and_the_last_one_is_kept(

@@ -15,8 +15,6 @@ Item = dict[str, Any]
 
 HEAD_ID = "checkpoint_id"
 COUNTED = storage_usage.COUNTED
-# DynamoDB's own overhead on an item, and room for the thread head a checkpoint may keep beside it.
-ROW_OVERHEAD = 128
 _TYPE = "type"
 _PARTS = "parts"
 _SIZE = "size"
@@ -87,7 +85,13 @@ def checkpoint_put(table: str, owner: Owner, checkpoint: NewCheckpoint, *, now: 
     }
     if checkpoint.parent_id is not None:
         item["parent_id"] = s(checkpoint.parent_id)
-    return {"Put": {"TableName": table, "Item": with_count(item), "ConditionExpression": "attribute_not_exists(pk)"}}
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": storage_usage.with_count(item),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
 
 
 def write_put(table: str, owner: Owner, checkpoint: CheckpointRef, write: Write, *, replaced: Item | None) -> Item:
@@ -109,7 +113,11 @@ def write_put(table: str, owner: Owner, checkpoint: CheckpointRef, write: Write,
         **blob_attributes(write.value),
         **expiry(owner),
     }
-    put: Item = {"TableName": table, "Item": with_count(item), **_unchanged(replaced if write.index < 0 else None)}
+    put: Item = {
+        "TableName": table,
+        "Item": storage_usage.with_count(item),
+        **_unchanged(replaced if write.index < 0 else None),
+    }
     return {"Put": put}
 
 
@@ -130,33 +138,12 @@ def _unchanged(replaced: Item | None) -> Item:
     }
 
 
-def with_count(item: Item, *, extra: int = 0) -> Item:
-    """The item with its `COUNTED`: its attributes' values (key, value, metadata, ids) and `ROW_OVERHEAD`.
-
-    `extra`: bytes stored beside it on its behalf (a part's pieces).
-    """
-    size = sum(_value_bytes(value) for name, value in item.items() if name not in ("pk", COUNTED))
-    return {**item, COUNTED: n(size + ROW_OVERHEAD + extra)}
-
-
-def _value_bytes(value: Item) -> int:
-    (kind, content), *_ = value.items()
-    if kind == "S":
-        return len(content.encode())
-    if kind == "B":
-        return len(content)
-    if kind == "L":
-        return sum(_value_bytes(element) for element in content)
-    return len(str(content))
-
-
 def part_items(owner: Owner, thread_id: str, digest: str, data: bytes) -> list[Item]:
     """The part's item, then its pieces when it is larger than one item holds."""
     pk = keys.address_pk(owner.address_id)
     sk = keys.thread_part_sk(thread_id, digest)
     payload, pieces = blobs.split(pk, sk, data, **expiry(owner))
-    beside = sum(len(piece["data"]["B"]) + ROW_OVERHEAD for piece in pieces)
-    return [with_count({**key(pk, sk), _SIZE: n(len(data)), **payload, **expiry(owner)}, extra=beside), *pieces]
+    return [storage_usage.with_count({**key(pk, sk), _SIZE: n(len(data)), **payload, **expiry(owner)}, pieces), *pieces]
 
 
 def blob_attributes(blob: Blob) -> Item:
@@ -250,7 +237,7 @@ def copied(item: Item, owner: Owner, source_prefix: str, target_prefix: str, tar
     result.update({"sk": s(sk), **expiry(owner)})
     if not is_write(item):
         result["thread_id"] = s(target_thread_id)
-    return with_count(result)
+    return storage_usage.with_count(result)
 
 
 def namespace_of(item: Item) -> str:

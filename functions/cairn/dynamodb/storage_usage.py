@@ -1,4 +1,4 @@
-"""An address's stored bytes (its files, agent sessions and LangGraph checkpoints), counted on one item of its
+"""An address's stored bytes (its files, agent sessions and LangGraph data), counted on one item of its
 partition and moved in each write's commit.
 
 A write that grows what an address stores adds its growth to the count
@@ -28,6 +28,8 @@ Item = dict[str, Any]
 _BYTES = "stored_bytes"
 # On an item that keeps what it counts (a checkpoint's, say): a deletion releases exactly that.
 COUNTED = "counted"
+# DynamoDB's own overhead on an item, counted with each item and each piece.
+ROW_OVERHEAD = 128
 # Deletions per transaction, beside the release of what they counted (DynamoDB: 100 actions).
 _DELETES = 99
 _ATTEMPTS = 10
@@ -54,6 +56,25 @@ def charge(table: str, address_id: str, growth: int, *, max_bytes: int, expiry: 
 def release(table: str, address_id: str, freed: int) -> Item:
     """The action taking `freed` bytes (what a delete removes) off the count: never refused."""
     return _moved(table, address_id, -freed, {})
+
+
+def with_count(item: Item, pieces: Sequence[Item] = ()) -> Item:
+    """The item with its `COUNTED`: its attributes' values (key, value, metadata, ids) and `ROW_OVERHEAD`,
+    and its `pieces` (stored beside it on its behalf) as their bytes and `ROW_OVERHEAD` each."""
+    size = sum(_value_bytes(value) for name, value in item.items() if name not in ("pk", COUNTED))
+    beside = sum(len(piece["data"]["B"]) + ROW_OVERHEAD for piece in pieces)
+    return {**item, COUNTED: n(size + ROW_OVERHEAD + beside)}
+
+
+def _value_bytes(value: Item) -> int:
+    (kind, content), *_ = value.items()
+    if kind == "S":
+        return len(content.encode())
+    if kind == "B":
+        return len(content)
+    if kind == "L":
+        return sum(_value_bytes(element) for element in content)
+    return len(str(content))
 
 
 def counted(item: Item | None) -> int:
@@ -112,7 +133,7 @@ def _refused(used: int | None, growth: int, max_bytes: int) -> StorageLimitExcee
     stored = "" if used is None else f" stores {used} of its {max_bytes} bytes, and"
     return StorageLimitExceeded(
         f"This write needs {growth} more bytes: the address{stored} may store {max_bytes} in all "
-        "(its files, agent sessions and LangGraph checkpoints, counted with their keys).",
+        "(its files, agent sessions and LangGraph checkpoints and store items, counted with their keys).",
         max_bytes=max_bytes,
         needed_bytes=growth,
         **({} if used is None else {"used_bytes": used}),

@@ -5,7 +5,8 @@ sees the store as it was before the batch, and of two puts to one item the
 later one is the one kept. Each put commits on its own; a put that names
 the version it read (`expected_version`, an extension of LangGraph's
 `PutOp`) travels alone, so a refused batch changed nothing. An item whose
-TTL has passed is absent to every read, before DynamoDB's TTL removes it.
+TTL has passed is absent to every read at once; it is removed, and its room
+given back, when a put finds the address's storage full.
 """
 
 from __future__ import annotations

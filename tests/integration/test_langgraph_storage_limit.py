@@ -1,9 +1,12 @@
-"""LangGraph checkpoints against an address's storage limit on DynamoDB Local, from processes of their own.
+"""LangGraph checkpoints and store items against an address's storage limit on DynamoDB Local, from processes
+of their own.
 
 Processes racing to put checkpoints store exactly as many as fit; processes
 racing to prune, delete by run and delete the same threads give back
 exactly what was removed, once: the count ends equal to what the remaining
-items count, and at zero when every thread is gone.
+items count, and at zero when every thread is gone. Processes racing to
+put store items into an address full of items whose TTL has passed take
+those items' room once, and store exactly as many as fit.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ import json
 import math
 import multiprocessing
 import os
+from typing import Any
 
 from cairn.checkpoints.models import Blob, NewCheckpoint, Write
 from cairn.errors import StorageLimitExceeded
+from cairn.graphstore.models import PutOp, SearchOp
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services
 from tests.support.storage_usage import counted, counted_items
@@ -128,3 +133,62 @@ def test_racing_prunes_and_deletions_give_back_exactly_what_they_remove(dynamodb
         pool.starmap(delete_threads, arguments)
     # Every removal released its items' bytes once: none twice (the count would fall below zero), none missed.
     assert counted(settings, address_id) == 0 == counted_items(settings, address_id)
+
+
+# -- the LangGraph store -------------------------------------------------------------------------
+
+NS = ("notes",)
+# Items whose TTL passes, filling the address before the processes put theirs.
+ENDED = 40
+
+
+def store_value(size: int) -> dict[str, str]:
+    return {"text": "x" * size}
+
+
+def put_own_items(
+    endpoint: str, table: str, limit: int, address_id: str, token: str, process: int, start: Any
+) -> list[str]:
+    """Puts four items of its own, each of SIZE bytes, the first when every process is ready; the keys that fit."""
+    store = services(endpoint, table, limit).graph_store
+    landed = []
+    start.wait()
+    for number in range(4):
+        item_key = f"p{process}-k{number}"
+        try:
+            store.batch(address_id, token, [PutOp(NS, item_key, store_value(SIZE))])
+        except StorageLimitExceeded:
+            continue
+        landed.append(item_key)
+    return landed
+
+
+def test_racing_processes_take_the_room_of_ended_items_once_and_put_exactly_what_fits(dynamodb_local, local_table: str):
+    api = LambdaClient(services(dynamodb_local.endpoint, local_table))
+    settings = api.services.settings
+    probe = api.provision()
+    api.services.graph_store.batch(
+        probe["address"]["id"], probe["credentials"]["read_token"], [PutOp(NS, "p0-k0", store_value(SIZE))]
+    )
+    cost = counted(settings, probe["address"]["id"])
+    limit = FITTING * cost + cost - 1
+    created = api.provision()
+    address_id, token = created["address"]["id"], created["credentials"]["read_token"]
+    # The address full of small items that end in 60 ms: every process's first put finds it full, and all
+    # of them set about removing the same ended items at once.
+    store = services(dynamodb_local.endpoint, local_table, limit).graph_store
+    size = limit // ENDED - 400  # the value's JSON, less what its key, times and row add
+    for number in range(ENDED):
+        store.batch(address_id, token, [PutOp(NS, f"e{number:02d}", store_value(size), ttl_minutes=0.001)])
+    assert limit - cost < counted(settings, address_id) <= limit
+    context = multiprocessing.get_context("spawn")
+
+    with context.Manager() as manager, context.Pool(PROCESSES) as pool:  # each process starts well after 60 ms
+        start = manager.Barrier(PROCESSES)
+        arguments = [(dynamodb_local.endpoint, local_table, limit, address_id, token, p, start) for p in range(4)]
+        landed = [item for items in pool.starmap(put_own_items, arguments) for item in items]
+
+    assert len(landed) == FITTING  # the ended items' room, taken once: sixteen tried, seven fit, never eight
+    assert counted(settings, address_id) == FITTING * cost == counted_items(settings, address_id)
+    found = api.services.graph_store.batch(address_id, token, [SearchOp(NS, limit=100)])[0]
+    assert sorted(item.key for item in found) == sorted(landed)
