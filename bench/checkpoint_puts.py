@@ -2,7 +2,8 @@
 
 A `CairnSaver.put` that continues a thread is one transaction: the
 address's token checked, the thread's head moved only while it is still the
-checkpoint's parent, the checkpoint stored once. DynamoDBSaver stores a
+checkpoint's parent, the checkpoint stored once, and the address's count of
+stored bytes moved by what it counts (refused past the storage limit). DynamoDBSaver stores a
 checkpoint with one unconditional `PutItem`, so two writers fork the thread
 silently. Both, and Cairn's transaction sent with raw boto3, run here on the
 same DynamoDB Local and the server's table, with the same checkpoint item:
@@ -26,7 +27,7 @@ from cairn import credentials, jsontext
 from cairn.checkpoints.models import Blob, NewCheckpoint, Owner
 from cairn.client.address import Address
 from cairn.client.http import HttpClient
-from cairn.dynamodb import checkpoint_items, table_ops
+from cairn.dynamodb import checkpoint_items, storage_usage, table_ops
 from cairn.dynamodb.client import make_client
 from cairn.integrations.langgraph import CairnSaver
 from cairn.settings import Settings
@@ -40,7 +41,10 @@ def measure_checkpoint_puts(server: CairnServer, settings: Settings, seconds: fl
     address = Address.provision(server.base_url, task_id="bench-puts", http=HttpClient(transport=httpx.HTTPTransport()))
     puts = [
         ("raw boto3 PutItem, unconditional (DynamoDBSaver's way)", _unconditional(address, settings)),
-        ("raw boto3 TransactWriteItems, Cairn's put (token, head under its parent)", _owned(address, settings)),
+        (
+            "raw boto3 TransactWriteItems, Cairn's put (token, head under its parent, the count)",
+            _owned(address, settings),
+        ),
         ("CairnSaver.put over HTTP (cairn serve)", _saver(address)),
     ]
     table = Table(
@@ -59,7 +63,8 @@ def measure_checkpoint_puts(server: CairnServer, settings: Settings, seconds: fl
         "The same checkpoint item each time (a graph's state of a few messages, through LangGraph's "
         "JsonPlusSerializer), with a new checkpoint id; each put continues the one before it.",
         "The transaction: a ConditionCheck of the address's token, the head Put under `head = parent`, the "
-        "checkpoint Put under `attribute_not_exists`. The saver's put adds serializing the checkpoint, HTTP, the "
+        "checkpoint Put under `attribute_not_exists`, the Update of the address's count of stored bytes under its "
+        "limit. The saver's put adds serializing the checkpoint, HTTP, the "
         "API's own read of the address, and that transaction.",
     ]
     return table
@@ -105,15 +110,20 @@ def _unconditional(address: Address, settings: Settings) -> Callable[[], str]:
 def _owned(address: Address, settings: Settings) -> Callable[[], str]:
     client = make_client(settings)
     chain = _Chain(address, settings, "raw-transaction")
+    limit = settings.storage_max_bytes
 
     def put() -> str:
         made = chain.next()
+        stored = checkpoint_items.checkpoint_put(chain.table, chain.owner, made, now=time.time())
+        growth = storage_usage.counted(stored["Put"]["Item"])
+        charge = storage_usage.charge(chain.table, chain.owner.address_id, growth, max_bytes=limit, expiry={})
         table_ops.transact_write(
             client,
             [
                 checkpoint_items.address_check(chain.table, chain.owner, now=time.time()),
                 checkpoint_items.head_put(chain.table, chain.owner, made),
-                checkpoint_items.checkpoint_put(chain.table, chain.owner, made, now=time.time()),
+                stored,
+                *([charge] if charge else []),
             ],
         )
         return "stored"
