@@ -15,6 +15,7 @@ import json
 import math
 import multiprocessing
 import os
+from collections.abc import Callable
 from typing import Any
 
 from cairn.checkpoints.models import Blob, NewCheckpoint, Write
@@ -53,14 +54,19 @@ def first_checkpoint(thread_id: str, size: int = SIZE, *, step: int = 0, parent_
 def put_own_threads(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> list[str]:
     """Starts four threads of its own, a checkpoint of SIZE bytes each; the threads the limit let in."""
     store = services(endpoint, table, limit).checkpoints
+    threads = [f"p{process}-t{number}" for number in range(4)]
+    return that_fit(threads, lambda thread_id: store.put(address_id, token, first_checkpoint(thread_id)))
+
+
+def that_fit(names: list[str], write: Callable[[str], object]) -> list[str]:
+    """The names whose write the storage limit let in, each tried in turn."""
     landed = []
-    for number in range(4):
-        thread_id = f"p{process}-t{number}"
+    for name in names:
         try:
-            store.put(address_id, token, first_checkpoint(thread_id))
+            write(name)
         except StorageLimitExceeded:
             continue
-        landed.append(thread_id)
+        landed.append(name)
     return landed
 
 
@@ -151,16 +157,11 @@ def put_own_items(
 ) -> list[str]:
     """Puts four items of its own, each of SIZE bytes, the first when every process is ready; the keys that fit."""
     store = services(endpoint, table, limit).graph_store
-    landed = []
     start.wait()
-    for number in range(4):
-        item_key = f"p{process}-k{number}"
-        try:
-            store.batch(address_id, token, [PutOp(NS, item_key, store_value(SIZE))])
-        except StorageLimitExceeded:
-            continue
-        landed.append(item_key)
-    return landed
+    item_keys = [f"p{process}-k{number}" for number in range(4)]
+    return that_fit(
+        item_keys, lambda item_key: store.batch(address_id, token, [PutOp(NS, item_key, store_value(SIZE))])
+    )
 
 
 def test_racing_processes_take_the_room_of_ended_items_once_and_put_exactly_what_fits(dynamodb_local, local_table: str):

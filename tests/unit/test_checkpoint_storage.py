@@ -8,6 +8,7 @@ run) gives back exactly what it removed; a copy counts as what it adds.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
 
 from cairn.client import Address, HttpClient
+from cairn.dynamodb import checkpoint_table
 from cairn.errors import StorageLimitExceeded
 from cairn.integrations.langgraph import CairnSaver
 from tests.support.fakes import FakeClock
@@ -132,3 +134,89 @@ def test_prunes_deletions_by_run_and_copies_move_the_count_by_what_they_remove_o
     for thread in ("source", "target"):
         cairn.delete_thread(thread)
     assert usage(api, address) == 0
+
+
+def big(step: int) -> dict[str, Any]:
+    """A checkpoint whose value is over the inline limit: it travels and is kept as a part."""
+    return generate_checkpoint(channel_values={"v": bytes([step]) * 300_000}, channel_versions={"v": step + 1})
+
+
+def test_a_prune_removes_the_parts_nothing_has_named_for_five_minutes_and_gives_their_room_back(
+    moto_env: None, clock: FakeClock
+):
+    api, address = on_moto(clock, 10_000_000)
+    cairn = CairnSaver(address)
+    config = generate_config("parts")
+    for step in range(3):
+        config = cairn.put(config, big(step), generate_metadata(step=step), {"v": step + 1})
+    cairn.prune(["parts"])
+    pruned = usage(api, address)
+    assert pruned > 3 * 300_000  # the two checkpoints dropped, their parts not yet
+
+    clock.advance(checkpoint_table.ORPHAN_SECONDS - 1)
+    cairn.prune(["parts"])
+    assert usage(api, address) == pruned
+    clock.advance(1)
+    cairn.prune(["parts"])
+
+    assert 300_000 < usage(api, address) < pruned - 2 * 300_000
+    latest = cairn.get_tuple(generate_config("parts"))
+    assert latest is not None and latest.checkpoint["channel_values"]["v"] == bytes([2]) * 300_000
+
+
+def test_a_part_found_unnamed_is_named_again_only_once_uploaded_again_and_then_stays(moto_env: None, clock: FakeClock):
+    api, address = on_moto(clock, 10_000_000)
+    cairn = CairnSaver(address)
+    data = os.urandom(1_000)
+    digest = hashlib.sha256(data).hexdigest()
+    url = f"/api/v1/addresses/{address.id}/checkpoints/parts/{digest}"
+    upload = {"thread_id": "late", "data": base64.b64encode(data).decode()}
+    assert api.request("PUT", url, json_body=upload, token=address.read_token).status in (200, 201)
+    cairn.prune(["late"])  # the part is named by nothing yet: the prune marks it
+    naming = {
+        "thread_id": "late",
+        "checkpoint_id": "c-1",
+        "checkpoint": {"type": "bytes", "parts": [digest], "size": 1_000},
+    }
+
+    refused = api.request(
+        "POST", f"/api/v1/addresses/{address.id}/checkpoints", json_body=naming, token=address.read_token
+    )
+    assert (refused.status, refused.error_code) == (409, "checkpoint_part_missing")
+    assert api.request("PUT", url, json_body=upload, token=address.read_token).status in (200, 201)
+    stored = api.request(
+        "POST", f"/api/v1/addresses/{address.id}/checkpoints", json_body=naming, token=address.read_token
+    )
+    assert stored.status == 201
+
+    clock.advance(checkpoint_table.ORPHAN_SECONDS)
+    cairn.prune(["late"])
+    kept = api.request("GET", f"{url}?thread_id=late", token=address.read_token)
+    assert kept.status == 200 and base64.b64decode(kept.json()["data"]) == data
+
+
+def test_a_saver_whose_parts_a_prune_found_unnamed_before_its_put_uploads_them_again_and_commits(
+    moto_env: None, clock: FakeClock
+):
+    api, address = on_moto(clock, 10_000_000)
+    pruner = CairnSaver(address)
+
+    class RacedSaver(CairnSaver):
+        """Its next request waits for a prune of the thread: after the parts' upload, before the put naming them."""
+
+        raced = False
+
+        def _post(self, path: str, request: dict[str, Any]) -> dict[str, Any]:
+            if not self.raced:
+                self.raced = True
+                pruner.prune(["raced"])
+            return super()._post(path, request)
+
+    cairn = RacedSaver(address)
+    config = cairn.put(generate_config("raced"), big(1), generate_metadata(step=1), {"v": 2})
+    cairn.raced = False
+    cairn.put_writes(config, [("v", b"w" * 100_000)], "task")
+
+    found = cairn.get_tuple(config)
+    assert found is not None and found.checkpoint["channel_values"]["v"] == bytes([1]) * 300_000
+    assert found.pending_writes == [("task", "v", b"w" * 100_000)]

@@ -53,7 +53,7 @@ class CheckpointStore(Protocol):
         """
         ...
 
-    def prune(self, address_id: str, thread_id: str) -> int:
+    def prune(self, address_id: str, thread_id: str, *, now: float) -> int:
         """Keep the newest checkpoint of each namespace of the thread, with its writes; the count removed.
 
         A namespace also keeps the ancestors of its newest checkpoint that a
@@ -61,7 +61,7 @@ class CheckpointStore(Protocol):
         """
         ...
 
-    def delete_for_runs(self, address_id: str, run_ids: frozenset[str]) -> int:
+    def delete_for_runs(self, address_id: str, run_ids: frozenset[str], *, now: float) -> int:
         """Remove every checkpoint whose metadata's `run_id` is one of `run_ids`, with its writes; the count removed.
 
         A head on a removed checkpoint moves to the newest one its namespace

@@ -138,7 +138,7 @@ class Checkpoints:
             if strategy == "delete":
                 self._store.delete_thread(address_id, thread_id)
             else:
-                removed += self._store.prune(address_id, thread_id)
+                removed += self._store.prune(address_id, thread_id, now=self._clock())
         return removed
 
     def delete_for_runs(self, address_id: str, read_token: str | None, run_ids: Sequence[str]) -> int:
@@ -146,7 +146,7 @@ class Checkpoints:
         if not run_ids or len(run_ids) > MAX_RUN_IDS:
             raise InvalidRequest(f"Name 1 to {MAX_RUN_IDS} runs at once.", field="run_ids")
         self._owner(address_id, read_token)
-        return self._store.delete_for_runs(address_id, frozenset(run_ids))
+        return self._store.delete_for_runs(address_id, frozenset(run_ids), now=self._clock())
 
     # -- reads ---------------------------------------------------------------
 

@@ -14,9 +14,11 @@ from cairn.dynamodb.items import b, get_int, get_s, key, n, s
 Item = dict[str, Any]
 
 HEAD_ID = "checkpoint_id"
+# On a part no checkpoint or write named when its thread was last pruned: since when (`CheckpointTable`).
+ORPHANED_AT = "orphaned_at"
 COUNTED = storage_usage.COUNTED
 _TYPE = "type"
-_PARTS = "parts"
+PARTS = "parts"
 _SIZE = "size"
 _TASK_ID = "task_id"
 
@@ -41,11 +43,13 @@ def address_check(table: str, owner: Owner, *, now: float) -> Item:
 
 
 def part_check(table: str, owner: Owner, thread_id: str, digest: str) -> Item:
+    """The part is there, and not on its way out: one found unnamed is named again only once uploaded again."""
     return {
         "ConditionCheck": {
             "TableName": table,
             "Key": key(keys.address_pk(owner.address_id), keys.thread_part_sk(thread_id, digest)),
-            "ConditionExpression": "attribute_exists(pk)",
+            "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#orphaned)",
+            "ExpressionAttributeNames": {"#orphaned": ORPHANED_AT},
         }
     }
 
@@ -149,13 +153,13 @@ def part_items(owner: Owner, thread_id: str, digest: str, data: bytes) -> list[I
 def blob_attributes(blob: Blob) -> Item:
     if blob.data is not None:
         return {_TYPE: s(blob.type), "data": b(blob.data), _SIZE: n(len(blob.data))}
-    return {_TYPE: s(blob.type), _PARTS: {"L": [s(part) for part in blob.parts]}, _SIZE: n(blob.size)}
+    return {_TYPE: s(blob.type), PARTS: {"L": [s(part) for part in blob.parts]}, _SIZE: n(blob.size)}
 
 
 def blob_from(item: Item) -> Blob:
     if "data" in item:
         return Blob(type=get_s(item, _TYPE) or "", data=bytes(item["data"]["B"]), size=get_int(item, _SIZE))
-    parts = tuple(part["S"] for part in item.get(_PARTS, {"L": []})["L"])
+    parts = tuple(part["S"] for part in item.get(PARTS, {"L": []})["L"])
     return Blob(type=get_s(item, _TYPE) or "", parts=parts, size=get_int(item, _SIZE))
 
 
@@ -220,7 +224,7 @@ def thread_head_key(address_id: str, thread_id: str, checkpoint_ns: str) -> Item
 
 
 def parts_of(item: Item) -> list[str]:
-    return [part["S"] for part in item.get(_PARTS, {"L": []})["L"]]
+    return [part["S"] for part in item.get(PARTS, {"L": []})["L"]]
 
 
 def item_bytes(item: Item) -> int:

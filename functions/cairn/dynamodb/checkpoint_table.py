@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from cairn.checkpoints.models import CheckpointRef, NewCheckpoint, Owner, Search, StoredCheckpoint, Write
 from cairn.dynamodb import blobs, checkpoint_items, keys, storage_usage, table_ops
-from cairn.dynamodb.items import cancellation_reasons, error_code, get_s, key
+from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_s, key, n
 from cairn.errors import CheckpointPartMissing, CheckpointStale, CheckpointThreadExists, Unauthorized, Unavailable
 
 if TYPE_CHECKING:
@@ -41,6 +41,8 @@ HEAD = checkpoint_items.HEAD_ID
 # (DynamoDB: 100 actions, 4 MB); its checkpoints and writes take one put fewer, for the count's update.
 MAX_PUTS = 99
 _TRANSACTION_BYTES = 3_500_000
+# How long a part stays once a prune found that no checkpoint or write names it (`_collect_parts`).
+ORPHAN_SECONDS = 300
 # Writes deleted in their checkpoint's own transaction (beside it, its head, a check and the release of
 # what they count); the rest go after it.
 _DROP_WRITES = 96
@@ -99,7 +101,10 @@ class CheckpointTable:
                 raise storage_usage.refusal(reasons[3], growth, max_bytes=self._max_bytes)
             else:
                 missing = [part for index, part in enumerate(parts) if _failed(reasons, 4 + index)]
-                raise CheckpointPartMissing("A part this checkpoint names is not uploaded.", parts=missing)
+                raise CheckpointPartMissing(
+                    "A part this checkpoint names is not uploaded, or a prune found it unnamed: upload it again.",
+                    parts=missing,
+                )
 
         self._commit(actions, refused)
 
@@ -160,7 +165,10 @@ class CheckpointTable:
                 raise Unauthorized()
             missing = [part for index, part in enumerate(parts) if _failed(reasons, first_part + index)]
             if missing:
-                raise CheckpointPartMissing("A part these writes name is not uploaded.", parts=missing)
+                raise CheckpointPartMissing(
+                    "A part these writes name is not uploaded, or a prune found it unnamed: upload it again.",
+                    parts=missing,
+                )
             moved = [write for index, write in enumerate(writes) if _failed(reasons, 1 + index)]
             if not moved and charges and _failed(reasons, 1 + len(writes)):
                 raise storage_usage.refusal(reasons[1 + len(writes)], growth, max_bytes=self._max_bytes)
@@ -208,7 +216,10 @@ class CheckpointTable:
         def refused(reasons: list[Item]) -> None:
             if _failed(reasons, 0):
                 raise Unauthorized()
-            if not _failed(reasons, 1) and _failed(reasons, 2):
+            if _failed(reasons, 1):
+                # Uploaded again: a part a prune found unnamed is kept, and may be named again (`_collect_parts`).
+                self._update_part(part, "REMOVE #orphaned", "attribute_exists(#orphaned)")
+            elif _failed(reasons, 2):
                 raise storage_usage.refusal(reasons[2], growth, max_bytes=self._max_bytes)
 
         self._commit(actions, refused)
@@ -339,7 +350,7 @@ class CheckpointTable:
             if heads.get(item["sk"]["S"]) != get_s(item, HEAD):
                 raise CheckpointThreadExists("The target thread has checkpoints already.", thread_id=target_thread_id)
 
-    def prune(self, address_id: str, thread_id: str) -> int:
+    def prune(self, address_id: str, thread_id: str, *, now: float) -> int:
         """Keep the newest checkpoint of each namespace of the thread, and what its value is rebuilt from.
 
         Besides the newest, a namespace keeps the ancestors a LangGraph
@@ -364,9 +375,10 @@ class CheckpointTable:
                 continue
             if self._drop(address_id, found, writes, replacement=replacement) is Dropped.DROPPED:
                 dropped += 1
+        self._collect_parts(address_id, thread_id, now=now)
         return dropped
 
-    def delete_for_runs(self, address_id: str, run_ids: frozenset[str]) -> int:
+    def delete_for_runs(self, address_id: str, run_ids: frozenset[str], *, now: float) -> int:
         """Remove every checkpoint (with its writes) whose metadata's `run_id` is one of `run_ids`, in every thread."""
         pk = keys.address_pk(address_id)
         groups = list(checkpoint_items.grouped(self._outline(pk, keys.thread_checkpoints_prefix(None))))
@@ -385,7 +397,123 @@ class CheckpointTable:
                     raise Unavailable("Writers kept moving this thread during the deletion; retry shortly.")
                 if outcome is Dropped.DROPPED:
                     dropped += 1
+        for thread_id in {get_s(found, "thread_id") or "" for found, _ in groups if found["sk"]["S"] in doomed}:
+            self._collect_parts(address_id, thread_id, now=now)
         return dropped
+
+    def _collect_parts(self, address_id: str, thread_id: str, *, now: float) -> None:
+        """Remove the thread's parts that no checkpoint or write has named for `ORPHAN_SECONDS`, releasing them.
+
+        A part found unnamed is marked with the time (`ORPHANED_AT`), and no
+        put names a marked part (`part_check`): uploading it again clears the
+        mark. Once marked, nothing names it again unless uploaded anew, so
+        one still unnamed and marked at least `ORPHAN_SECONDS` ago goes, with
+        its pieces, in one transaction under the condition that its mark is
+        the one read. A reader that read a checkpoint before the prune that
+        removed it has those seconds to read its parts.
+        """
+        pk = keys.address_pk(address_id)
+        prefix = keys.thread_parts_prefix(thread_id)
+        parts = list(
+            table_ops.query_range(
+                self._client,
+                self._table,
+                pk,
+                prefix,
+                keys.upper_bound(prefix),
+                ProjectionExpression="pk, sk, #counted, #pieces, #orphaned",
+                ExpressionAttributeNames={
+                    "#counted": checkpoint_items.COUNTED,
+                    "#pieces": blobs.PIECES,
+                    "#orphaned": checkpoint_items.ORPHANED_AT,
+                },
+            )
+        )
+        if not parts:
+            return
+        named = self._named_parts(pk, thread_id)
+        marked = []
+        for part in parts:
+            orphaned = part.get(checkpoint_items.ORPHANED_AT)
+            if _digest(part, prefix) in named:
+                if orphaned is not None:
+                    self._unmark(part, orphaned)
+            elif orphaned is None:
+                if self._update_part(part, "SET #orphaned = :mark", "attribute_not_exists(#orphaned)", mark=n(now)):
+                    marked.append(part)
+            elif float(orphaned["N"]) <= now - ORPHAN_SECONDS:
+                self._remove_part(address_id, part)
+        if marked:
+            # A put may have named one between the listing and its mark: that one is kept after all.
+            named = self._named_parts(pk, thread_id)
+            for part in marked:
+                if _digest(part, prefix) in named:
+                    self._unmark(part, n(now))
+
+    def _named_parts(self, pk: str, thread_id: str) -> set[str]:
+        prefix = keys.thread_checkpoints_prefix(thread_id)
+        found = table_ops.query_range(
+            self._client,
+            self._table,
+            pk,
+            prefix,
+            keys.upper_bound(prefix),
+            ProjectionExpression="#parts",
+            ExpressionAttributeNames={"#parts": checkpoint_items.PARTS},
+        )
+        return {part for item in found for part in checkpoint_items.parts_of(item)}
+
+    def _unmark(self, part: Item, mark: Item) -> None:
+        self._update_part(part, "REMOVE #orphaned", "#orphaned = :mark", mark=mark)
+
+    def _update_part(self, part: Item, update: str, condition: str, *, mark: Item | None = None) -> bool:
+        """Set or clear a part's `ORPHANED_AT` under `condition`; False when another prune or an upload came first."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": {"pk": part["pk"], "sk": part["sk"]},
+            "UpdateExpression": update,
+            "ConditionExpression": f"attribute_exists(pk) AND {condition}",
+            "ExpressionAttributeNames": {"#orphaned": checkpoint_items.ORPHANED_AT},
+        }
+        if mark is not None:
+            request["ExpressionAttributeValues"] = {":mark": mark}
+        try:
+            self._client.update_item(**request)
+        except ClientError as error:
+            if error_code(error) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def _remove_part(self, address_id: str, part: Item) -> None:
+        """Delete a part with its pieces, releasing what it counted, while its mark is still the one read."""
+        freed = storage_usage.counted(part)
+        actions = [
+            {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": {"pk": part["pk"], "sk": part["sk"]},
+                    "ConditionExpression": "#orphaned = :was",
+                    "ExpressionAttributeNames": {"#orphaned": checkpoint_items.ORPHANED_AT},
+                    "ExpressionAttributeValues": {":was": part[checkpoint_items.ORPHANED_AT]},
+                }
+            },
+            *(
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": key(part["pk"]["S"], keys.payload_chunk_sk(part["sk"]["S"], index)),
+                    }
+                }
+                for index in range(get_int(part, blobs.PIECES) if blobs.PIECES in part else 0)
+            ),
+            *([storage_usage.release(self._table, address_id, freed)] if freed else []),
+        ]
+        try:
+            table_ops.transact_write(self._client, actions)
+        except ClientError as error:
+            if error_code(error) != "TransactionCanceledException":
+                raise  # else uploaded again, or removed by another prune: it stays, or is gone, as it should
 
     def _outline(self, pk: str, prefix: str) -> Iterator[Item]:
         """A range's items without their values: what a prune or deletion decides on, and what each counts."""
@@ -500,6 +628,11 @@ def _refused(reasons: list[Item]) -> None:
 
 def _throttled() -> Exception:
     return Unavailable("Deletion is throttled; retry shortly.")
+
+
+def _digest(part: Item, prefix: str) -> str:
+    """The SHA-256 a part is named by, from its key under its thread's `prefix`."""
+    return str(part["sk"]["S"])[len(prefix) :]
 
 
 def _write_sk(checkpoint: CheckpointRef, write: Write) -> str:

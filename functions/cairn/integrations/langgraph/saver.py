@@ -203,7 +203,12 @@ class CairnSaver(BaseCheckpointSaver[int]):
             "checkpoint": self._dump(thread_id, checkpoint, MAX_INLINE_CHECKPOINT_BYTES),
             "metadata": get_serializable_checkpoint_metadata(config, metadata),
         }
-        self._post("", request)
+        try:
+            self._post("", request)
+        except CheckpointPartMissing:
+            # A prune found a part unnamed between its upload and this put: uploaded again, it may be named.
+            request["checkpoint"] = self._dump(thread_id, checkpoint, MAX_INLINE_CHECKPOINT_BYTES)
+            self._post("", request)
         self._note_empty((thread_id, checkpoint_ns), False)
         return _config(thread_id, checkpoint_ns, checkpoint["id"])
 
@@ -226,17 +231,21 @@ class CairnSaver(BaseCheckpointSaver[int]):
             for index, (channel, value) in indexed.items()
         ]
         for batch in _batches(entries):
-            self._post(
-                "/writes",
-                {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "checkpoint_id": checkpoint_id,
-                    "task_id": task_id,
-                    "task_path": task_path,
-                    "writes": batch,
-                },
-            )
+            request = {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path,
+                "writes": batch,
+            }
+            try:
+                self._post("/writes", request)
+            except CheckpointPartMissing:
+                # As in `put`: the batch's parts uploaded again, it may name them.
+                for entry in batch:
+                    entry["value"] = self._dump(thread_id, indexed[entry["idx"]][1], MAX_INLINE_WRITE_BYTES)
+                self._post("/writes", request)
 
     def delete_thread(self, thread_id: str) -> None:
         """Remove the thread's checkpoints and writes in every namespace."""
