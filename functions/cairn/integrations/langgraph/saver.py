@@ -273,7 +273,9 @@ class CairnSaver(BaseCheckpointSaver[int]):
         """`keep_latest`: each namespace of each thread keeps its newest checkpoint; `delete`: the threads go.
 
         `keep_latest` also keeps the ancestors a `DeltaChannel` rebuilds its
-        value from, back to where each was last stored whole.
+        value from, back to where each was last stored whole. Uploaded parts
+        that nothing names any more go, with their room, at a prune five
+        minutes or more after one found them unnamed.
         """
         unique = list(dict.fromkeys(str(thread_id) for thread_id in thread_ids))
         for start in range(0, len(unique), MAX_NAMED):
