@@ -16,7 +16,6 @@ Item = dict[str, Any]
 HEAD_ID = "checkpoint_id"
 # On a part no checkpoint or write named when its thread was last pruned: since when (`CheckpointTable`).
 ORPHANED_AT = "orphaned_at"
-COUNTED = storage_usage.COUNTED
 _TYPE = "type"
 PARTS = "parts"
 _SIZE = "size"
@@ -101,7 +100,7 @@ def checkpoint_put(table: str, owner: Owner, checkpoint: NewCheckpoint, *, now: 
 def write_put(table: str, owner: Owner, checkpoint: CheckpointRef, write: Write, *, replaced: Item | None) -> Item:
     """A write's item; a regular write (index 0 or more) is stored once, a special one replaced.
 
-    `replaced`: what a special write's key held when read (its `COUNTED`), which the replacement
+    `replaced`: what a special write's key held when read (its count), which the replacement
     requires it still to hold, so that the count moves by exactly what the replacement changes.
     """
     sk = keys.checkpoint_write_sk(
@@ -129,17 +128,13 @@ def _unchanged(replaced: Item | None) -> Item:
     """The condition that an item's key holds what was read: nothing, or an item that counted as much."""
     if replaced is None:
         return {"ConditionExpression": "attribute_not_exists(pk)"}
-    if COUNTED not in replaced:
+    if storage_usage.COUNTED not in replaced:
         # Stored before items were counted: it counts nothing, and the replacement counts from nothing.
         return {
             "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(#counted)",
-            "ExpressionAttributeNames": {"#counted": COUNTED},
+            "ExpressionAttributeNames": {"#counted": storage_usage.COUNTED},
         }
-    return {
-        "ConditionExpression": "#counted = :counted",
-        "ExpressionAttributeNames": {"#counted": COUNTED},
-        "ExpressionAttributeValues": {":counted": replaced[COUNTED]},
-    }
+    return storage_usage.still_counting(replaced)
 
 
 def part_items(owner: Owner, thread_id: str, digest: str, data: bytes) -> list[Item]:
@@ -237,8 +232,7 @@ def item_bytes(item: Item) -> int:
 def copied(item: Item, owner: Owner, source_prefix: str, target_prefix: str, target_thread_id: str) -> Item:
     """A checkpoint or write item of the source thread as the target thread's: its key, thread id and expiry."""
     sk = target_prefix + item["sk"]["S"][len(source_prefix) :]
-    result = {name: value for name, value in item.items() if name != COUNTED}
-    result.update({"sk": s(sk), **expiry(owner)})
+    result = {**item, "sk": s(sk), **expiry(owner)}
     if not is_write(item):
         result["thread_id"] = s(target_thread_id)
     return storage_usage.with_count(result)

@@ -188,7 +188,7 @@ class CheckpointTable:
             [key(keys.address_pk(address_id), _write_sk(checkpoint, write)) for write in writes],
             exhausted=lambda: Unavailable("Reads are throttled; retry shortly."),
             ProjectionExpression="pk, sk, #counted",
-            ExpressionAttributeNames={"#counted": checkpoint_items.COUNTED},
+            ExpressionAttributeNames={"#counted": storage_usage.COUNTED},
         )
         return {item["sk"]["S"]: item for item in found}
 
@@ -287,7 +287,7 @@ class CheckpointTable:
         )
         counted = _Counted(source, (item for items in ranges for item in items))
         # Each checkpoint after its writes and the heads last: until its head lands, no put continues the
-        # copy, and a reader finds whole checkpoints only. Sending it again writes the same items.
+        # copy, and a reader finds whole checkpoints only. Sent again, it skips what it put before.
         puts = (
             checkpoint_items.copied(item, owner, source, target, target_thread_id)
             for found, writes in checkpoint_items.grouped(counted)
@@ -321,10 +321,11 @@ class CheckpointTable:
                 reasons = refused.reasons
             if _failed(reasons, 0):
                 raise Unauthorized()
-            there = [put for index, put in enumerate(puts) if _failed(reasons, 1 + index)]
-            if not there:
+            # A put refused was sent before; none refused means the count refused the batch.
+            left = [put for index, put in enumerate(puts) if not _failed(reasons, 1 + index)]
+            if len(left) == len(puts):
                 raise storage_usage.refusal(reasons[1 + len(puts)], growth, max_bytes=self._max_bytes)
-            puts = [put for put in puts if put not in there]
+            puts = left
             if not puts:
                 return
         raise Unavailable("Writers kept moving the target thread; retry shortly.")
@@ -423,7 +424,7 @@ class CheckpointTable:
                 keys.upper_bound(prefix),
                 ProjectionExpression="pk, sk, #counted, #pieces, #orphaned",
                 ExpressionAttributeNames={
-                    "#counted": checkpoint_items.COUNTED,
+                    "#counted": storage_usage.COUNTED,
                     "#pieces": blobs.PIECES,
                     "#orphaned": checkpoint_items.ORPHANED_AT,
                 },
@@ -526,7 +527,7 @@ class CheckpointTable:
             ProjectionExpression=(
                 "pk, sk, thread_id, checkpoint_ns, checkpoint_id, parent_id, metadata, task_id, expires_at, #counted"
             ),
-            ExpressionAttributeNames={"#counted": checkpoint_items.COUNTED},
+            ExpressionAttributeNames={"#counted": storage_usage.COUNTED},
         )
 
     def _drop(self, address_id: str, found: Item, writes: list[Item], *, replacement: Item | None) -> Dropped:

@@ -129,7 +129,7 @@ class GraphStoreTable:
             if op.value is None and (current is None or store_items.is_deleted(current)):
                 return 0
             writes = self._writes(owner, op, current, live, now=now)
-            growth = storage_usage.counted(writes[0].get("Put", {}).get("Item")) - storage_usage.counted(current)
+            growth = storage_usage.counted(writes[0]["Put"]["Item"]) - storage_usage.counted(current)
             charge = storage_usage.charge(
                 self._table, owner.address_id, growth, max_bytes=self._max_bytes, expiry=store_items.expires_at(owner)
             )

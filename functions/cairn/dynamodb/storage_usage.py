@@ -117,11 +117,16 @@ def delete_counted(
 def counted_deletion(table: str, item: Item) -> Item:
     """The deletion of an item, under the condition that it still counts as read when it counts at all."""
     deletion: Item = {"TableName": table, "Key": {"pk": item["pk"], "sk": item["sk"]}}
-    if COUNTED in item:
-        deletion["ConditionExpression"] = "#counted = :counted"
-        deletion["ExpressionAttributeNames"] = {"#counted": COUNTED}
-        deletion["ExpressionAttributeValues"] = {":counted": item[COUNTED]}
-    return {"Delete": deletion}
+    return {"Delete": {**deletion, **still_counting(item)} if COUNTED in item else deletion}
+
+
+def still_counting(item: Item) -> Item:
+    """The condition that an item which keeps its `COUNTED` still counts what it did when read."""
+    return {
+        "ConditionExpression": "#counted = :counted",
+        "ExpressionAttributeNames": {"#counted": COUNTED},
+        "ExpressionAttributeValues": {":counted": item[COUNTED]},
+    }
 
 
 def refusal(reason: Item, growth: int, *, max_bytes: int) -> StorageLimitExceeded:
