@@ -166,6 +166,8 @@ def serve(path: str, thread: str, port: int, public_url: str | None) -> None:
         {"kind": "webhook", "url": url}, types=[CALLBACK_TYPE], description=f"resume {thread}"
     )
     runner.secret = created["secret"]
+    # Ctrl-C and SIGTERM both stop it, even when started in the background by a shell, which ignores SIGINT there.
+    signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     runner.say({"listening": url, "subscription": created["subscription"]["id"]})
     try:

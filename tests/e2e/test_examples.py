@@ -31,9 +31,17 @@ def example(name: str, *args: str, url: str | None = None, background: bool = Fa
     return _run([sys.executable, "-m", f"cairn.client.examples.{name}", *args], url=url, background=background)
 
 
+_IGNORING_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 def _run(command: list[str], *, url: str | None = None, background: bool = False) -> Any:
     env = {**os.environ, **({"CAIRN_URL": url} if url else {})}
     if background:
+        # Started as a shell starts a background job, with SIGINT ignored (an ignored signal stays ignored across
+        # exec): a process that stops on Ctrl-C must say so itself.
+        command = [sys.executable, "-c", _IGNORING_SIGINT, *command]
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -106,7 +114,8 @@ FINISHED_STEPS = ["Release 1.4: 3 fixes, 1 migration. Ship it?", "decided by gra
 
 
 def approval(*args: str, url: str | None = None, background: bool = False) -> Any:
-    return _run([sys.executable, str(APPROVAL), *args], url=url, background=background)
+    # faulthandler: a runner that does not stop is sent SIGABRT, and its threads' stacks say where it was.
+    return _run([sys.executable, "-X", "faulthandler", str(APPROVAL), *args], url=url, background=background)
 
 
 class ApprovalRunner:
@@ -138,7 +147,12 @@ class ApprovalRunner:
     def stop(self) -> list[dict[str, Any]]:
         """Ctrl-C: it ends its subscription and waits for its runs; the lines it had not been asked for."""
         self.process.send_signal(signal.SIGINT)
-        assert self.process.wait(timeout=60) == 0, self.process.stderr.read() if self.process.stderr else ""
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=30)
+        assert self.process.returncode == 0, self.process.stderr.read() if self.process.stderr else ""
         self._reader.join(timeout=30)  # it reaches the end of the output once the runner has exited
         rest = []
         while not self._lines.empty():
