@@ -52,6 +52,9 @@ def test_a_page_of_another_origin_can_neither_preflight_nor_send(served: ServePr
         assert simple.status_code == 403 and "access-control-allow-origin" not in simple.headers
         declared = client.post(path, json=body, headers={"Origin": EVIL})
         assert declared.status_code == 403 and declared.json()["error"]["code"] == "cross_origin_refused"
+        for unreadable in ("http://[", "a]b"):  # an origin no browser sends shows no page of this one
+            odd = client.post(path, json=body, headers={"Origin": unreadable})
+            assert odd.status_code == 403 and odd.json()["error"]["code"] == "cross_origin_refused"
         assert nothing_was_written(client)
 
 
@@ -86,6 +89,9 @@ def test_a_rebound_host_name_is_refused_and_local_names_are_served(served: Serve
         assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "host_not_allowed"
         posted = client.post("/api/v1/runtime/create_session", json=SESSION, headers={"Host": "evil.example"})
         assert posted.status_code == 421 and nothing_was_written(client)
+        for unreadable in ("[", "[::1", "a]b"):
+            odd = client.get("/healthz", headers={"Host": unreadable})
+            assert odd.status_code == 421 and odd.json()["error"]["code"] == "host_not_allowed", unreadable
         for host in (f"localhost:{served.port}", f"127.0.0.1:{served.port}", "[::1]"):
             assert client.get("/healthz", headers={"Host": host}).status_code == 200, host
 

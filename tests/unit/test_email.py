@@ -194,6 +194,30 @@ def test_even_nonsense_makes_an_event(mail: Mailroom, raw: bytes):
     assert event["data"]["message_id"] == message_id
 
 
+@pytest.mark.parametrize(
+    ("charset", "body", "read_as"),
+    [
+        ("utf-7", b"+2AA- half a pair", "\ufffd half a pair"),  # a lone surrogate, in UTF-7
+        ("raw_unicode_escape", b"\\ud800 half a pair", "\ufffd half a pair"),
+        ("idna", b"xn--zz", "xn--zz"),  # a codec that cannot replace what it cannot read: read as UTF-8
+        ("undefined", b"plain", "plain"),
+    ],
+)
+def test_a_body_in_any_charset_arrives_as_valid_text(mail: Mailroom, charset: str, body: bytes, read_as: str):
+    """A stranger's charset decides how the body decodes, never whether the mail arrives or can be replayed."""
+    created = mail.api.provision()
+    to = email_of(created)
+    raw = (
+        f"From: someone@elsewhere.example.net\r\nTo: {to}\r\nSubject: =?utf-7?Q?+2AA-?=\r\n"
+        f"Content-Type: text/plain; charset={charset}\r\n\r\n"
+    ).encode() + body
+    message_id = mail.receive(raw, [to])
+    [event] = mail.emails(created)
+    assert event["data"]["text"] == read_as
+    assert "\ud800" not in event["data"]["subject"]
+    assert mail.replay(created, {"message_id": message_id}).json()["event"]["id"] == event["id"]
+
+
 # -- recipients and redelivery ------------------------------------------------------
 
 

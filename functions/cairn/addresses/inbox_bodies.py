@@ -130,7 +130,7 @@ def _text(raw: bytes, charset: str) -> str | None:
     """The body as text; None when it does not decode or holds control characters (then it is bytes)."""
     try:
         text = raw.decode(charset)
-    except (UnicodeDecodeError, LookupError):
+    except (ValueError, LookupError):  # UnicodeError: some codecs (idna, undefined) raise no UnicodeDecodeError
         return None
     return None if _NOT_TEXT.search(text) else text
 

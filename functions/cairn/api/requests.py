@@ -48,7 +48,11 @@ def foreign_origin(event: BaseProxyEvent) -> bool:
     origin = event.headers.get("origin")
     if not origin:
         return False  # not a browser, or a same-origin GET
-    return urlsplit(origin).netloc.lower() != event.headers.get("host", "").lower()
+    try:
+        netloc = urlsplit(origin).netloc
+    except ValueError:
+        return True  # no origin a browser sends (`http://[`, say): nothing shows it is this one
+    return netloc.lower() != event.headers.get("host", "").lower()
 
 
 def bearer_token(event: BaseProxyEvent) -> str | None:

@@ -37,6 +37,7 @@ MAX_HEADER_TEXT = 2_000  # characters kept of a subject or an id
 MAX_ADDRESSES = 100  # per address field
 MAX_REFERENCES = 100
 MAX_FILENAME_LENGTH = 255
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 FALLBACK_CONTENT_TYPE = "application/octet-stream"
 
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
@@ -174,9 +175,10 @@ def _decoded_text(part: MIMEPart | None) -> str | None:
     charset = part.get_content_charset() or "utf-8"
     try:
         text = payload.decode(charset, "replace")
-    except LookupError:
+    except (LookupError, ValueError):  # not a text codec, or one (idna, say) that cannot replace what it cannot read
         text = payload.decode("utf-8", "replace")
-    return text.replace("\r\n", "\n")
+    # UTF-7 and the escape codecs decode a stranger's bytes to lone surrogates, which no event can hold.
+    return _LONE_SURROGATE.sub("\ufffd", text).replace("\r\n", "\n")
 
 
 def _capped(field: str, text: str | None, limit: int, cut: list[str]) -> str | None:

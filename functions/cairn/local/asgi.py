@@ -118,7 +118,10 @@ class ResolverBridge:
 
     def _known_host(self, scope: dict[str, Any]) -> bool:
         host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
-        name = urlsplit(f"//{host}").hostname or ""
+        try:
+            name = urlsplit(f"//{host}").hostname or ""
+        except ValueError:
+            return False  # no name at all (`[`, say): not one of this server's
         return name in self._host_names or _is_ip_literal(name)
 
 
