@@ -18,6 +18,9 @@ from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.services import Services
 from cairn.settings import Settings
 
+# What a buffered Lambda function may answer: its proxy answer (status, headers, body) as JSON text.
+LAMBDA_ANSWER_LIMIT = 6 * 1024 * 1024
+
 # The deployment secret of the tests' services (`cairn.server_secret`).
 SERVER_SECRET = "tests-server-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -76,7 +79,15 @@ class LambdaClient:
 
     def request(self, method: str, url: str, **parts: Any) -> Reply:
         """Resolve the request `event(method, url, **parts)` describes."""
+        return self._reply(self.app.resolve(self.event(method, url, **parts), {}))
+
+    def sent(self, method: str, url: str, **parts: Any) -> tuple[Reply, int]:
+        """The reply, and the bytes of the answer as Lambda writes it (`LAMBDA_ANSWER_LIMIT` at most)."""
         response = self.app.resolve(self.event(method, url, **parts), {})
+        return self._reply(response), len(json.dumps(response))
+
+    @staticmethod
+    def _reply(response: dict[str, Any]) -> Reply:
         headers_out = {k: v for k, v in (response.get("headers") or {}).items()}
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers_out[name] = values[-1]

@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from cairn import errors
-from tests.support.lambda_client import LambdaClient, path_of
+from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient, path_of
 
 INBOX_LIMIT = 1_000_000
 
@@ -425,8 +425,6 @@ def test_address_routes_judge_the_bytes_not_the_label(memory_api: LambdaClient):
 
 
 # -- answers Lambda can carry -------------------------------------------------
-
-LAMBDA_ANSWER_LIMIT = 6 * 1024 * 1024
 
 
 def test_a_feed_of_escaped_text_answers_in_pages_lambda_can_carry(memory_api: LambdaClient):

@@ -13,7 +13,7 @@ from cairn.checkpoints import threads
 from cairn.client import Address, HttpClient
 from cairn.integrations.langgraph import CairnSaver, CheckpointStale, CheckpointThreadExists, saver
 from tests.support.fakes import FakeClock
-from tests.support.lambda_client import LambdaClient
+from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient
 
 
 @pytest.fixture
@@ -70,6 +70,30 @@ def test_a_long_thread_is_answered_a_page_at_a_time_and_listed_whole(api: Lambda
     listed = list(cairn.list(generate_config("long")))
     assert [found.checkpoint["channel_values"]["v"] for found in listed] == list(reversed(values))
     assert [found.metadata["step"] for found in cairn.list(generate_config("long"), limit=15)] == list(range(23, 8, -1))
+
+
+def test_pages_of_text_that_escapes_large_fit_a_lambda_answer_and_list_every_checkpoint(
+    api: LambdaClient, address: Address
+):
+    """Namespaces and metadata count as Lambda writes them (7 bytes a "界"): 45 such checkpoints once made
+    one 7.5 MB answer, which Lambda cannot return, so the thread's history stopped listing."""
+    namespace, parent, stored = "界" * 2048, None, []
+    for step in range(45):
+        body = {"thread_id": "t", "checkpoint_ns": namespace, "checkpoint_id": f"1ef{step:05}", "parent_id": parent}
+        body |= {"checkpoint": {"type": "json", "data": "e30="}, "metadata": {"m": "界" * 21_800}}
+        assert api.request("POST", base(address), json_body=body, token=address.read_token).status == 201
+        parent = body["checkpoint_id"]
+        stored.append(parent)
+    listed, after, pages = [], None, 0
+    while True:
+        query = {"thread_id": "t", **({"after": after} if after else {})}
+        reply, size = api.sent("POST", base(address) + "/search", json_body=query, token=address.read_token)
+        assert reply.status == 200 and size < LAMBDA_ANSWER_LIMIT
+        listed += [found["checkpoint_id"] for found in reply.json()["checkpoints"]]
+        pages += 1
+        if not (after := reply.json()["next"]):
+            break
+    assert listed == list(reversed(stored)) and pages > 1, "nothing lost, nothing repeated"
 
 
 def test_writes_that_do_not_fit_one_answer_are_read_after_it(api: LambdaClient, address: Address):

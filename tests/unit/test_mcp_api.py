@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
 
-from tests.support.lambda_client import LambdaClient, Reply
+from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient, Reply, path_of
 
 VERSION = "2025-11-25"
 TOOL_NAMES = {
@@ -289,3 +290,33 @@ def test_refused_file_writes_are_tool_errors_and_store_nothing(api: LambdaClient
     assert result["isError"] is True
     assert result["structuredContent"]["error"]["code"] == code
     assert call(api, "list_files", **creds)["structuredContent"] == {"keys": [], "next": None}
+
+
+@pytest.mark.parametrize("text", ['"' * 100_000, "\\" * 100_000, "界" * 100_000], ids=["quotes", "backslashes", "cjk"])
+def test_polled_pages_of_escaped_text_fit_a_lambda_answer_and_lose_nothing(memory_api: LambdaClient, text: str):
+    """A tool result carries its page twice, the second time as JSON text in a string, where each quote and
+    backslash costs twice again: pages of quotes once made 7 MB answers, which Lambda cannot return."""
+    created = memory_api.provision()
+    inbox = path_of(created["endpoints"]["inbox_url"])
+    for n in range(12):
+        body = json.dumps({"type": f"big.{n}", "data": text}, ensure_ascii=False).encode()
+        assert memory_api.request("POST", inbox, body=body, headers={"Content-Type": "application/json"}).status == 202
+    owner = {"address_id": created["address"]["id"], "read_token": created["credentials"]["read_token"]}
+    seen: list[str] = []
+    after = 0
+    while True:
+        message = {"name": "poll_events", "arguments": {**owner, "after": after, "limit": 100}}
+        reply, size = memory_api.sent(
+            "POST",
+            "/api/mcp",
+            json_body={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": message},
+            headers={"MCP-Protocol-Version": VERSION},
+        )
+        assert size < LAMBDA_ANSWER_LIMIT
+        page = reply.json()["result"]["structuredContent"]
+        assert json.loads(reply.json()["result"]["content"][0]["text"]) == page
+        seen += [event["type"] for event in page["events"]]
+        if not page["has_more"]:
+            break
+        after = page["next_cursor"]
+    assert seen == [f"big.{n}" for n in range(12)], "nothing lost, nothing repeated"

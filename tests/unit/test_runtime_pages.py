@@ -8,8 +8,8 @@ from cairn.runtime import wire
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import MAX_RECORD_PAGE_PAYLOAD_BYTES
 from tests.contract.builders import T0, note, root_start, run_start
+from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT
 
-LAMBDA_ANSWER_LIMIT = 6 * 1024 * 1024
 PAYLOAD = b'{"text":"' + b"x" * 899_980 + b'"}'  # 900 KB: a page of 100 would be 120 MB in an answer
 
 

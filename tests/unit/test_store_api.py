@@ -13,7 +13,7 @@ from cairn.dynamodb.client import make_client
 from cairn.graphstore import batches
 from cairn.integrations.langgraph import CairnStore, StoreVersionConflict, store
 from tests.support.fakes import FakeClock
-from tests.support.lambda_client import LambdaClient
+from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient
 
 NS = ("users", "u1")
 
@@ -227,3 +227,33 @@ def test_a_search_whose_items_do_not_fit_one_answer_is_refused_and_a_smaller_pag
 
     assert (reply.status, reply.error_code) == (413, "payload_too_large")
     assert len(cairn.search(NS, limit=4)) == 4
+
+
+@pytest.mark.parametrize("text", ['"' * 499_700, "界" * 333_000], ids=["quotes", "cjk"])
+def test_reads_of_items_that_escape_large_answer_within_lambdas_limit_or_are_refused(
+    api: LambdaClient, address: Address, cairn: CairnStore, text: str
+):
+    """Each value is under 1 MB as JSON and twice that or more as Lambda writes it: four once made an 8 MB answer."""
+    for key in "abcd":
+        cairn.put(NS, key, {"a": text})
+    url = f"/api/v1/addresses/{address.id}/store/batch"
+    gets = [{"op": "get", "namespace": list(NS), "key": key} for key in "abcd"]
+    for ops in ([{"op": "search", "namespace_prefix": list(NS), "limit": 10}], gets):
+        reply, size = api.sent("POST", url, json_body={"ops": ops}, token=address.read_token)
+        assert (reply.status, reply.error_code) == (413, "payload_too_large") and size < LAMBDA_ANSWER_LIMIT
+    reply, size = api.sent("POST", url, json_body={"ops": gets[:1]}, token=address.read_token)
+    assert reply.status == 200 and reply.json()["results"][0]["item"]["value"] == {"a": text}
+
+
+def test_namespaces_that_escape_large_answer_within_lambdas_limit_or_are_refused(api: LambdaClient, address: Address):
+    """120 namespaces of 16 labels of 256 emoji (each 14 bytes as Lambda writes it): 6.9 MB when nothing counted them."""
+    labels = ["\N{GRINNING FACE}" * 256] * 15
+    puts = [{"op": "put", "namespace": [f"{n:03}", *labels], "key": "k", "value": {}} for n in range(120)]
+    assert send(api, address, *puts[:100]).status == 200 and send(api, address, *puts[100:]).status == 200
+    url = f"/api/v1/addresses/{address.id}/store/batch"
+    everything = {"ops": [{"op": "list_namespaces", "limit": 1000}]}
+    reply, size = api.sent("POST", url, json_body=everything, token=address.read_token)
+    assert (reply.status, reply.error_code) == (413, "payload_too_large") and size < LAMBDA_ANSWER_LIMIT
+    fewer = {"ops": [{"op": "list_namespaces", "limit": 50}]}
+    reply, size = api.sent("POST", url, json_body=fewer, token=address.read_token)
+    assert reply.status == 200 and len(reply.json()["results"][0]["namespaces"]) == 50

@@ -43,14 +43,15 @@ class Feed:
         after: int,
         wait: float,
         limit: int,
-        nesting: int = 1,
+        copies: int = 1,
     ) -> FeedPage:
         """Events after `after`; with `wait`, block until one exists or time runs out.
 
-        A long-poll counts once against the per-address poll rate. `nesting`
-        is how many times the answer's JSON is written inside another JSON
-        string (MCP puts the page in a tool result: 2); each doubles the
-        escaping, so the page budget is divided by it.
+        A long-poll counts once against the per-address poll rate. The page's
+        budget is divided by `copies`, what one answer may cost in pages: an
+        MCP tool result carries the page twice, as structured content and as
+        JSON text in a string, where each quote and backslash is escaped once
+        more, so up to three times the page as the REST route sends it.
         """
         record = self.admit_read(address_id, read_token)
         trimmed_through = record.trimmed_through
@@ -59,13 +60,7 @@ class Feed:
             waiting = False
             while True:
                 start = max(after, trimmed_through)
-                page = self._table.list_events(
-                    address_id,
-                    after=start,
-                    limit=limit,
-                    now=self._clock(),
-                    max_bytes=self._settings.max_page_bytes // nesting,
-                )
+                page = self._page(address_id, start, limit, copies)
                 if page.events and page.events[0].sequence > start + 1:
                     # A gap: expired events, or a trim since the head was read. Only the head tells which.
                     trimmed_through = self._trimmed_through(address_id, trimmed_through)
@@ -179,9 +174,9 @@ class Feed:
             if time.monotonic() >= deadline:
                 return
 
-    def _page(self, address_id: str, after: int, limit: int, nesting: int = 1) -> FeedPage:
+    def _page(self, address_id: str, after: int, limit: int, copies: int = 1) -> FeedPage:
         return self._table.list_events(
-            address_id, after=after, limit=limit, now=self._clock(), max_bytes=self._settings.max_page_bytes // nesting
+            address_id, after=after, limit=limit, now=self._clock(), max_bytes=self._settings.max_page_bytes // copies
         )
 
     def acknowledge(self, address_id: str, read_token: str | None, event_id: str) -> Acknowledged:

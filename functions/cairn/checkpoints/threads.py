@@ -50,7 +50,7 @@ MAX_FILTER_KEYS = 32
 # DynamoDB takes at most 100 actions in one transaction: a commit's own (the address's check, the
 # update of its count of stored bytes, and what it writes), plus one check per part.
 MAX_ACTIONS = 100
-# What one answer carries (its JSON, roughly), far below Lambda's 6 MB.
+# What one answer carries as Lambda writes it (`jsontext.sent_size`), far below Lambda's 6 MB.
 ANSWER_BUDGET = 4_000_000
 _ENTRY_OVERHEAD = 512
 # Runs or threads one prune or deletion names; a saver sends more in several requests.
@@ -191,10 +191,11 @@ class Checkpoints:
         taken: list[Write] = []
         budget = ANSWER_BUDGET
         for write in writes:
-            if taken and _cost(write.value) > budget:
+            cost = _write_cost(write)
+            if taken and cost > budget:
                 return WritePage(taken, taken[-1].position)
             taken.append(write)
-            budget -= _cost(write.value)
+            budget -= cost
         return WritePage(taken, None)
 
 
@@ -213,9 +214,21 @@ def _check_blob(blob: Blob, max_inline: int, field: str) -> None:
         raise InvalidRequest("The size does not fit the parts named.", field=f"{field}.size")
 
 
-def _cost(blob: Blob) -> int:
+def _checkpoint_cost(checkpoint: StoredCheckpoint) -> int:
+    """What a checkpoint takes in an answer, its writes aside: every text escaped as Lambda carries it."""
+    names = [checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id, checkpoint.parent_id]
+    metadata = jsontext.sent_size(jsontext.canonical(checkpoint.metadata))
+    return _blob_cost(checkpoint.checkpoint) + jsontext.sent_size(jsontext.canonical(names)) + metadata
+
+
+def _write_cost(write: Write) -> int:
+    names = [write.task_id, write.task_path, write.channel]
+    return _blob_cost(write.value) + jsontext.sent_size(jsontext.canonical(names))
+
+
+def _blob_cost(blob: Blob) -> int:
     """What a value takes in an answer: base64 inline, or its parts' names."""
-    return blob.inline_size * 4 // 3 + 70 * len(blob.parts) + _ENTRY_OVERHEAD
+    return blob.inline_size * 4 // 3 + jsontext.sent_size(blob.type) + 70 * len(blob.parts) + _ENTRY_OVERHEAD
 
 
 def _page(found: Iterator[StoredCheckpoint]) -> CheckpointPage:
@@ -223,15 +236,15 @@ def _page(found: Iterator[StoredCheckpoint]) -> CheckpointPage:
     budget = ANSWER_BUDGET
     taken: list[StoredCheckpoint] = []
     for checkpoint in found:
-        cost = _cost(checkpoint.checkpoint) + len(jsontext.canonical(checkpoint.metadata))
+        cost = _checkpoint_cost(checkpoint)
         if taken and cost > budget:
             return CheckpointPage(taken, taken[-1].position)
         budget -= cost
         kept = 0
         for write in checkpoint.writes:
-            if _cost(write.value) > budget:
+            if _write_cost(write) > budget:
                 break
-            budget -= _cost(write.value)
+            budget -= _write_cost(write)
             kept += 1
         if kept < len(checkpoint.writes):
             more = checkpoint.writes[kept - 1].position if kept else checkpoint.position

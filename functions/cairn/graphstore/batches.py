@@ -33,10 +33,11 @@ MIN_TTL_MINUTES = 0.001
 MAX_TTL_MINUTES = 5_256_000
 # A value as canonical JSON; values above one item's room are stored in pieces beside it.
 MAX_VALUE_BYTES = 1_000_000
-# What one answer carries (its values' JSON, roughly), far below Lambda's 6 MB.
+# What one answer carries as Lambda writes it (`jsontext.sent_size`), below Lambda's 6 MB.
 ANSWER_BUDGET = 4_000_000
-# An item's field names, version and times in an answer.
+# An item's field names, version and times in an answer; a namespace's place in a list.
 _ITEM_OVERHEAD = 200
+_NAMESPACE_OVERHEAD = 2
 
 
 class GraphStore:
@@ -65,7 +66,7 @@ class GraphStore:
             elif isinstance(op, SearchOp):
                 results[index] = self._search(address_id, op, now, budget)
             elif isinstance(op, ListNamespacesOp):
-                results[index] = self._namespaces(address_id, op, now)
+                results[index] = self._namespaces(address_id, op, now, budget)
         return results
 
     def _refresh(self, owner: Owner, ops: Sequence[Op], results: list[Result], now: float) -> None:
@@ -86,7 +87,7 @@ class GraphStore:
 
     def _get(self, address_id: str, op: GetOp, now: float, budget: _AnswerBudget) -> StoredItem | None:
         item = self._items.get(address_id, op.namespace, op.key)
-        return None if item is None or item.expired(now) else budget.take(item)
+        return None if item is None or item.expired(now) else budget.take_item(item)
 
     def _search(self, address_id: str, op: SearchOp, now: float, budget: _AnswerBudget) -> list[StoredItem]:
         found = (
@@ -94,9 +95,9 @@ class GraphStore:
             for item in self._items.under(address_id, op.namespace_prefix)
             if not item.expired(now) and matching.matches(item.value, op.filter)
         )
-        return [budget.take(item) for item in islice(found, op.offset, op.offset + op.limit)]
+        return [budget.take_item(item) for item in islice(found, op.offset, op.offset + op.limit)]
 
-    def _namespaces(self, address_id: str, op: ListNamespacesOp, now: float) -> list[Namespace]:
+    def _namespaces(self, address_id: str, op: ListNamespacesOp, now: float, budget: _AnswerBudget) -> list[Namespace]:
         # A prefix without wildcards narrows the read; one with them is matched label by label.
         fixed = op.prefix if op.prefix is not None and "*" not in op.prefix else ()
         found: set[Namespace] = set()
@@ -108,7 +109,7 @@ class GraphStore:
             if op.suffix is not None and not matching.namespace_matches(namespace, op.suffix, at_end=True):
                 continue
             found.add(namespace if op.max_depth is None else namespace[: op.max_depth])
-        return sorted(found)[op.offset : op.offset + op.limit]
+        return [budget.take_namespace(namespace) for namespace in sorted(found)[op.offset : op.offset + op.limit]]
 
 
 def _check(ops: Sequence[Op]) -> None:
@@ -132,16 +133,24 @@ def _check_put(op: PutOp, *, alone: bool) -> None:
 
 
 class _AnswerBudget:
-    """What the items of one answer may take: reading stops at the first that would not fit."""
+    """What the items and namespaces of one answer may take, escaped as Lambda carries them (quotes and
+    backslashes twice, other than ASCII as `\\uXXXX`): reading stops at the first that would not fit."""
 
     def __init__(self) -> None:
         self._left = ANSWER_BUDGET
 
-    def take(self, item: StoredItem) -> StoredItem:
-        self._left -= len(jsontext.canonical([list(item.namespace), item.key, item.value]).encode()) + _ITEM_OVERHEAD
-        if self._left < 0:
-            raise PayloadTooLarge("The items found do not fit one answer: ask for fewer at once (limit).")
+    def take_item(self, item: StoredItem) -> StoredItem:
+        self._spend(jsontext.canonical([list(item.namespace), item.key, item.value]), _ITEM_OVERHEAD)
         return item
+
+    def take_namespace(self, namespace: Namespace) -> Namespace:
+        self._spend(jsontext.canonical(list(namespace)), _NAMESPACE_OVERHEAD)
+        return namespace
+
+    def _spend(self, text: str, overhead: int) -> None:
+        self._left -= jsontext.sent_size(text) + overhead
+        if self._left < 0:
+            raise PayloadTooLarge("What the batch found does not fit one answer: ask for fewer at once (limit).")
 
 
 def _found(result: Result) -> list[StoredItem]:

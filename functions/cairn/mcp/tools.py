@@ -534,6 +534,7 @@ AGENTADDRESS = Toolset(AGENTADDRESS_INSTRUCTIONS, (CREATE_RETURN_ADDRESS, POLL_E
 
 
 def _result(body: Mapping[str, Any], *, is_error: bool) -> CallToolResult:
-    # Structured for clients that read it, the same JSON as text for those that only show text.
-    text = json.dumps(body, ensure_ascii=False)
+    # Structured for clients that read it, the same JSON as text for those that only show text: compact, as
+    # the feed's page budget counts it.
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     return CallToolResult(content=[TextContent(text=text)], structured_content=body, is_error=is_error)

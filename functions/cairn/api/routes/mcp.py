@@ -99,7 +99,7 @@ class ServiceOperations:
             after=arguments.after,
             wait=arguments.wait,
             limit=limit,
-            nesting=2,  # the page is JSON text inside the JSON-RPC answer
+            copies=3,  # a tool result holds the page, then its JSON text in a string: up to twice again
         )
         return _json(presenters.feed(page, arguments.after))
 
