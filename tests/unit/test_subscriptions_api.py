@@ -105,6 +105,11 @@ def test_the_read_token_guards_every_route(local_api: LambdaClient):
         "https://example.com/hook\r\nX-Injected: 1",
         " https://example.com/hook",
         "https://caf\u00e9.example/hook",
+        # Names DNS cannot hold: an empty label, a label over 63 characters, over 253 in all.
+        "https://a..example.com/hook",
+        "https://.example.com/hook",
+        f"https://{'a' * 64}.com/hook",
+        f"https://{'a.' * 127}com/hook",
     ],
 )
 def test_webhooks_never_reach_private_addresses(moto_api: LambdaClient, url: str):

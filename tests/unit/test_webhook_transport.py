@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from cairn.wakeups import egress
 from cairn.wakeups.models import Outcome, SigningSecret, Subscription, Target, TargetKind
 from cairn.wakeups.payload import probe_delivery
 from cairn.wakeups.subscriptions import new_secret
@@ -110,3 +111,10 @@ def test_at_most_two_secrets_sign_whatever_is_stored():
         Webhook(secret).verify(request.body, request.headers)
     with pytest.raises(WebhookVerificationError):
         Webhook(stored[2]).verify(request.body, request.headers)
+
+
+@pytest.mark.parametrize("host", ["a..example.com", "a" * 64 + ".com"])
+def test_a_name_the_idna_codec_cannot_encode_is_unresolvable(host: str):
+    """Such a name, stored before names were checked, fails its delivery as unresolvable, not with an error."""
+    with pytest.raises(egress.Unresolvable):
+        egress.resolve(host, 443, allow_local=False)

@@ -84,7 +84,19 @@ def _parse(url: str) -> SplitResult:
         raise _refused(f"The webhook URL must be an absolute URL of at most {MAX_URL_LENGTH} characters, no user.")
     if port == 0:
         raise _refused("The webhook URL's port must not be 0.")
+    if not _is_host(parts.hostname):
+        raise _refused("The webhook URL's host is no name DNS can hold: labels of 1 to 63 characters, 253 in all.")
     return parts
+
+
+def _is_host(host: str) -> bool:
+    """An IP address, or a name of labels of 1 to 63 characters, 253 in all (a final dot allowed)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        name = host.removesuffix(".")
+        return 0 < len(name) <= 253 and all(0 < len(label) <= 63 for label in name.split("."))
 
 
 def check_destination(url: str, *, allow_local: bool, own_origins: Iterable[str] = ()) -> None:
@@ -136,7 +148,7 @@ def resolve(host: str, port: int, *, allow_local: bool) -> str:
     local = allow_local and host.lower() in LOCAL_HOSTS
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as error:
+    except (OSError, UnicodeError) as error:  # UnicodeError: a name the IDNA codec cannot encode
         raise Unresolvable(f"cannot resolve {host}: {error}") from None
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     for address in addresses:
