@@ -141,6 +141,16 @@ def test_an_add_sent_again_under_its_add_id_adds_nothing(api: LambdaClient, addr
     assert call(api, address, "GET").json()["items"] == [*said(2), *said(1)]
 
 
+def test_an_add_id_sent_again_with_other_items_is_refused_and_adds_nothing(api: LambdaClient, address: Address):
+    """Only a retry of the same items adds nothing quietly: other items under a used id would be lost."""
+    assert call(api, address, "POST", json_body={"items": said(1), "add_id": "a1"}).status == 201
+
+    other = call(api, address, "POST", json_body={"items": said(2), "add_id": "a1"})
+
+    assert (other.status, other.error_code) == (422, "idempotency_key_reused")
+    assert call(api, address, "GET").json()["items"] == said(1)
+
+
 def test_a_pop_sent_again_under_its_pop_id_answers_the_same_item_and_takes_no_other(
     api: LambdaClient, address: Address
 ):

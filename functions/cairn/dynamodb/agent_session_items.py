@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cairn import credentials
 from cairn.checkpoints.models import Owner
 from cairn.dynamodb import blobs, keys
 from cairn.dynamodb.checkpoint_items import expiry
@@ -13,6 +15,7 @@ from cairn.dynamodb.items import get_int, key, n, s
 Item = dict[str, Any]
 
 _VERSION = "version"
+ADD_DIGEST = "digest"
 # How long a pop's claim keeps the item it took, for a retry of that pop.
 POP_CLAIM_SECONDS = 86_400
 # What a row counts against its address's storage limit beyond the JSON it holds: its key (digests and a
@@ -120,16 +123,29 @@ def item_puts(table: str, owner: Owner, session_id: str, sequence: int, text: st
     return [{"Put": {"TableName": table, "Item": piece}} for piece in [item, *pieces]]
 
 
-def add_claim(table: str, owner: Owner, session_id: str, add_id: str) -> Item:
-    """The add's claim, stored once: a retry of an add that committed finds it and adds nothing."""
+def add_claim(table: str, owner: Owner, session_id: str, add_id: str, items: Sequence[str]) -> Item:
+    """The add's claim with the digest of its items, stored once: a retry of an add that committed finds it
+    and adds nothing, and another add under the same id finds another digest."""
     sk = keys.agent_session_add_sk(session_id, add_id)
     return {
         "Put": {
             "TableName": table,
-            "Item": {**key(keys.address_pk(owner.address_id), sk), **expiry(owner)},
+            "Item": {**key(keys.address_pk(owner.address_id), sk), ADD_DIGEST: s(added_digest(items)), **expiry(owner)},
             "ConditionExpression": "attribute_not_exists(pk)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
     }
+
+
+def added_digest(items: Sequence[str]) -> str:
+    """What an add's items are, whatever their number: canonical JSON texts hold no raw line break."""
+    return credentials.digest("\n".join(items))
+
+
+def same_add(claim: Item | None, items: Sequence[str]) -> bool:
+    """Whether a stored claim was made for these items; claims from before digests were kept count as the same."""
+    stored = (claim or {}).get(ADD_DIGEST)
+    return stored is None or stored["S"] == added_digest(items)
 
 
 def pop_claim_puts(table: str, owner: Owner, session_id: str, pop_id: str, text: str, *, now: float) -> list[Item]:

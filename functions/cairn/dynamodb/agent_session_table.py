@@ -24,7 +24,7 @@ from cairn.checkpoints.models import Admission, Owner
 from cairn.dynamodb import address_items, agent_session_items, blobs, checkpoint_items, keys, storage_usage, table_ops
 from cairn.dynamodb.agent_session_items import Head
 from cairn.dynamodb.items import get_int, key
-from cairn.errors import Unavailable
+from cairn.errors import IdempotencyKeyReused, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -76,7 +76,9 @@ class AgentSessionTable:
         max_bytes: int,
     ) -> int:
         owner, head = self._owner_and_head(admission, session_id)
-        claims = [] if add_id is None else [agent_session_items.add_claim(self._table, owner, session_id, add_id)]
+        claims = (
+            [] if add_id is None else [agent_session_items.add_claim(self._table, owner, session_id, add_id, items)]
+        )
         sizes = [jsontext.sent_size(text) for text in items]
         size = sum(agent_session_items.item_bytes(each) for each in sizes)
         # The claim stays as long as the address: it counts for good.
@@ -101,7 +103,12 @@ class AgentSessionTable:
                     claimed=bool(claims),
                     growth=Growth(claimed_bytes, max_bytes),
                 )
-            except _Claimed:
+            except _Claimed as claimed:
+                if not agent_session_items.same_add(claimed.item, items):
+                    raise IdempotencyKeyReused(
+                        "This add_id was sent before with other items: send these under an add_id of their own.",
+                        field="add_id",
+                    ) from None
                 return head.count
             return new.count
 

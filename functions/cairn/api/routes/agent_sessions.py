@@ -40,7 +40,8 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         summary="Add items to a session, in order",
         description="All the items commit together, after every item added before, or none does; concurrent "
         "adds from other processes are never lost. The first add creates the session. An add sent again under "
-        "its `add_id` after it committed adds nothing.",
+        "its `add_id` after it committed adds nothing; other items under a used `add_id` are refused (422 "
+        "`idempotency_key_reused`).",
         tags=TAGS,
         security=BEARER,
         status_code=201,
