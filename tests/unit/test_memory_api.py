@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.support.fakes import FakeClock
-from tests.support.lambda_client import LambdaClient
+from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient
 
 EVENTS = "/api/v1/memory/chat.assistant/runs/run-1/events"
 KEY = "memory-key"
@@ -124,3 +124,28 @@ def test_ids_that_are_not_key_safe_are_refused(api: LambdaClient):
 def test_the_routes_are_in_the_openapi_document(api: LambdaClient):
     paths = api.request("GET", "/openapi.json").json()["paths"]
     assert {"get", "post"} <= set(paths["/api/v1/memory/{agent_id}/runs/{run_id}/events"])
+
+
+def test_labels_too_large_to_sit_beside_the_data_are_refused_and_change_nothing(api: LambdaClient):
+    """They share the event's item with its data, which DynamoDB caps at 400 KB: this was a 500."""
+    refused = post(api, {"events": [{"type": "planner_note", "data": {"note": "n"}, "labels": {"k": "x" * 500_000}}]})
+    assert (refused.status, refused.json()["error"]["code"]) == (413, "payload_too_large")
+    assert api.request("GET", EVENTS, token=KEY).json()["events"] == []
+
+
+def test_pages_count_labels_as_lambda_escapes_them_and_lose_nothing(api: LambdaClient):
+    """160 events whose labels are control characters (7 bytes each in an answer) once made a 7.3 MB page."""
+    labels = {"k": "\x01" * 6_500}
+    for _ in range(2):
+        events = [{"type": "planner_note", "data": {"note": "n"}, "labels": labels} for _ in range(80)]
+        assert post(api, {"events": events}).status == 201
+    seen, after = 0, 0
+    while True:
+        reply, size = api.sent("GET", EVENTS + f"?after={after}&limit=1000", token=KEY)
+        assert reply.status == 200 and size < LAMBDA_ANSWER_LIMIT
+        page = reply.json()
+        seen += len(page["events"])
+        if not page["has_more"]:
+            break
+        after = page["next_cursor"]
+    assert seen == 160, "nothing lost, nothing repeated"

@@ -105,10 +105,11 @@ def test_pages_follow_the_cursor(memory: MemoryStore):
     assert [e.data["note"] for e in first.events] == ["n0", "n1"] and first.meta == {"next_cursor": 2, "has_more": True}
     rest = memory.load_run("agent", "run", after=2)
     assert [e.sequence for e in rest.events] == [3, 4, 5] and rest.meta["has_more"] is False
-    # Each note is 13 bytes of data and 17 as Lambda carries it (its four quotes escaped).
-    small = memory.load_run("agent", "run", max_bytes=34)
+    # Each note is 13 bytes of data and 17 as Lambda carries it (its four quotes escaped), its type 16,
+    # its labels 2, its sequence, time and field names 128: 163 in all.
+    small = memory.load_run("agent", "run", max_bytes=326)
     assert len(small.events) == 2 and small.meta["has_more"]
-    assert len(memory.load_run("agent", "run", max_bytes=33).events) == 1
+    assert len(memory.load_run("agent", "run", max_bytes=325).events) == 1
 
 
 def test_events_larger_than_an_item_are_split_and_reassembled(memory: MemoryStore):

@@ -6,7 +6,6 @@ import json
 
 from cairn.runtime import wire
 from cairn.runtime.inmem import InMemoryRuntimeStore
-from cairn.runtime.model import MAX_RECORD_PAGE_PAYLOAD_BYTES
 from tests.contract.builders import T0, note, root_start, run_start
 from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT
 
@@ -43,7 +42,17 @@ def test_record_pages_stop_before_lambda_cannot_carry_them_and_lose_nothing():
     for ids, sizes in (by_run, by_session):
         assert ids == [str(n) for n in range(1, 10)], "every record once, in order"
         assert len(sizes) > 1 and max(sizes) < LAMBDA_ANSWER_LIMIT
-    assert MAX_RECORD_PAGE_PAYLOAD_BYTES * 4 // 3 < LAMBDA_ANSWER_LIMIT
+
+
+def test_record_pages_count_texts_as_lambda_escapes_them():
+    """A type of control characters is seven times its length in an answer: 20 of them once made 7.3 MB."""
+    store = store_with_notes(20, body=b"x", type_="\x01" * 50_000)
+    run = run_start()
+    by_run = read_all(lambda cursor: store.list_run_records(run.run_id, cursor, 100))
+    by_session = read_all(lambda cursor: store.list_session_run_records("session", cursor, 100))
+    for ids, sizes in (by_run, by_session):
+        assert ids == [str(n) for n in range(1, 22)], "every record once, in order"
+        assert len(sizes) > 1 and max(sizes) < LAMBDA_ANSWER_LIMIT
 
 
 def test_small_records_still_fill_the_page_the_caller_asked_for():

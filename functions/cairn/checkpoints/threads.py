@@ -228,7 +228,8 @@ def _write_cost(write: Write) -> int:
 
 def _blob_cost(blob: Blob) -> int:
     """What a value takes in an answer: base64 inline, or its parts' names."""
-    return blob.inline_size * 4 // 3 + jsontext.sent_size(blob.type) + 70 * len(blob.parts) + _ENTRY_OVERHEAD
+    type_tag = jsontext.sent_size(jsontext.canonical(blob.type))
+    return blob.inline_size * 4 // 3 + type_tag + 70 * len(blob.parts) + _ENTRY_OVERHEAD
 
 
 def _page(found: Iterator[StoredCheckpoint]) -> CheckpointPage:

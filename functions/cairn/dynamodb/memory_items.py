@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cairn import jsontext
 from cairn.dynamodb import blobs, keys
 from cairn.dynamodb.items import from_ms, get_int, get_s, key, n, s, to_ms
 from cairn.transcript import exactjson
@@ -17,6 +18,11 @@ from cairn.transcript.memory import MemoryEvent, to_millisecond
 
 # What DynamoDB counts for one item beyond its data; a safe estimate.
 ITEM_OVERHEAD_BYTES = 200
+# An event's labels and type share its item with up to `blobs.INLINE_BYTES` of data, within
+# DynamoDB's 400 KB.
+MAX_BESIDE_DATA_BYTES = 40_000
+# An event's sequence, timestamp and field names in an answer.
+_EVENT_FRAME_BYTES = 128
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,12 @@ class EncodedEvent:
     def size(self) -> int:
         stored = len(self.data) + len(self.labels.encode("utf-8")) + len(self.event.type)
         return stored + self.item_count * ITEM_OVERHEAD_BYTES
+
+
+def sent_beside_data(item: dict[str, Any]) -> int:
+    """What a stored event's labels and type take in an answer, escaped as Lambda carries them."""
+    labels, type_text = get_s(item, "labels") or "{}", jsontext.canonical(get_s(item, "type") or "")
+    return jsontext.sent_size(labels) + jsontext.sent_size(type_text) + _EVENT_FRAME_BYTES
 
 
 def event_from_item(item: dict[str, Any], data: bytes) -> MemoryEvent:

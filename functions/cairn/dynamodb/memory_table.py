@@ -119,7 +119,7 @@ class MemoryTable:
             legacy = keys.legacy_memory_chunk_prefix(get_int(item, "seq"))
             data = blobs.read(self._client, self._table, item, legacy_prefix=legacy) or b""
             # Measured as Lambda carries it: escaping can make text several times its stored size.
-            size += jsontext.sent_size(data.decode("utf-8", "replace"))
+            size += jsontext.sent_size(data.decode("utf-8", "replace")) + memory_items.sent_beside_data(item)
             if events and max_bytes is not None and size > max_bytes:
                 return MemoryPage(events=events, has_more=True)
             events.append(memory_items.event_from_item(item, data))
@@ -133,6 +133,15 @@ class MemoryTable:
 
 
 def _check_fits_one_transaction(encoded: list[memory_items.EncodedEvent]) -> None:
+    for event in encoded:
+        beside = len(event.labels.encode()) + len(event.event.type.encode())
+        if beside > memory_items.MAX_BESIDE_DATA_BYTES:
+            raise PayloadTooLarge(
+                f"An event's labels (as JSON) and type take at most {memory_items.MAX_BESIDE_DATA_BYTES} bytes: "
+                "they are stored in one item beside the data.",
+                bytes=beside,
+                max_bytes=memory_items.MAX_BESIDE_DATA_BYTES,
+            )
     count = 1 + sum(event.item_count for event in encoded)
     size = sum(event.size for event in encoded)
     if count > MAX_TRANSACTION_ITEMS or size > MAX_TRANSACTION_BYTES:

@@ -245,6 +245,11 @@ class DynamoRuntimeBackend:
         except ClientError as error:
             if in_unit and error_code(error) in _RETRYABLE:
                 raise _Conflict() from error
+            if error_code(error) == "ValidationException":
+                # What the request holds (an id longer than a key, labels larger than an item): sending it
+                # again cannot change the answer, so it is no transient failure.
+                message = error.response.get("Error", {}).get("Message", "")
+                raise ContractError(f"the store cannot hold this: {message}") from error
             raise RuntimeStoreUnavailable(f"runtime store unavailable: {error_code(error)}") from error
         except BotoCoreError as error:
             raise RuntimeStoreUnavailable("runtime store unreachable") from error

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from cairn import jsontext
+
 CANCELLATION_RECORD_TYPE = "runtime.cancellation_intent"
 RUN_STARTED = "run_started"
 RUN_COMPLETED = "run_completed"
@@ -245,9 +247,21 @@ class RunRecordPage:
 
 # -- initial history ("seeds") and preparations -----------------------------------
 
-# A page of run records stops before its payloads pass this (base64 makes them a third larger
-# in an answer), so every page fits a Lambda answer; a page always holds its first record.
-MAX_RECORD_PAGE_PAYLOAD_BYTES = 3_000_000
+# A page of run records stops before they pass this as Lambda carries them (`record_answer_bytes`), so
+# every page fits a Lambda answer; a page always holds its first record.
+MAX_RECORD_PAGE_BYTES = 4_000_000
+# A record's field names, timestamp and punctuation in an answer.
+_RECORD_FRAME_BYTES = 200
+
+
+def record_answer_bytes(record: RunRecord) -> int:
+    """What a record takes in a page's answer: its payload as base64, its texts escaped as Lambda carries
+    them (a control character in a type is 7 bytes there)."""
+    texts = [record.event_key, record.run_id, record.agent_id, record.type, record.session_id, record.turn_id]
+    escaped = jsontext.sent_size(jsontext.canonical([*texts, record.id]))
+    return -(-len(record.payload) // 3) * 4 + escaped + _RECORD_FRAME_BYTES
+
+
 EMPTY_SEED_END_ID = "0"
 MAX_SEED_COMMAND_BYTES = 1_000_000
 # One append's limit plus page framing and two assigned 19-digit positions, less a run id.

@@ -303,8 +303,8 @@ class EngineRuntimeStore:
         size = 0
         # One item beyond the page tells whether another page follows.
         for record in self._backend.records(run_id, after, page_size=limit + 1):
-            size += len(record.payload)
-            if len(events) == limit or (events and size > model.MAX_RECORD_PAGE_PAYLOAD_BYTES):
+            size += model.record_answer_bytes(record)
+            if len(events) == limit or (events and size > model.MAX_RECORD_PAGE_BYTES):
                 return model.RunRecordPage(events=events, next_cursor=events[-1].id)
             events.append(record)
         return model.RunRecordPage(events=events)
@@ -320,8 +320,8 @@ class EngineRuntimeStore:
                 return model.RunRecordPage(events=events, next_cursor=str(position))
             record = self._backend.record(pointer.run_id, pointer.record_id)
             if record is not None:
-                size += len(record.payload)
-                if events and size > model.MAX_RECORD_PAGE_PAYLOAD_BYTES:
+                size += model.record_answer_bytes(record)
+                if events and size > model.MAX_RECORD_PAGE_BYTES:
                     return model.RunRecordPage(events=events, next_cursor=str(position))
                 events.append(record)
             position = pointer.position
