@@ -426,6 +426,15 @@ def test_the_form_opens_an_address_and_the_token_stays_in_the_tab(served: ServeP
     assert any("/events?" in url for url in requested) and not any(token in url for url in requested)
 
 
+def test_a_fragment_that_does_not_decode_offers_the_form(served: ServeProcess, browser: webdriver.Chrome):
+    """`#%E0%A4%A` is no percent-encoding: the page opened nothing at all when it threw on it."""
+    browser.get(f"{served.base_url}/inbox")
+    browser.execute_script("sessionStorage.clear()")
+    browser.get("about:blank")
+    browser.get(f"{served.base_url}/inbox#%E0%A4%A")
+    assert shown(browser, "#open").is_displayed()
+
+
 def test_a_refused_token_is_said_in_words_and_the_form_is_offered(served: ServeProcess, browser: webdriver.Chrome):
     with served.client() as client:
         created = provision(client)

@@ -15,9 +15,17 @@ const STORAGE_KEY = "cairn.inbox";
 const SECTIONS = ["events-section", "state-section", "contacts-section"];
 let feedFailed = false;
 
+function decodedFragment() {
+  try {
+    return decodeURIComponent(location.hash.slice(1));
+  } catch {
+    return ""; // not percent-encoding (`#%E0%A4%A`): as if there were none
+  }
+}
+
 function credentials() {
   // The fragment never reaches a server; it is read once, then cleared from the address bar.
-  const fragment = decodeURIComponent(location.hash.slice(1));
+  const fragment = decodedFragment();
   if (fragment.includes(":")) {
     const [id, token] = fragment.split(":", 2);
     history.replaceState(null, "", location.pathname + location.search);
