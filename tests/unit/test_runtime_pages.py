@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+
+import pytest
 
 from cairn.runtime import wire
+from cairn.runtime.errors import ContractError
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from tests.contract.builders import T0, note, root_start, run_start
 from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT
@@ -58,3 +62,28 @@ def test_record_pages_count_texts_as_lambda_escapes_them():
 def test_small_records_still_fill_the_page_the_caller_asked_for():
     page = store_with_notes(5).list_run_records(run_start().run_id, "", 4)
     assert [record.id for record in page.events] == ["1", "2", "3", "4"] and page.next_cursor == "4"
+
+
+def test_transcript_pages_count_texts_as_lambda_escapes_them():
+    """goa-ai's rule counts payloads alone: turn ids of control characters made every page of the run's
+    transcript larger than an answer can carry."""
+    store = store_with_notes(0)
+    run = run_start()
+    for n in range(4):
+        transcript = replace(note(run, f"t-{n}", type_="transcript_messages_appended"), turn_id="\x01" * 300_000)
+        store.append_run_record(transcript)
+    by_transcript = read_all(lambda cursor: store.list_run_transcript_records(run.run_id, "5", cursor, 512))
+    ids, sizes = by_transcript
+    assert ids == ["2", "3", "4", "5"], "every transcript record once, in order"
+    assert len(sizes) > 1 and max(sizes) < LAMBDA_ANSWER_LIMIT
+
+
+@pytest.mark.parametrize("cursor", ["1" * 5000, "9" * 20])
+def test_cursors_and_positions_too_long_for_a_sequence_are_refused(cursor: str):
+    """`int` refuses text of over 4,300 digits: these were 500s."""
+    store = store_with_notes(1)
+    run = run_start()
+    with pytest.raises(ContractError):
+        store.list_run_records(run.run_id, cursor, 10)
+    with pytest.raises(ContractError):
+        store.list_session_run_records("session", cursor, 10)

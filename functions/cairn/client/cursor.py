@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cairn.client.private import UnsafeFile, read_private, write_private
-from cairn.decimal_text import is_decimal
+from cairn.decimal_text import parse_decimal
 
 
 class CursorFile:
@@ -24,9 +24,10 @@ class CursorFile:
             text = read_private(self.path).decode().strip()
         except FileNotFoundError:
             return 0
-        if not is_decimal(text):
+        sequence = parse_decimal(text)
+        if sequence is None:
             raise UnsafeFile(f"{self.path} does not hold a cursor.")
-        return int(text)
+        return sequence
 
     def advance(self, sequence: int) -> int:
         """Save `sequence` if it is past the saved one; the cursor after the call."""

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TypeVar
 
-from cairn.decimal_text import is_decimal
+from cairn.decimal_text import parse_decimal
 from cairn.runtime import state
 from cairn.runtime.backend import Reads
 from cairn.runtime.model import RunRecord, RunSuspension, SeedRecord
@@ -90,7 +90,8 @@ class InMemoryBackend:
     def record(self, run_id: str, record_id: str) -> RunRecord | None:
         with self._lock:
             records = self.run_records.get(run_id, [])
-            index = int(record_id) - 1 if is_decimal(record_id) else -1
+            number = parse_decimal(record_id)
+            index = -1 if number is None else number - 1
             return records[index] if 0 <= index < len(records) else None
 
     def pointers(self, session_id: str, after_position: int) -> Iterator[state.Pointer]:

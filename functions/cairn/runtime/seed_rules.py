@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from cairn.decimal_text import parse_decimal
 from cairn.runtime import seed_checks
 from cairn.runtime.errors import (
     InvalidTranscriptPositionError,
@@ -125,7 +126,8 @@ def _source(uow: UnitOfWork, declaration: SeedDeclaration) -> HistoryPrefix | No
 
 
 def _position(text: str) -> int:
-    return int(text) if text.isdigit() and text.isascii() else -1
+    position = parse_decimal(text)
+    return -1 if position is None else position
 
 
 def _open_attempt(uow: UnitOfWork, run_id: str, attempt_id: str) -> SeedAttempt:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
-from cairn.decimal_text import is_decimal
+from cairn.decimal_text import parse_decimal
 from cairn.runtime import engine, model, seed_checks, seed_rules
 from cairn.runtime.backend import Backend, Reads
 from cairn.runtime.errors import (
@@ -220,9 +220,10 @@ class EngineRuntimeStore:
         """Records `start` < id <= `end` after `after_id`: at most 512 and within the page byte limit."""
         after = start
         if after_id:
-            if not is_decimal(after_id) or after_id != str(int(after_id)) or not start < int(after_id) <= end:
+            position = parse_decimal(after_id)
+            if position is None or after_id != str(position) or not start < position <= end:
                 raise wrap(InvalidTranscriptPositionError())
-            after = int(after_id)
+            after = position
         limit = min(limit, model.MAX_SEED_PAGE_RECORDS)
         records: list[model.SeedRecord] = []
         encoded = 0
@@ -349,10 +350,11 @@ class EngineRuntimeStore:
             after_seq = int(after.id)
         limit = min(limit, model.MAX_TRANSCRIPT_PAGE_RECORDS)
         events: list[model.RunRecord] = []
-        size = 0
+        size = answered = 0  # goa-ai's rule counts payloads; a Lambda answer counts everything, escaped
         for record in self._backend.records(run_id, after_seq, int(through.id)):
             if record.type not in model.TRANSCRIPT_TYPES:
                 continue
+            answered += model.record_answer_bytes(record)
             if len(record.payload) > model.MAX_TRANSCRIPT_PAGE_BYTES:
                 if events:
                     break
@@ -360,7 +362,9 @@ class EngineRuntimeStore:
                     f'transcript record "{record.id}" payload size {len(record.payload)} exceeds supported page '
                     f"size {model.MAX_TRANSCRIPT_PAGE_BYTES} bytes"
                 )
-            if len(events) == limit or size + len(record.payload) > model.MAX_TRANSCRIPT_PAGE_BYTES:
+            payloads = size + len(record.payload)
+            full = payloads > model.MAX_TRANSCRIPT_PAGE_BYTES or answered > model.MAX_RECORD_PAGE_BYTES
+            if len(events) == limit or (events and full):
                 return model.RunRecordPage(events=events, next_cursor=events[-1].id)
             events.append(record)
             size += len(record.payload)
@@ -377,9 +381,10 @@ def _page_start(cursor: str, limit: int) -> int:
         raise ContractError("limit must be greater than zero")
     if not cursor:
         return 0
-    if not is_decimal(cursor) or int(cursor) <= 0 or cursor != str(int(cursor)):
-        raise ContractError(f'invalid cursor "{cursor}"')
-    return int(cursor)
+    start = parse_decimal(cursor)
+    if start is None or start <= 0 or cursor != str(start):
+        raise ContractError(f'invalid cursor "{cursor[:40]}"')
+    return start
 
 
 def _session(state: SessionState) -> model.Session:
