@@ -308,7 +308,8 @@ def test_an_idempotent_retry_returns_the_first_event(stores: Stores) -> None:
     first = append(stores.addresses, record, event(1), now=NOW, idempotency=claim)
     again = append(stores.other, record, event(1), now=NOW + 1, idempotency=claim)
     assert again.duplicate and again.events == first.events
-    assert stores.addresses.claimed_event(record.id, claim.key_digest, now=NOW) == first.events[0]
+    claimed = stores.addresses.claimed_event(record.id, claim.key_digest, now=NOW)
+    assert claimed is not None and (claimed.ref, claimed.request_digest) == (first.events[0], claim.request_digest)
     counts = stores.addresses.count_events(record.id, now=NOW)
     assert counts.retained == 1
 

@@ -210,6 +210,24 @@ def test_the_same_key_and_message_answer_the_original_without_sending_again(out:
     assert len(out.events()) == 2
 
 
+def test_a_retry_after_the_recipient_was_removed_answers_the_send_it_made(out: Outbound):
+    """A client retrying a send whose answer it lost was told the mail never went: re-added under a new key,
+    the person would have had it twice."""
+    out.verified()
+    first = out.send(message())
+    assert out.remove(PERSON).status == 200
+
+    again = out.send(message())
+
+    assert again.status == 200 and again.json()["duplicate"] is True
+    assert again.json()["event"] == first.json()["event"]
+    other = out.send(message(text="Something else."))
+    assert (other.status, other.error_code) == (422, "idempotency_key_reused")
+    unknown = out.send(message(), key="k2")
+    assert (unknown.status, unknown.error_code) == (422, "unknown_recipient")
+    assert len(out.mailer.sent) == 2  # the code and one message
+
+
 def test_a_reply_threads_on_the_received_mail(out: Outbound):
     out.verified()
     raw = (

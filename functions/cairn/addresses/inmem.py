@@ -328,11 +328,13 @@ class InMemoryAddressStore:
             event = self._events(address_id).get(sequence)
         return event if event is not None and _live(event.expires_at, now) else None
 
-    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> models.EventRef | None:
+    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> models.ClaimedEvent | None:
         with self._memory.lock:
             address = self._memory.addresses.get(address_id)
             held = None if address is None else address.claims.get(key_digest)
-        return held.ref if held is not None and _live(held.expires_at, now) else None
+        if held is None or not _live(held.expires_at, now):
+            return None
+        return models.ClaimedEvent(ref=held.ref, request_digest=held.request_digest)
 
     def acknowledge(
         self, address_id: str, sequence: int, event_id_text: str, *, now: float, read_token_digest: str | None = None

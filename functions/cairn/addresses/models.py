@@ -96,6 +96,13 @@ class EventRef(msgspec.Struct, frozen=True):
     sequence: int
 
 
+class ClaimedEvent(msgspec.Struct, frozen=True):
+    """The event a live idempotency claim points to, and the digest of the request that claimed it."""
+
+    ref: EventRef
+    request_digest: str
+
+
 class IdempotencyClaim(msgspec.Struct, frozen=True):
     """An `Idempotency-Key` and the digest of the request it first came with."""
 

@@ -233,8 +233,8 @@ class AddressStore(Protocol):
     def load_event(self, address_id: str, sequence: int, *, now: float) -> models.Event | None:
         """One live event by its sequence, or None."""
 
-    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> models.EventRef | None:
-        """The event a live idempotency claim points to, or None."""
+    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> models.ClaimedEvent | None:
+        """The event a live idempotency claim points to, with the claiming request's digest, or None."""
 
     def acknowledge(
         self, address_id: str, sequence: int, event_id_text: str, *, now: float, read_token_digest: str | None = None

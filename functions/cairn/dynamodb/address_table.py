@@ -31,6 +31,7 @@ from cairn.addresses.models import (
     Acknowledged,
     AddressRecord,
     AppendResult,
+    ClaimedEvent,
     Event,
     EventRef,
     FeedCounts,
@@ -630,8 +631,8 @@ class AddressTable:
             return None
         return self._event_from_item(item)
 
-    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> EventRef | None:
-        """The event a live idempotency claim points to, or None."""
+    def claimed_event(self, address_id: str, key_digest: str, *, now: float) -> ClaimedEvent | None:
+        """The event a live idempotency claim points to, with the claiming request's digest, or None."""
         response = self._client.get_item(
             TableName=self._table,
             Key=key(keys.address_pk(address_id), keys.idempotency_sk(key_digest)),
@@ -640,7 +641,7 @@ class AddressTable:
         item = response.get("Item")
         if not item or get_int(item, "expires_at") <= now:
             return None
-        return address_items.claimed_ref(item)
+        return ClaimedEvent(ref=address_items.claimed_ref(item), request_digest=address_items.claimed_request(item))
 
     def acknowledge(
         self, address_id: str, sequence: int, event_id_text: str, *, now: float, read_token_digest: str | None = None

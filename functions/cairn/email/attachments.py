@@ -74,7 +74,7 @@ class EmailAttachments:
     def _claimed_by(self, address_id: str, claims: list[IdempotencyClaim], event_id: str, now: float) -> bool:
         for claim in claims:
             claimed = self._table.claimed_event(address_id, claim.key_digest, now=now)
-            if claimed is not None and claimed.id == event_id:
+            if claimed is not None and claimed.ref.id == event_id:
                 return True
         return False
 

@@ -22,6 +22,7 @@ the slot instead, and a report arriving after that is a duplicate.
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 import msgspec
@@ -62,6 +63,7 @@ from cairn.email.outbound_ports import (
     Outcome,
 )
 from cairn.errors import (
+    IdempotencyKeyReused,
     InvalidReplyTo,
     InvalidRequest,
     OutboundNotConfigured,
@@ -131,9 +133,13 @@ class Sending:
             raise OutboundNotConfigured()
         recipient = fields["to"]
         found = self._contacts.get(address_id, recipient)
-        if found is None:
-            raise UnknownRecipient("The recipient is not a contact of this address; add and verify it first.")
-        if found[0].status != "verified":
+        if found is None or found[0].status != "verified":
+            # A retry of a send that went before its recipient was removed is answered as that send.
+            sent = self._claimed_send(address_id, _send_claim(key, fields), now=now)
+            if sent is not None:
+                return self._original(record, sent, now=now)
+            if found is None:
+                raise UnknownRecipient("The recipient is not a contact of this address; add and verify it first.")
             raise RecipientNotVerified("The recipient has not confirmed its code yet.")
         thread = self._thread(address_id, fields["reply_to_event_id"], now=now)
         subject = fields["subject"]
@@ -191,6 +197,15 @@ class Sending:
             return SendResult(status="accepted", message_id=message.message_id, event=ref, duplicate=False)
         status = self._hand_off(address_id, ref, message, attempt=turn.attempt)
         return SendResult(status=status, message_id=message.message_id, event=ref, duplicate=False)
+
+    def _claimed_send(self, address_id: str, claim: IdempotencyClaim, *, now: float) -> EventRef | None:
+        """The send this key made before, if any; `IdempotencyKeyReused` when it came with another message."""
+        claimed = self._table.claimed_event(address_id, claim.key_digest, now=now)
+        if claimed is None:
+            return None
+        if not hmac.compare_digest(claimed.request_digest, claim.request_digest):
+            raise IdempotencyKeyReused("This Idempotency-Key was already used with a different request body.")
+        return claimed.ref
 
     def _outcome_wait(self) -> int:
         """How long a send's outcome slot waits for the carrier's report.
