@@ -30,6 +30,7 @@ from cairn.runtime.errors import (
 from cairn.runtime.inmem import InMemoryRuntimeStore
 from cairn.runtime.model import (
     EMPTY_SEED_END_ID,
+    MAX_RECORD_PAGE_BYTES,
     MAX_SEED_COMMAND_BYTES,
     HistoryPrefix,
     LiteralPart,
@@ -38,6 +39,7 @@ from cairn.runtime.model import (
     SeedKind,
     SeedPublication,
 )
+from cairn.runtime.seed_checks import answered_bytes as seed_answered_bytes
 from cairn.runtime.seed_checks import go_append
 from tests.contract.builders import (
     LITERAL,
@@ -302,6 +304,33 @@ def test_seed_pages_hold_at_most_512_records_and_check_cursors(store, session):
     assert [record.id for record in compiled.records] == ["514"]
     raises(InvalidTranscriptPositionError, store.list_run_preparation_records, run.run_id, "514", "513", 10)
     raises(SeedConflictError, store.list_run_preparation_records, run.run_id, "513", "", 10)
+
+
+def test_literals_padded_with_whitespace_are_bounded_as_sent_and_page_within_an_answer(store, session):
+    """Go compacts a literal, but it is kept and answered as sent: literals of spaces once made every page of
+    the seed larger than an answer can carry, and a 2.5 MB one was accepted."""
+    run = run_start()
+    d = declaration(run)
+    store.begin_run_seed(d)
+    raises(ContractError, store.append_run_seed, seed_append(d, "huge", EMPTY_SEED_END_ID, messages=padded(2_500_000)))
+    end = EMPTY_SEED_END_ID
+    for index in range(4):
+        end = store.append_run_seed(seed_append(d, f"m{index}", end, messages=padded(999_000)))
+    store.publish_run_seed(complete(store, d, end))
+    pages, cursor, seen = 0, "", []
+    while True:
+        page = store.list_run_seed_records(run.run_id, end, cursor, 512)
+        answered = sum(seed_answered_bytes(record) for record in page.records)
+        assert answered <= MAX_RECORD_PAGE_BYTES or len(page.records) == 1
+        seen += [record.key for record in page.records]
+        pages += 1
+        if not (cursor := page.next_cursor):
+            break
+    assert seen == [f"m{index}" for index in range(4)] and pages > 1
+
+
+def padded(size: int) -> bytes:
+    return b"[" + b" " * (size - 2) + b"]"
 
 
 def literal_of_command_size(d, size: int) -> bytes:

@@ -284,11 +284,13 @@ def test_paired_surrogate_escapes_are_ordinary_characters(target: Target):
 def test_nul_bytes_in_keys_and_ids_are_refused(target: Target):
     before = target.snapshot()
     headers = {**JSON, **target.auth}
-    # A percent-encoded NUL in a path segment matches no route, so it never names a key or an address.
-    assert_refused(target.client.put(f"{target.state}/a%00b", json={"value": 1}, headers=target.auth), 404, "not_found")
-    assert_refused(target.client.get(f"{target.state}/a%00b", headers=target.auth), 404, "not_found")
-    assert_refused(target.client.get(f"/api/v1/addresses/{target.id}%00/state", headers=target.auth), 404, "not_found")
-    assert_refused(target.client.post(f"{target.inbox}%00", json={"a": 1}), 404, "not_found")
+    # A percent-encoded NUL stays encoded, as API Gateway passes it: no key is spelled so, and no address.
+    refused_key = (400, "invalid_request")
+    assert_refused(target.client.put(f"{target.state}/a%00b", json={"value": 1}, headers=target.auth), *refused_key)
+    assert_refused(target.client.get(f"{target.state}/a%00b", headers=target.auth), *refused_key)
+    unknown = target.client.get(f"/api/v1/addresses/{target.id}%00/state", headers=target.auth)
+    assert_refused(unknown, 401, "unauthorized")  # an address spelled so has no credentials
+    assert_refused(target.client.post(f"{target.inbox}%00", json={"a": 1}), 401, "unauthorized")  # not its secret
     batch = b'{"operations": [{"key": "a\\u0000b", "op": "set", "value": 1}]}'
     assert_refused(target.client.post(target.state, content=batch, headers=headers), 400, "invalid_request")
     ack = target.client.post(f"/api/v1/addresses/{target.id}/events/evt_1%00/ack", headers=target.auth)
@@ -419,11 +421,11 @@ def test_a_request_head_past_64_kib_is_refused_unread_and_one_within_it_is_serve
 @pytest.mark.parametrize(
     "path, status, code",
     [
-        ("/state/..%2F..%2F..%2Fhealthz", 404, "not_found"),
-        # `..` is an ordinary key name (dots are allowed): it names a key of this address, none here.
-        ("/state/%2E%2E", 404, "not_found"),
+        # The path as sent, percent-encoding kept (as API Gateway passes it): no key is spelled with `%`.
+        ("/state/..%2F..%2F..%2Fhealthz", 400, "invalid_request"),
+        ("/state/%2E%2E", 400, "invalid_request"),
         ("/state/..%252F..%252Fplan", 400, "invalid_request"),
-        ("/state/..%5C..%5Cplan", 404, "not_found"),
+        ("/state/..%5C..%5Cplan", 400, "invalid_request"),
         ("/events/evt_1/attachments/..%2F..%2F..%2Fstate", 404, "not_found"),
         ("/events/evt_1/attachments/%2E%2E", 404, "not_found"),
         ("/events/evt_1/attachments/..%5C..%5Cetc%5Cpasswd", 404, "not_found"),

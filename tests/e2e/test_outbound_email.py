@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -188,3 +189,17 @@ def _events_until(client, created: dict, *, count: int) -> list[dict]:
         events = reply.json()["events"]
         if len(events) >= count or time.monotonic() > deadline:
             return events
+
+
+def test_contacts_whose_names_need_percent_encoding_are_removed(served: ServeProcess):
+    """A `/` or `%` in a contact's name travels encoded, as the SDK sends it, and is decoded once, as on Lambda."""
+    with served.client() as client:
+        created = provision(client)
+        root, headers = created["endpoints"]["address_url"], auth(created)
+        odd = ["a/b@example.org", "x%41@example.org"]
+        for email in odd:
+            assert client.post(f"{root}/email/contacts", json={"email": email}, headers=headers).status_code == 202
+        for email in odd:
+            removed = client.delete(f"{root}/email/contacts/{quote(email, safe='@')}", headers=headers)
+            assert removed.status_code == 200, removed.text
+        assert client.get(f"{root}/email/contacts", headers=headers).json()["contacts"] == []

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from cairn.api.app import create_app
+from cairn.api.resolver import carriable
 from cairn.clock import Clock
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.table import ensure_table
@@ -78,12 +79,12 @@ class LambdaClient:
         return cls(Services.in_memory(settings_for_tests(**overrides), waiter=NotifyingWaiter(), clock=clock))
 
     def request(self, method: str, url: str, **parts: Any) -> Reply:
-        """Resolve the request `event(method, url, **parts)` describes."""
-        return self._reply(self.app.resolve(self.event(method, url, **parts), {}))
+        """Resolve the request `event(method, url, **parts)` describes, as the buffered API function does."""
+        return self._reply(carriable(self.app.resolve(self.event(method, url, **parts), {})))
 
     def sent(self, method: str, url: str, **parts: Any) -> tuple[Reply, int]:
         """The reply, and the bytes of the answer as Lambda writes it (`LAMBDA_ANSWER_LIMIT` at most)."""
-        response = self.app.resolve(self.event(method, url, **parts), {})
+        response = carriable(self.app.resolve(self.event(method, url, **parts), {}))
         return self._reply(response), len(json.dumps(response))
 
     @staticmethod

@@ -96,12 +96,14 @@ _TOO_LARGE = jsontext.canonical(
 _BODY_HEADERS = frozenset({"content-type", "content-encoding", "content-length"})
 
 
-def _carriable(answer: dict[str, Any]) -> dict[str, Any]:
-    """The answer, or a 413 in its place when Lambda could not return it (API Gateway would answer 502).
+def carriable(answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer, or a 413 in its place when a buffered Lambda function could not return it (API Gateway
+    would answer 502).
 
     Every read that can grow pages its answer within its own budget; this is
     the last guard, for a read a client's stored values made larger than any
-    budget foresaw.
+    budget foresaw. The streaming function carries up to 20 MB and `cairn
+    serve` any size: they answer what the resolver gives.
     """
     body = answer.get("body")
     if not isinstance(body, str) or jsontext.sent_size(body) + _HEADERS_ROOM <= LAMBDA_ANSWER_BYTES:
@@ -196,7 +198,7 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         self._register_deferred(proxy_event.path)
         token = self._request_state.set(_RequestState(event=proxy_event, lambda_context=context))
         try:
-            return _carriable(super().resolve(event, context))
+            return super().resolve(event, context)
         finally:
             self._request_state.reset(token)
 

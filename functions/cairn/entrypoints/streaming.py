@@ -160,13 +160,13 @@ def main() -> None:
     runtime = RuntimeApi(os.environ["AWS_LAMBDA_RUNTIME_API"])
     try:
         # Imported here so that a broken cold start is reported to Lambda, not lost.
-        from cairn.entrypoints.api_handler import lambda_handler
+        from cairn.entrypoints.api_handler import streaming_handler
     except Exception as error:  # noqa: BLE001 - Lambda records why the cold start failed
         runtime.report_init_error(error)
         sys.exit(1)
     environ = dict(os.environ)
     while True:
-        handle_next(runtime, lambda_handler, environ)
+        handle_next(runtime, streaming_handler, environ)
 
 
 if __name__ == "__main__":

@@ -149,20 +149,22 @@ def rest_event(scope: dict[str, Any], body: bytes, *, trust_forwarded: bool = Fa
         text, encoded = base64.b64encode(body).decode(), True
     client = scope.get("client") or ("127.0.0.1", 0)
     server = scope.get("server")
+    # As API Gateway REST gives it: percent-encoding kept (`a%2Fb` is one segment), for routes to decode.
+    path = (scope.get("raw_path") or b"").decode("latin-1") or scope["path"]
     return {
         "resource": "/{proxy+}",
-        "path": scope["path"],
+        "path": path,
         "httpMethod": scope["method"],
         "headers": {name: values[-1] for name, values in multi_headers.items()},
         "multiValueHeaders": multi_headers,
         "queryStringParameters": {name: values[-1] for name, values in multi_query.items()} or None,
         "multiValueQueryStringParameters": multi_query or None,
-        "pathParameters": {"proxy": scope["path"].lstrip("/")},
+        "pathParameters": {"proxy": path.lstrip("/")},
         "stageVariables": None,
         "requestContext": {
             "resourcePath": "/{proxy+}",
             "httpMethod": scope["method"],
-            "path": scope["path"],
+            "path": path,
             "stage": "local",
             "requestId": str(uuid.uuid4()),
             "identity": {"sourceIp": client[0]},

@@ -163,6 +163,12 @@ def page_bytes(records_bytes: int, count: int, cursor: str) -> int:
     return len(b'{"Records":[],"NextCursor":}') + records_bytes + max(count - 1, 0) + len(go_string(cursor))
 
 
+def answered_bytes(record: SeedRecord) -> int:
+    """At most what a record takes in an answer, where its literal travels as base64 of the bytes as sent
+    rather than compacted as Go writes it."""
+    return len(go_record(record)) + -(-len(record.messages) // 3) * 4
+
+
 def page_size_error(page: SeedPage) -> str | None:
     """Why `page` is over the page limit, or None."""
     size = len(go_page(page))
@@ -201,6 +207,9 @@ def validate_append(command: SeedAppend) -> None:
         )
     if record.messages and not _valid_json(record.messages):
         raise fail("seed literal is not valid JSON")
+    # Go's encoder compacts the literal; it is kept and answered as sent, so it is bounded as sent too.
+    if len(record.messages) > MAX_SEED_COMMAND_BYTES:
+        raise fail(f"seed literal size {len(record.messages)} exceeds {MAX_SEED_COMMAND_BYTES} bytes")
     _command_size(go_append(command))
 
 

@@ -226,9 +226,10 @@ class EngineRuntimeStore:
             after = position
         limit = min(limit, model.MAX_SEED_PAGE_RECORDS)
         records: list[model.SeedRecord] = []
-        encoded = 0
+        encoded = answered = 0
         for record in self._backend.seed_records(attempt.run_id, attempt.attempt_id, after, end):
-            if len(records) == limit:
+            answered += seed_checks.answered_bytes(record)
+            if len(records) == limit or (records and answered > model.MAX_RECORD_PAGE_BYTES):
                 return model.SeedPage(records=records, next_cursor=records[-1].id)
             # The page as it would be sent with this record last and its id as the cursor.
             grown = encoded + len(seed_checks.go_record(record))
