@@ -38,24 +38,22 @@ def store_with_notes(count: int, **note_fields) -> InMemoryRuntimeStore:
     return store
 
 
-def test_record_pages_stop_before_lambda_cannot_carry_them_and_lose_nothing():
-    store = store_with_notes(8, body=PAYLOAD)
+@pytest.mark.parametrize(
+    ("count", "fields"),
+    [
+        (8, {"body": PAYLOAD}),
+        # A type of control characters is seven times its length in an answer: 20 of them once made 7.3 MB.
+        (20, {"body": b"x", "type_": "\x01" * 50_000}),
+    ],
+    ids=["payloads", "escaped-types"],
+)
+def test_record_pages_stop_before_lambda_cannot_carry_them_and_lose_nothing(count: int, fields: dict):
+    store = store_with_notes(count, **fields)
     run = run_start()
     by_run = read_all(lambda cursor: store.list_run_records(run.run_id, cursor, 100))
     by_session = read_all(lambda cursor: store.list_session_run_records("session", cursor, 100))
     for ids, sizes in (by_run, by_session):
-        assert ids == [str(n) for n in range(1, 10)], "every record once, in order"
-        assert len(sizes) > 1 and max(sizes) < LAMBDA_ANSWER_LIMIT
-
-
-def test_record_pages_count_texts_as_lambda_escapes_them():
-    """A type of control characters is seven times its length in an answer: 20 of them once made 7.3 MB."""
-    store = store_with_notes(20, body=b"x", type_="\x01" * 50_000)
-    run = run_start()
-    by_run = read_all(lambda cursor: store.list_run_records(run.run_id, cursor, 100))
-    by_session = read_all(lambda cursor: store.list_session_run_records("session", cursor, 100))
-    for ids, sizes in (by_run, by_session):
-        assert ids == [str(n) for n in range(1, 22)], "every record once, in order"
+        assert ids == [str(n) for n in range(1, count + 2)], "every record once, in order"
         assert len(sizes) > 1 and max(sizes) < LAMBDA_ANSWER_LIMIT
 
 
