@@ -30,6 +30,11 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def valid_text(text: str) -> str:
+    """`text` with every unpaired surrogate replaced by U+FFFD: what no answer or stored text can carry."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def parse(raw: bytes | str) -> Any:
     """Decode a request body, turning every malformation into `invalid_json`.
 

@@ -40,7 +40,7 @@ from cairn.runtime.model import (
     SeedPublication,
 )
 from cairn.runtime.seed_checks import answered_bytes as seed_answered_bytes
-from cairn.runtime.seed_checks import go_append
+from cairn.runtime.seed_checks import go_append, go_record
 from tests.contract.builders import (
     LITERAL,
     PREPARED,
@@ -320,7 +320,7 @@ def test_literals_padded_with_whitespace_are_bounded_as_sent_and_page_within_an_
     pages, cursor, seen = 0, "", []
     while True:
         page = store.list_run_seed_records(run.run_id, end, cursor, 512)
-        answered = sum(seed_answered_bytes(record) for record in page.records)
+        answered = sum(seed_answered_bytes(record, len(go_record(record))) for record in page.records)
         assert answered <= MAX_RECORD_PAGE_BYTES or len(page.records) == 1
         seen += [record.key for record in page.records]
         pages += 1

@@ -506,7 +506,7 @@ class CheckpointTable:
                         "Key": key(part["pk"]["S"], keys.payload_chunk_sk(part["sk"]["S"], index)),
                     }
                 }
-                for index in range(get_int(part, blobs.PIECES) if blobs.PIECES in part else 0)
+                for index in range(get_int(part, blobs.PIECES))
             ),
             *([storage_usage.release(self._table, address_id, freed)] if freed else []),
         ]

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from cairn import jsontext
 from cairn.clock import iso
 
 T = TypeVar("T")
@@ -37,7 +38,6 @@ MAX_HEADER_TEXT = 2_000  # characters kept of a subject or an id
 MAX_ADDRESSES = 100  # per address field
 MAX_REFERENCES = 100
 MAX_FILENAME_LENGTH = 255
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 FALLBACK_CONTENT_TYPE = "application/octet-stream"
 
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
@@ -178,7 +178,7 @@ def _decoded_text(part: MIMEPart | None) -> str | None:
     except (LookupError, ValueError):  # not a text codec, or one (idna, say) that cannot replace what it cannot read
         text = payload.decode("utf-8", "replace")
     # UTF-7 and the escape codecs decode a stranger's bytes to lone surrogates, which no event can hold.
-    return _LONE_SURROGATE.sub("\ufffd", text).replace("\r\n", "\n")
+    return jsontext.valid_text(text).replace("\r\n", "\n")
 
 
 def _capped(field: str, text: str | None, limit: int, cut: list[str]) -> str | None:

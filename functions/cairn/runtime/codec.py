@@ -9,7 +9,6 @@ payload bytes themselves are stored untouched.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,9 +115,6 @@ def decode_one_value(payload: bytes) -> Any:
     return go_text(value)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def go_text(value: Any) -> Any:
     """The decoded value with each unpaired UTF-16 surrogate escape read as U+FFFD.
 
@@ -128,7 +124,7 @@ def go_text(value: Any) -> Any:
     surrogate left came from an unpaired escape.
     """
     if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
+        return jsontext.valid_text(value)
     if isinstance(value, dict):
         return {go_text(name): go_text(item) for name, item in value.items()}
     if isinstance(value, list):

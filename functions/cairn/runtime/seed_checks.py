@@ -163,10 +163,10 @@ def page_bytes(records_bytes: int, count: int, cursor: str) -> int:
     return len(b'{"Records":[],"NextCursor":}') + records_bytes + max(count - 1, 0) + len(go_string(cursor))
 
 
-def answered_bytes(record: SeedRecord) -> int:
-    """At most what a record takes in an answer, where its literal travels as base64 of the bytes as sent
-    rather than compacted as Go writes it."""
-    return len(go_record(record)) + -(-len(record.messages) // 3) * 4
+def answered_bytes(record: SeedRecord, go_size: int) -> int:
+    """At most what a record of `go_size` bytes as Go writes it takes in an answer, where its literal
+    travels as base64 of the bytes as sent rather than compacted."""
+    return go_size + -(-len(record.messages) // 3) * 4
 
 
 def page_size_error(page: SeedPage) -> str | None:

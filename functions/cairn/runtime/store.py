@@ -228,11 +228,12 @@ class EngineRuntimeStore:
         records: list[model.SeedRecord] = []
         encoded = answered = 0
         for record in self._backend.seed_records(attempt.run_id, attempt.attempt_id, after, end):
-            answered += seed_checks.answered_bytes(record)
+            go_size = len(seed_checks.go_record(record))
+            answered += seed_checks.answered_bytes(record, go_size)
             if len(records) == limit or (records and answered > model.MAX_RECORD_PAGE_BYTES):
                 return model.SeedPage(records=records, next_cursor=records[-1].id)
             # The page as it would be sent with this record last and its id as the cursor.
-            grown = encoded + len(seed_checks.go_record(record))
+            grown = encoded + go_size
             size = seed_checks.page_bytes(grown, len(records) + 1, record.id)
             if size > model.MAX_SEED_PAGE_BYTES:
                 if not records:

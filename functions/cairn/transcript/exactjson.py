@@ -18,6 +18,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, NoReturn
 
+from cairn.jsontext import valid_text
+
 
 class JsonError(ValueError):
     """Text that is not exactly one JSON value, or a value JSON cannot hold."""
@@ -48,7 +50,6 @@ class Number(Decimal):
 
 _GO_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 # Python keeps an escaped lone surrogate (`\ud800`) as is; Go reads and writes U+FFFD.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
@@ -88,11 +89,6 @@ def _valid_strings(value: Any) -> Any:
     if isinstance(value, dict):
         return {valid_text(key): _valid_strings(item) for key, item in value.items()}
     return value
-
-
-def valid_text(text: str) -> str:
-    """`text` with every unpaired surrogate replaced by U+FFFD."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def quote(text: str) -> str:
