@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Python keeps the bytecode it compiles. A machine that says otherwise (PYTHONDONTWRITEBYTECODE) would
+# have every process compile its imports from source again: a second and more for each `cairn serve`
+# or example the tests start. `__pycache__` is ignored by git.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup serve check unit docs test fuzz bench synth clean java chromium wrk
 

@@ -50,10 +50,10 @@ def deep(count: int) -> int:
 # Hypothesis stops early on operations with few distinct inputs, so the richer ones get enough
 # examples to pass the minimum in total. The 21 runtime routes share their shapes (records, run
 # starts), so each gets fewer than the other routes and the run stays bounded.
-EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: deep(30), GenerationMode.NEGATIVE: deep(24)}
-EXAMPLES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: deep(12), GenerationMode.NEGATIVE: deep(8)}
-MINIMUM_CASES = {GenerationMode.POSITIVE: deep(600), GenerationMode.NEGATIVE: deep(360)}
-MINIMUM_CASES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: deep(12), GenerationMode.NEGATIVE: deep(8)}
+EXAMPLES_PER_OPERATION = {GenerationMode.POSITIVE: deep(20), GenerationMode.NEGATIVE: deep(16)}
+EXAMPLES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: deep(8), GenerationMode.NEGATIVE: deep(6)}
+MINIMUM_CASES = {GenerationMode.POSITIVE: deep(400), GenerationMode.NEGATIVE: deep(240)}
+MINIMUM_CASES_PER_RUNTIME_OPERATION = {GenerationMode.POSITIVE: deep(8), GenerationMode.NEGATIVE: deep(6)}
 RUNTIME_PREFIX = "/api/v1/runtime/"
 WORKER_PREFIXES = (RUNTIME_PREFIX, "/api/v1/memory/")
 CHECKS = [not_a_server_error, response_schema_conformance]

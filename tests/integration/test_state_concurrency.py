@@ -34,7 +34,7 @@ def all_events(api: LambdaClient, created: dict) -> list[dict]:
 
 
 WRITERS = 8
-INCREMENTS_EACH = 40
+INCREMENTS_EACH = 15
 
 
 def test_concurrent_increments_with_retry_on_conflict_lose_nothing(local_api: LambdaClient):
