@@ -48,12 +48,13 @@ serve: setup
 	$(BIN)/cairn serve $(ARGS)
 
 # The fast loop: lint, format, types and a complexity gate (no function above radon's C), no test.
-# The OpenAI Agents example is typed apart: the CDK example's module `agents` would hide the SDK's package.
+# The OpenAI Agents example is typed apart, with a cache of its own (sharing one, each run would undo
+# the other's): the CDK example's module `agents` would hide the SDK's package.
 check: $(VENV)/.installed
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
-	$(BIN)/mypy examples/openai-agents-session/openai_chat.py
+	$(BIN)/mypy --cache-dir .mypy_cache/openai-agents-example examples/openai-agents-session/openai_chat.py
 	$(BIN)/xenon --max-absolute C functions infra bench examples app.py
 
 # Unit tests only: no DynamoDB Local, no server, no browser.
