@@ -151,6 +151,12 @@ def sent_size(text: str) -> int:
     return escaped + -(-unicode_escapes // 5)  # the envelope doubles each escape's backslash
 
 
+def value_sent_size(value: Any) -> int:
+    """What a parsed value takes in an answer: its canonical text, escaped as Lambda carries it
+    (measuring the raw text would miss that a control character grows sevenfold there)."""
+    return sent_size(canonical(value))
+
+
 def canonical(value: Any) -> str:
     """Compact, key-sorted JSON text of a parsed value."""
     try:

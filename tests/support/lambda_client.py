@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from cairn.api.app import create_app
-from cairn.api.resolver import carriable
+from cairn.api.lambda_answer import carriable
 from cairn.clock import Clock
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.table import ensure_table

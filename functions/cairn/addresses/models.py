@@ -171,4 +171,4 @@ _EVENT_FRAME_BYTES = 256
 def sent_size(event: Event) -> int:
     """What one event adds to a feed answer, escaped as Lambda carries it."""
     labels = [event.type, event.source, event.content_type, event.verified_by, event.headers]
-    return jsontext.sent_size(event.data_json) + jsontext.sent_size(jsontext.canonical(labels)) + _EVENT_FRAME_BYTES
+    return jsontext.sent_size(event.data_json) + jsontext.value_sent_size(labels) + _EVENT_FRAME_BYTES

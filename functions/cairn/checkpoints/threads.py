@@ -217,18 +217,18 @@ def _check_blob(blob: Blob, max_inline: int, field: str) -> None:
 def _checkpoint_cost(checkpoint: StoredCheckpoint) -> int:
     """What a checkpoint takes in an answer, its writes aside: every text escaped as Lambda carries it."""
     names = [checkpoint.thread_id, checkpoint.checkpoint_ns, checkpoint.checkpoint_id, checkpoint.parent_id]
-    metadata = jsontext.sent_size(jsontext.canonical(checkpoint.metadata))
-    return _blob_cost(checkpoint.checkpoint) + jsontext.sent_size(jsontext.canonical(names)) + metadata
+    metadata = jsontext.value_sent_size(checkpoint.metadata)
+    return _blob_cost(checkpoint.checkpoint) + jsontext.value_sent_size(names) + metadata
 
 
 def _write_cost(write: Write) -> int:
     names = [write.task_id, write.task_path, write.channel]
-    return _blob_cost(write.value) + jsontext.sent_size(jsontext.canonical(names))
+    return _blob_cost(write.value) + jsontext.value_sent_size(names)
 
 
 def _blob_cost(blob: Blob) -> int:
     """What a value takes in an answer: base64 inline, or its parts' names."""
-    type_tag = jsontext.sent_size(jsontext.canonical(blob.type))
+    type_tag = jsontext.value_sent_size(blob.type)
     return blob.inline_size * 4 // 3 + type_tag + 70 * len(blob.parts) + _ENTRY_OVERHEAD
 
 

@@ -64,8 +64,8 @@ class EncodedEvent:
 
 def sent_beside_data(item: dict[str, Any]) -> int:
     """What a stored event's labels and type take in an answer, escaped as Lambda carries them."""
-    labels, type_text = get_s(item, "labels") or "{}", jsontext.canonical(get_s(item, "type") or "")
-    return jsontext.sent_size(labels) + jsontext.sent_size(type_text) + _EVENT_FRAME_BYTES
+    labels = get_s(item, "labels") or "{}"
+    return jsontext.sent_size(labels) + jsontext.value_sent_size(get_s(item, "type") or "") + _EVENT_FRAME_BYTES
 
 
 def event_from_item(item: dict[str, Any], data: bytes) -> MemoryEvent:

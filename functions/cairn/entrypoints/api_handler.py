@@ -12,7 +12,7 @@ with container_init():
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from cairn.api.app import create_app
-    from cairn.api.resolver import carriable
+    from cairn.api.lambda_answer import carriable
     from cairn.entrypoints import snapstart
     from cairn.services import Services
     from cairn.settings import get_settings

@@ -140,15 +140,15 @@ class _AnswerBudget:
         self._left = ANSWER_BUDGET
 
     def take_item(self, item: StoredItem) -> StoredItem:
-        self._spend(jsontext.canonical([list(item.namespace), item.key, item.value]), _ITEM_OVERHEAD)
+        self._spend(jsontext.value_sent_size([list(item.namespace), item.key, item.value]) + _ITEM_OVERHEAD)
         return item
 
     def take_namespace(self, namespace: Namespace) -> Namespace:
-        self._spend(jsontext.canonical(list(namespace)), _NAMESPACE_OVERHEAD)
+        self._spend(jsontext.value_sent_size(list(namespace)) + _NAMESPACE_OVERHEAD)
         return namespace
 
-    def _spend(self, text: str, overhead: int) -> None:
-        self._left -= jsontext.sent_size(text) + overhead
+    def _spend(self, size: int) -> None:
+        self._left -= size
         if self._left < 0:
             raise PayloadTooLarge("What the batch found does not fit one answer: ask for fewer at once (limit).")
 

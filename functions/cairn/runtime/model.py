@@ -258,7 +258,7 @@ def record_answer_bytes(record: RunRecord) -> int:
     """What a record takes in a page's answer: its payload as base64, its texts escaped as Lambda carries
     them (a control character in a type is 7 bytes there)."""
     texts = [record.event_key, record.run_id, record.agent_id, record.type, record.session_id, record.turn_id]
-    escaped = jsontext.sent_size(jsontext.canonical([*texts, record.id]))
+    escaped = jsontext.value_sent_size([*texts, record.id])
     return -(-len(record.payload) // 3) * 4 + escaped + _RECORD_FRAME_BYTES
 
 
