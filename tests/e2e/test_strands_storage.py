@@ -90,12 +90,13 @@ def test_a_file_read_while_others_replace_it_is_always_one_writes_bytes(address:
     """Two writers replace one file with sizes of one, three and nine pieces; two readers read throughout."""
     where = (served.base_url, address.id, address.read_token, "race/file.bin")
     sizes = [100_000, 1_000_000, MAX_FILE_BYTES]
-    plans = [[(fill, sizes[(fill + round_) % 3]) for round_ in range(10)] for fill in (0x41, 0x42)]
+    plans = [[(fill, sizes[(fill + round_) % 3]) for round_ in range(6)] for fill in (0x41, 0x42)]
     written = {(fill, size) for plan in plans for fill, size in plan}
     context = multiprocessing.get_context("spawn")
-    stop, results = context.Event(), context.Queue()
-    readers = [context.Process(target=strands_runs.file_reader, args=(*where, stop, results)) for _ in range(2)]
-    writers = [context.Process(target=strands_runs.file_writer, args=(*where, plan)) for plan in plans]
+    # The writers start once the readers read, however long each process takes to start.
+    ready, stop, results = context.Barrier(4), context.Event(), context.Queue()
+    readers = [context.Process(target=strands_runs.file_reader, args=(*where, ready, stop, results)) for _ in range(2)]
+    writers = [context.Process(target=strands_runs.file_writer, args=(*where, ready, plan)) for plan in plans]
     for process in (*readers, *writers):
         process.start()
     for writer in writers:

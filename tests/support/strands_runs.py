@@ -134,16 +134,24 @@ def snapshot_turn(base_url: str, address_id: str, token: str, session_id: str, m
     return {"answer": str(snapshot_agent(base_url, address_id, token, session_id)(message)).strip()}
 
 
-def file_writer(base_url: str, address_id: str, token: str, key: str, payloads: list[tuple[int, int]]) -> None:
-    """Writes `bytes([fill]) * size` under `key` for each `(fill, size)`, in order."""
+def file_writer(
+    base_url: str, address_id: str, token: str, key: str, ready: Barrier, payloads: list[tuple[int, int]]
+) -> None:
+    """Once every reader and writer is `ready`, writes `bytes([fill]) * size` under `key` for each
+    `(fill, size)`, in order."""
     storage = CairnStorage.connect(base_url, address_id, token)
+    ready.wait(timeout=120)
     for fill, size in payloads:
         asyncio.run(storage.write(key, bytes([fill]) * size))
 
 
-def file_reader(base_url: str, address_id: str, token: str, key: str, stop: Event, results: Any) -> None:
-    """Reads `key` until `stop`, then once more; puts each read's (first byte, size, whether all bytes match)."""
+def file_reader(
+    base_url: str, address_id: str, token: str, key: str, ready: Barrier, stop: Event, results: Any
+) -> None:
+    """Once every reader and writer is `ready`, reads `key` until `stop`, then once more; puts each read's
+    (first byte, size, whether all bytes match)."""
     storage = CairnStorage.connect(base_url, address_id, token)
+    ready.wait(timeout=120)
     seen: list[tuple[int, int, bool] | None] = []
     while True:
         last = stop.is_set()
