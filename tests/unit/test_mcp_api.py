@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from cairn.api.routes import events
+from cairn.mcp import tools
 from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient, Reply, path_of
 
 VERSION = "2025-11-25"
@@ -161,6 +163,11 @@ def test_refusals_are_tool_errors_carrying_the_rest_error_body(api: LambdaClient
         ("{not json", 400, -32700),
         ('[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', 400, -32600),
         ('{"id": 1, "method": "ping"}', 400, -32600),
+        ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', 400, -32600),
+        ('{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', 400, -32600),
+        ('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', 400, -32600),
+        ('{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', 400, -32600),
+        ('{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}', 400, -32600),
     ],
 )
 def test_malformed_messages_get_json_rpc_errors(api: LambdaClient, body: str, status: int, code: int):
@@ -180,6 +187,14 @@ def test_protocol_errors(api: LambdaClient):
     error = newer.json()["error"]
     assert error["code"] == -32022
     assert VERSION in error["data"]["supported"]
+
+
+def test_poll_events_takes_the_cursors_the_rest_route_takes(api: LambdaClient):
+    assert tools.MAX_CURSOR == events.MAX_CURSOR
+    creds = credentials(call(api, "create_return_address"))
+    assert call(api, "poll_events", **creds, after=events.MAX_CURSOR)["isError"] is False
+    refused = call(api, "poll_events", **creds, after=events.MAX_CURSOR + 1)
+    assert refused["isError"] and refused["structuredContent"]["error"]["code"] == "invalid_request"
 
 
 def test_get_offers_no_stream(api: LambdaClient):
@@ -272,6 +287,33 @@ def test_file_tools_keep_text_and_bytes_that_the_rest_routes_read_back(api: Lamb
     assert deleted == [{"key": "notes/logo.png", "deleted": True}, {"key": "notes/logo.png", "deleted": False}]
     missing = call(api, "read_file", **creds, key="notes/logo.png")
     assert missing["isError"] and missing["structuredContent"]["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("content", "as_text"),
+    [("\x00" * 1_000_000, False), ('"' * 1_000_000, False), ("界" * 300_000, False), ("ok\n" * 300_000, True)],
+    ids=["control", "quotes", "cjk", "lines"],
+)
+def test_a_read_file_answer_of_text_that_escapes_large_is_base64(api: LambdaClient, content: str, as_text: bool):
+    """A tool result holds its answer twice, the second time escaped again: a file of control characters
+    once made an answer thirteen times its size. Such text is answered in base64."""
+    creds = credentials(call(api, "create_return_address"))
+    call(api, "write_file", **creds, key="f", text=content)
+
+    message = {"name": "read_file", "arguments": {**creds, "key": "f"}}
+    reply, size = api.sent(
+        "POST",
+        "/mcp",
+        json_body={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": message},
+        headers={"MCP-Protocol-Version": VERSION},
+    )
+
+    answered = reply.json()["result"]["structuredContent"]
+    data = content.encode()
+    assert ("text" in answered) is as_text
+    assert answered.get("text", content) == content
+    assert base64.b64decode(answered.get("data", base64.b64encode(data))) == data
+    assert size < max(tools.MAX_TEXT_ANSWER_BYTES, 3 * len(base64.b64encode(data)))
 
 
 @pytest.mark.parametrize(

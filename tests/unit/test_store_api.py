@@ -90,6 +90,21 @@ def test_a_refreshing_read_moves_the_ttl_on_and_one_that_does_not_leaves_it(cair
     assert cairn.search(NS, refresh_ttl=False) == []
 
 
+def test_orderings_compare_integers_past_a_floats_range_exactly(cairn: CairnStore):
+    huge = 10**400
+    for key, n in {"small": 5, "huge": huge, "huger": huge + 1, "fraction": 1.5}.items():
+        cairn.put(NS, key, {"n": n})
+
+    def found(condition: dict[str, Any]) -> list[str]:
+        return sorted(item.key for item in cairn.search(NS, filter={"n": condition}))
+
+    assert found({"$gt": huge}) == ["huger"]
+    assert found({"$gte": 10**399}) == ["huge", "huger"]
+    assert found({"$lt": huge}) == ["fraction", "small"]
+    assert found({"$lte": 1.5}) == ["fraction"]
+    assert found({"$gt": 1e308}) == ["huge", "huger"]
+
+
 def test_an_expected_version_put_commits_only_on_the_version_read(cairn: CairnStore):
     assert cairn.get_versioned(NS, "plan") == (None, 0)
     assert cairn.put_if_version(NS, "plan", {"step": 1}, expected_version=0) == 1
@@ -149,6 +164,7 @@ def test_an_expected_version_put_travels_alone(api: LambdaClient, address: Addre
     ("op", "status", "code"),
     [
         ({"op": "search", "filter": {"n": {"$regex": "x"}}}, 400, "invalid_request"),
+        ({"op": "search", "filter": {"n": {"$gt": 0, "x": 1}}}, 400, "invalid_request"),
         ({"op": "scan"}, 422, "invalid_request"),
         ({"op": "put", "namespace": [], "key": "k", "value": {}}, 422, "invalid_request"),
         ({"op": "put", "namespace": [""], "key": "k", "value": {}}, 422, "invalid_request"),

@@ -223,10 +223,9 @@ def parts_of(item: Item) -> list[str]:
 
 
 def item_bytes(item: Item) -> int:
-    """Roughly what an item weighs in a transaction (its value and its names)."""
-    data = item.get("data")
-    inline = len(data["B"]) if data is not None and "B" in data else 0
-    return inline + len(item.get("metadata", {}).get("S", "")) + 1024
+    """What an item weighs in a transaction's 4 MB: every attribute's name and value, text as UTF-8 (a
+    character of metadata or of an id can be four bytes there)."""
+    return sum(len(name.encode()) + storage_usage.value_bytes(value) for name, value in item.items())
 
 
 def copied(item: Item, owner: Owner, source_prefix: str, target_prefix: str, target_thread_id: str) -> Item:

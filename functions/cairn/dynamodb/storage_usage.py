@@ -61,19 +61,20 @@ def release(table: str, address_id: str, freed: int) -> Item:
 def with_count(item: Item, pieces: Sequence[Item] = ()) -> Item:
     """The item with its `COUNTED`: its attributes' values (key, value, metadata, ids) and `ROW_OVERHEAD`,
     and its `pieces` (stored beside it on its behalf) as their bytes and `ROW_OVERHEAD` each."""
-    size = sum(_value_bytes(value) for name, value in item.items() if name not in ("pk", COUNTED))
+    size = sum(value_bytes(value) for name, value in item.items() if name not in ("pk", COUNTED))
     beside = sum(len(piece["data"]["B"]) + ROW_OVERHEAD for piece in pieces)
     return {**item, COUNTED: n(size + ROW_OVERHEAD + beside)}
 
 
-def _value_bytes(value: Item) -> int:
+def value_bytes(value: Item) -> int:
+    """What one attribute value takes in DynamoDB: strings as UTF-8, binaries as their bytes."""
     (kind, content), *_ = value.items()
     if kind == "S":
         return len(content.encode())
     if kind == "B":
         return len(content)
     if kind == "L":
-        return sum(_value_bytes(element) for element in content)
+        return sum(value_bytes(element) for element in content)
     return len(str(content))
 
 

@@ -26,8 +26,11 @@ OPERATORS = frozenset({"$eq", "$ne", *_ORDERINGS})
 
 
 def check_filter(conditions: Any) -> None:
-    """`InvalidRequest` for an operator no store knows, before anything is read."""
+    """`InvalidRequest` for an operator no store knows, or one beside a field's name, before anything is read."""
     if isinstance(conditions, dict):
+        operators = [name for name in conditions if name.startswith("$")]
+        if operators and len(operators) < len(conditions):
+            raise InvalidRequest("An object of operators holds operators only, not field names.", field="filter")
         for name, condition in conditions.items():
             if name.startswith("$") and name not in OPERATORS:
                 raise InvalidRequest(f"Unknown filter operator {name!r}.", field="filter")
@@ -64,12 +67,12 @@ def _apply(found: Any, operator: str, operand: Any) -> bool:
     return left is not None and right is not None and _ORDERINGS[operator](left, right)
 
 
-def _number(value: Any) -> float | None:
-    """A JSON number as a float; anything else (booleans too) is no number."""
+def _number(value: Any) -> int | float | None:
+    """A JSON number as it was parsed: Python orders integers and floats exactly against each other, where
+    turning an integer past 1e308 into a float would overflow. Anything else (booleans too) is no number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
-    return None if math.isnan(number) else number
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def namespace_matches(namespace: Namespace, path: Namespace, *, at_end: bool) -> bool:

@@ -61,6 +61,9 @@ def answer(raw: bytes, protocol_version: str | None, operations: tools.Operation
         return _error(400, None, PARSE_ERROR, error.message)
     if isinstance(payload, list):
         return _error(400, None, INVALID_REQUEST, "Send one JSON-RPC message per POST; batches are not supported.")
+    if isinstance(payload, dict) and "method" in payload and "id" in payload and not _is_request_id(payload["id"]):
+        # Read as a notification, it would go unanswered: the client would wait for its answer in vain.
+        return _error(400, None, INVALID_REQUEST, "A request's id is a string or an integer.")
     try:
         message = jsonrpc_message_adapter.validate_python(payload)
     except ValidationError:
@@ -96,6 +99,10 @@ def answer(raw: bytes, protocol_version: str | None, operations: tools.Operation
     )
     response = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=shaped)
     return Reply(200, response.model_dump(by_alias=True, mode="json"))
+
+
+def _is_request_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _dispatch(

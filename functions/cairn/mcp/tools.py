@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from cairn import jsontext
 from cairn.errors import CairnError
 
 SERVER_NAME = "cairn"
@@ -50,6 +51,10 @@ INSTRUCTIONS = (
 AGENTADDRESS_INSTRUCTIONS = "AgentAddress-compatible tools of Cairn. " + _USE + _TRUST
 
 
+# The largest feed cursor, as the REST routes take it: a sequence JavaScript numbers still hold exactly.
+MAX_CURSOR = 10**12 - 1
+
+
 class Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -71,7 +76,9 @@ class AddressArguments(Arguments):
 class PollNow(AddressArguments):
     """AgentAddress's poll_events inputs: it answers at once."""
 
-    after: int = Field(default=0, ge=0, description="Sequence of the last event already handled (0: from the start).")
+    after: int = Field(
+        default=0, ge=0, le=MAX_CURSOR, description="Sequence of the last event already handled (0: from the start)."
+    )
     limit: int | None = Field(default=None, ge=1, le=1000, description="Most events to return (default 100).")
 
 
@@ -176,12 +183,23 @@ class ListFiles(AddressArguments):
     limit: int | None = Field(default=None, ge=1, le=1000, description="Most keys to return (default 1000).")
 
 
+# What a read_file answer may take with the file as text: the result holds it twice, the second time as JSON
+# text escaped again, so text of control characters or quotes (seven bytes each once answered) can grow a
+# 3 MiB file past what any function returns. Past this, the answer is base64.
+MAX_TEXT_ANSWER_BYTES = 4_000_000
+
+
 def file_answer(key: str, data: bytes) -> dict[str, Any]:
-    """What read_file answers: the file's text when it is UTF-8, else its bytes in base64 as the REST route sends."""
+    """What read_file answers: the file's text when it is UTF-8 and its answer stays within
+    `MAX_TEXT_ANSWER_BYTES`, else its bytes in base64 as the REST route sends."""
     try:
-        return {"key": key, "size": len(data), "text": data.decode("utf-8")}
+        as_text = {"key": key, "size": len(data), "text": data.decode("utf-8")}
     except UnicodeDecodeError:
-        return {"key": key, "size": len(data), "data": base64.b64encode(data).decode("ascii")}
+        pass
+    else:
+        if jsontext.value_sent_size(as_text) + jsontext.value_sent_size(_as_text(as_text)) <= MAX_TEXT_ANSWER_BYTES:
+            return as_text
+    return {"key": key, "size": len(data), "data": base64.b64encode(data).decode("ascii")}
 
 
 class Operations(Protocol):
@@ -439,8 +457,10 @@ WRITE_FILE = ToolSpec(
 READ_FILE = ToolSpec(
     "read_file",
     "Read a file",
-    "Returns one file as `{key, size, text}` when its content is UTF-8 text, else `{key, size, data}` with "
-    "its bytes in base64. Changes nothing. Fails with `not_found` when there is no file under the key.",
+    "Returns one file as `{key, size, text}` when its content is UTF-8 text, else (or when its text would "
+    "answer more than 4 MB once escaped, as large texts of control characters or of other scripts do) "
+    "`{key, size, data}` with its bytes in base64. Changes nothing. Fails with `not_found` when there is no "
+    "file under the key.",
     FileKeyArguments,
     _hints(read_only=True),
 )
@@ -536,5 +556,8 @@ AGENTADDRESS = Toolset(AGENTADDRESS_INSTRUCTIONS, (CREATE_RETURN_ADDRESS, POLL_E
 def _result(body: Mapping[str, Any], *, is_error: bool) -> CallToolResult:
     # Structured for clients that read it, the same JSON as text for those that only show text: compact, as
     # the feed's page budget counts it.
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    return CallToolResult(content=[TextContent(text=text)], structured_content=body, is_error=is_error)
+    return CallToolResult(content=[TextContent(text=_as_text(body))], structured_content=body, is_error=is_error)
+
+
+def _as_text(body: Mapping[str, Any]) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
