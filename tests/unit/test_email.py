@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from email import policy
 from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import EmailPolicy
 
 import boto3
 import pytest
 from aws_lambda_powertools.utilities.parser.models import SesModel
 from pydantic import ValidationError
 
+from cairn import jsontext
+from cairn.email import mime
 from cairn.email.ingest import StoredMessageMissing
 from cairn.entrypoints import email_handler
 from tests.support.lambda_client import LambdaClient, path_of
@@ -570,3 +575,95 @@ def test_mail_stops_short_of_the_owners_reserve(make_mailroom):
     url = f"{path_of(created['endpoints']['state_url'])}/seen"
     token = created["credentials"]["read_token"]
     assert mail.api.request("PUT", url, json_body={"value": 2}, token=token).status == 201
+
+
+# -- hostile structure: every mail makes an event, at a cost bounded by what it holds ----------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain; x*1*", "=?utf-7?q?+2AA-?=", "text/plain" + ";" * 80_000],
+    ids=["continuation-without-value", "lone-surrogate-word", "eighty-thousand-semicolons"],
+)
+def test_a_content_type_the_header_parser_chokes_on_still_makes_an_event(mail: Mailroom, content_type: str):
+    """The first two raised from inside the standard library's header parser on every retry; the third
+    took minutes, its parser being quadratic in the defects it finds."""
+    created = mail.api.provision()
+    to = email_of(created)
+    raw = f"From: a@elsewhere.example\r\nTo: {to}\r\nContent-Type: {content_type}\r\n\r\nstill read\r\n".encode()
+    message_id = mail.receive(raw, [to])
+    [event] = mail.emails(created)
+    assert event["data"]["message_id"] == message_id
+    assert mail.replay(created, {"message_id": message_id}).json()["event"]["id"] == event["id"]
+
+
+def test_headers_are_parsed_within_their_bound_however_often_they_repeat(mail: Mailroom, monkeypatch):
+    """Sixty To headers of 16,000 commas took 54 s: each was parsed, though a hundred addresses are kept."""
+    parsed: list[int] = []
+    header_fetch_parse = EmailPolicy.header_fetch_parse
+
+    def counting(self: EmailPolicy, name: str, value: str) -> object:
+        parsed.append(len(value))
+        return header_fetch_parse(self, name, value)
+
+    monkeypatch.setattr(EmailPolicy, "header_fetch_parse", counting)
+    created = mail.api.provision()
+    to = email_of(created)
+    crowd = "".join(f"To: {',' * 16_000}\r\n" for _ in range(60))
+    raw = f"From: a@elsewhere.example\r\n{crowd}To: {to}\r\nContent-Type: text/plain{';' * 80_000}\r\n\r\nhi\r\n"
+    mail.receive(raw.encode(), [to])
+    [event] = mail.emails(created)
+    assert "to" in event["data"]["truncated_fields"]
+    assert sum(parsed) < 20 * mime.MAX_HEADER_CHARS, "read in full, these headers hold about 70 times that"
+
+
+def test_an_event_of_text_that_escapes_large_fits_one_answer_and_says_what_was_left_out(make_mailroom):
+    """Bodies within their own bound, of control characters (seven bytes each once answered), once made an
+    event of 6.9 MB: refused by DynamoDB's transaction, or a feed whose first page could never be answered."""
+    mail = make_mailroom()
+    created = mail.api.provision()
+    to = email_of(created)
+    control = "\x01" * 200_000
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "a@elsewhere.example", to, "control"
+    message.set_content(control)
+    message.add_alternative(f"<p>{control}</p>", subtype="html")
+    mail.receive(message.as_bytes(), [to])
+    [event] = mail.emails(created)
+    data = event["data"]
+    assert jsontext.value_sent_size(data) <= mime.MAX_EVENT_BYTES
+    assert (data["html"], data["text"]) == (None, control + "\n")
+    assert data["truncated_fields"] == ["html"]
+
+
+def test_an_attached_message_with_a_long_address_list_downloads_whole(mail: Mailroom):
+    """Its headers are written out as they came: refolding them took time quadratic in a long address list."""
+    created = mail.api.provision()
+    to = email_of(created)
+    crowd = ",\r\n ".join(f"person{n}@example.com" for n in range(2_000))
+    inner = f"From: b@elsewhere.example\r\nTo: {crowd}\r\nSubject: inner\r\n\r\nhi\r\n"
+    outer = (
+        f"From: a@elsewhere.example\r\nTo: {to}\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n"
+        f"--B\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n"
+        f"--B\r\nContent-Type: message/rfc822\r\n\r\n{inner}--B--\r\n"
+    )
+    mail.receive(outer.encode(), [to])
+    [event] = mail.emails(created)
+    [listed] = event["data"]["attachments"]
+    downloaded = mail.download(created, event["id"], listed["id"]).content
+    assert len(downloaded) == listed["size"]
+    attached = BytesParser(policy=policy.default).parsebytes(downloaded)
+    assert [address.addr_spec for address in attached["To"].addresses] == [
+        f"person{n}@example.com" for n in range(2_000)
+    ]
+    assert (attached["Subject"], attached.get_content()) == ("inner", "hi")
+
+
+def test_a_punycode_body_is_read_as_utf8(mail: Mailroom):
+    """Python's punycode decoder takes time quadratic in the body: a 1 MB body took 33 s."""
+    created = mail.api.provision()
+    to = email_of(created)
+    raw = f"To: {to}\r\nContent-Type: text/plain; charset=punycode\r\n\r\nx-baba\r\n".encode()
+    mail.receive(raw, [to])
+    [event] = mail.emails(created)
+    assert event["data"]["text"] == "x-baba\n"

@@ -10,16 +10,18 @@ message, so a download finds the same part by parsing the same bytes again.
 
 from __future__ import annotations
 
+import codecs
 import mimetypes
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC
 from email import errors, policy
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
+from email.policy import EmailPolicy
 from email.utils import getaddresses
-from functools import partial
-from typing import Any, TypeVar
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -33,7 +35,10 @@ ATTACHMENT_PREFIX = "att_"
 # event says what was cut (`truncated_fields`) and the whole message stays stored.
 MAX_DEPTH = 32  # multipart levels followed
 MAX_PARTS = 500  # leaf parts looked at
-MAX_HEADER_CHARS = 16_384  # of one header's value parsed (address lists parse slowly)
+MAX_HEADER_CHARS = 16_384  # of one header field's values parsed (address lists parse slowly)
+MAX_CONTENT_HEADER_CHARS = 1_000  # of a Content-* value parsed: its parser is quadratic in what it finds wrong
+MAX_BOUNDARY_LINES = 5_000  # lines that may open a part: past them the parser would build every part first
+MAX_EVENT_BYTES = 2_000_000  # what an event's data may take in an answer, escaped as Lambda carries it
 MAX_HEADER_TEXT = 2_000  # characters kept of a subject or an id
 MAX_ADDRESSES = 100  # per address field
 MAX_REFERENCES = 100
@@ -43,8 +48,13 @@ FALLBACK_CONTENT_TYPE = "application/octet-stream"
 _MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*")
 _CHARSET = re.compile(r"[A-Za-z0-9._:+-]{1,40}")
 # The `for <address>` clause a receiving server writes into its Received header.
-_RECEIVED_FOR = re.compile(r"\bfor\s+<?([^\s<>;]+@[^\s<>;]+?)>?\s*;", re.IGNORECASE)
+_RECEIVED_FOR = re.compile(r"\bfor\s+<?([^\s<>;@]+@[^\s<>;@]+)>?\s*;", re.IGNORECASE)
 _DELIVERY_HEADERS = ("To", "Cc", "Delivered-To", "X-Original-To")
+# Codecs whose decoders take time quadratic in a stranger's bytes (punycode) or refuse to replace what they
+# cannot read (idna, undefined): such bodies are read as UTF-8.
+_UNREAD_CODECS = frozenset({"punycode", "idna", "undefined"})
+# Input bytes one decoded character may take, at most, in any codec Python knows (`\U0001f600` in an escape codec).
+_BYTES_PER_CHARACTER = 10
 
 
 class AttachmentFile(msgspec.Struct, frozen=True):
@@ -56,21 +66,61 @@ class AttachmentFile(msgspec.Struct, frozen=True):
 
 
 class StructureTooDeep(errors.MessageDefect):
-    """The parts nest too deeply for the parser: only the headers were read."""
+    """The parts nest too deeply for the parser, or are too many: only the headers were read."""
+
+
+if TYPE_CHECKING:
+    _DefaultPolicy = EmailPolicy[EmailMessage]
+else:  # not subscriptable when running
+    _DefaultPolicy = EmailPolicy
+
+
+class _TolerantPolicy(_DefaultPolicy):
+    """`policy.default`, except that a header the parser cannot read is kept as its text.
+
+    The parser reads Content-Type while it splits parts, and some hostile
+    values raise from deep inside the header parser (`x*1*`, an encoded word
+    that decodes to a lone surrogate): that would cost the whole message on
+    every retry. Content-* values are cut at `MAX_CONTENT_HEADER_CHARS` and
+    each one is parsed once however often it is read.
+    """
+
+    def header_fetch_parse(self, name: str, value: str) -> Any:
+        if name.lower().startswith("content-") and not hasattr(value, "name"):  # a header object is parsed
+            return _content_header(name, value[:MAX_CONTENT_HEADER_CHARS])
+        try:
+            return super().header_fetch_parse(name, value)
+        except Exception:
+            return _unfold(_clean(value))
+
+
+@lru_cache(maxsize=1024)
+def _content_header(name: str, value: str) -> Any:
+    try:
+        return policy.default.header_fetch_parse(name, value)
+    except Exception:
+        return _unfold(_clean(value))
+
+
+TOLERANT = _TolerantPolicy()
 
 
 def parse(raw: bytes) -> EmailMessage:
     """The message tree; malformations are recorded as defects, never raised.
 
-    Parts nested deeper than the parser can follow (it recurses per level)
-    leave a message of headers only, marked with `StructureTooDeep`.
+    Parts nested deeper than the parser can follow (it recurses per level),
+    or more lines that may open a part than `MAX_BOUNDARY_LINES` (it builds
+    every part before any bound applies), leave a message of headers only,
+    marked with `StructureTooDeep`.
     """
-    try:
-        return BytesParser(policy=policy.default).parsebytes(raw)
-    except RecursionError:
-        message = BytesParser(policy=policy.default).parsebytes(raw, headersonly=True)
-        message.defects.append(StructureTooDeep())
-        return message
+    if raw.count(b"\n--") <= MAX_BOUNDARY_LINES:
+        try:
+            return BytesParser(policy=TOLERANT).parsebytes(raw)
+        except RecursionError:
+            pass
+    message = BytesParser(policy=TOLERANT).parsebytes(raw, headersonly=True)
+    message.defects.append(StructureTooDeep())
+    return message
 
 
 def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
@@ -84,8 +134,8 @@ def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
     cut: list[str] = []
     readable = not any(isinstance(defect, StructureTooDeep) for defect in message.defects)
     text_part, html_part = _body_parts(message) if readable else (None, None)
-    text = _capped("text", _tolerant(lambda: _decoded_text(text_part), None), text_max_bytes, cut)
-    html = _capped("html", _tolerant(lambda: _decoded_text(html_part), None), text_max_bytes, cut)
+    text = _capped("text", _tolerant(lambda: _decoded_text(text_part, text_max_bytes), None), text_max_bytes, cut)
+    html = _capped("html", _tolerant(lambda: _decoded_text(html_part, text_max_bytes), None), text_max_bytes, cut)
     senders = _address_field(message, "From", "from", cut)
     references = (_text_field(message, "References", "references", cut, limit=MAX_HEADER_CHARS) or "").split()
     if len(references) > MAX_REFERENCES:
@@ -94,29 +144,53 @@ def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:
     parts, all_parts = _attachment_parts(message, (text_part, html_part)) if readable else ([], False)
     if not all_parts:
         cut.append("parts")  # bodies and attachments past a bound were not read
-    return {
-        "from": ", ".join(senders) or None,
-        "to": _address_field(message, "To", "to", cut),
-        "cc": _address_field(message, "Cc", "cc", cut),
-        "subject": _text_field(message, "Subject", "subject", cut),
-        "date": _tolerant(lambda: _date(message), None),
-        "internet_message_id": _text_field(message, "Message-ID", "internet_message_id", cut),
-        "in_reply_to": _text_field(message, "In-Reply-To", "in_reply_to", cut),
-        "references": references,
-        "text": text,
-        "html": html,
-        "truncated": bool(cut),
-        "truncated_fields": sorted(set(cut)),
-        "attachments": [
-            {
-                "id": attachment_id,
-                "filename": _filename(part, attachment_id),
-                "size": len(_payload(part)),
-                "content_type": _content_type(part),
-            }
-            for attachment_id, part in parts
-        ],
-    }
+    return _within_budget(
+        {
+            "from": ", ".join(senders) or None,
+            "to": _address_field(message, "To", "to", cut),
+            "cc": _address_field(message, "Cc", "cc", cut),
+            "subject": _text_field(message, "Subject", "subject", cut),
+            "date": _tolerant(lambda: _date(message), None),
+            "internet_message_id": _text_field(message, "Message-ID", "internet_message_id", cut),
+            "in_reply_to": _text_field(message, "In-Reply-To", "in_reply_to", cut),
+            "references": references,
+            "text": text,
+            "html": html,
+            "attachments": [
+                {
+                    "id": attachment_id,
+                    "filename": _filename(part, attachment_id),
+                    "size": len(_payload(part)),
+                    "content_type": _content_type(part),
+                }
+                for attachment_id, part in parts
+            ],
+        },
+        cut,
+    )
+
+
+# Fields given up, in this order, while an event's data is past `MAX_EVENT_BYTES`: what is left (a subject, ids,
+# 100 senders and 500 attachments' names, each bounded) stays far below it.
+_SPARED_LAST = ("html", "text", "cc", "to", "references")
+
+
+def _within_budget(data: dict[str, Any], cut: list[str]) -> dict[str, Any]:
+    """`data` within `MAX_EVENT_BYTES` once answered, so the event fits a transaction and a page of the feed.
+
+    Text escapes up to seven times its size there (control characters, quotes), so fields within their own
+    bounds can still add up past it: the largest go first, emptied, and join `truncated_fields`.
+    """
+    for field in _SPARED_LAST:
+        if not data[field]:
+            continue
+        if jsontext.value_sent_size(data) <= MAX_EVENT_BYTES:
+            break
+        data[field] = [] if isinstance(data[field], list) else None
+        cut.append(field)
+    data["truncated"] = bool(cut)
+    data["truncated_fields"] = sorted(set(cut))
+    return data
 
 
 def message_id(message: EmailMessage) -> str | None:
@@ -146,7 +220,7 @@ def recipients_named(message: EmailMessage) -> set[str]:
     values = [value for name in _DELIVERY_HEADERS for value in _raw_values(message, name)]
     named = {address for _, address in getaddresses(values) if "@" in address}
     for received in _raw_values(message, "Received"):
-        named.update(_RECEIVED_FOR.findall(received))
+        named.update(_RECEIVED_FOR.findall(received[:MAX_HEADER_CHARS]))
     return {address.lower() for address in named}
 
 
@@ -167,15 +241,19 @@ def _body_parts(message: EmailMessage) -> tuple[MIMEPart | None, MIMEPart | None
     return text, html
 
 
-def _decoded_text(part: MIMEPart | None) -> str | None:
+def _decoded_text(part: MIMEPart | None, max_bytes: int) -> str | None:
+    """The part's text, from no more of its bytes than `max_bytes` UTF-8 bytes of text can take in any codec
+    (past them, the text decoded is longer than `max_bytes`, so `_capped` says it was cut)."""
     if part is None:
         return None
-    payload = _decoded_bytes(part)
+    payload = _decoded_bytes(part)[: (max_bytes + 1) * _BYTES_PER_CHARACTER]
     # Undeclared 8-bit text is UTF-8 far more often than anything else.
     charset = part.get_content_charset() or "utf-8"
     try:
+        if codecs.lookup(charset).name in _UNREAD_CODECS:
+            charset = "utf-8"
         text = payload.decode(charset, "replace")
-    except (LookupError, ValueError):  # not a text codec, or one (idna, say) that cannot replace what it cannot read
+    except (LookupError, ValueError):  # not a text codec
         text = payload.decode("utf-8", "replace")
     # UTF-7 and the escape codecs decode a stranger's bytes to lone surrogates, which no event can hold.
     return jsontext.valid_text(text).replace("\r\n", "\n")
@@ -257,7 +335,11 @@ def _decoded_bytes(part: MIMEPart) -> bytes:
 
 def _attached_message_bytes(part: MIMEPart) -> bytes:
     attached = part.get_payload(0)
-    return attached.as_bytes() if isinstance(attached, Message) else b""
+    # Its headers as they came: refolding them (the default) takes time quadratic in a long address list.
+    return attached.as_bytes(policy=_AS_SENT) if isinstance(attached, Message) else b""
+
+
+_AS_SENT = policy.default.clone(refold_source="none")
 
 
 def _filename(part: MIMEPart, attachment_id: str) -> str:
@@ -284,10 +366,10 @@ def _text_field(
     message: EmailMessage, name: str, field: str, cut: list[str], *, limit: int = MAX_HEADER_TEXT
 ) -> str | None:
     """The first `name` header's text, decoded, within `limit` characters."""
-    headers = _parsed_headers(message, name, field, cut)
-    if not headers:
+    header = next(_parsed_headers(message, name, field, cut), None)
+    if header is None:
         return None
-    text = _tolerant(lambda: _clean(str(headers[0])).strip(), "")
+    text = _tolerant(lambda: _clean(str(header)).strip(), "")
     if not text:
         return None
     if len(text) > limit:
@@ -304,6 +386,8 @@ def _address_field(message: EmailMessage, name: str, field: str, cut: list[str])
     found: list[str] = []
     for header in _parsed_headers(message, name, field, cut):
         found.extend(_tolerant(partial(_header_addresses, header), [_unfold(_clean(str(header)))]))
+        if len(found) > MAX_ADDRESSES:
+            break  # the rest would be parsed only to be left out
     if len(found) > MAX_ADDRESSES:
         cut.append(field)
         return found[:MAX_ADDRESSES]
@@ -314,22 +398,26 @@ def _header_addresses(header: Any) -> list[str]:
     return [_clean(str(address)) for address in header.addresses if address.addr_spec not in ("", "<>")]
 
 
-def _parsed_headers(message: EmailMessage, name: str, field: str, cut: list[str]) -> list[Any]:
-    """Every `name` header as the default policy reads it, each from at most `MAX_HEADER_CHARS` of its value.
+def _parsed_headers(message: EmailMessage, name: str, field: str, cut: list[str]) -> Iterator[Any]:
+    """Each `name` header as the default policy reads it, as they are asked for, from at most
+    `MAX_HEADER_CHARS` of their values in all.
 
-    Parsing costs time in proportion to the value (a 0.8 MB Cc took 17 s), so
-    a longer value is cut first and `field` joins `cut`.
+    Parsing costs time in proportion to the value (a 0.8 MB Cc took 17 s, and
+    a mail may repeat a header a hundred times), so what is past the bound is
+    left unparsed and `field` joins `cut`.
     """
     wanted = name.lower()
-    headers = []
+    left = MAX_HEADER_CHARS
     for key, value in message.raw_items():
         if key.lower() != wanted:
             continue
-        if len(value) > MAX_HEADER_CHARS:
-            value = value[:MAX_HEADER_CHARS]
+        if left <= 0 or len(value) > left:
+            value = value[: max(left, 0)]
             cut.append(field)
-        headers.append(_tolerant(partial(policy.default.header_fetch_parse, key, value), value))
-    return headers
+            if not value:
+                return
+        left -= len(value)
+        yield _tolerant(partial(policy.default.header_fetch_parse, key, value), value)
 
 
 def _raw_values(message: EmailMessage, name: str) -> list[str]:
