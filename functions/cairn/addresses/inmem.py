@@ -32,7 +32,7 @@ from cairn.addresses.inbox_settings import InboxSettings
 from cairn.addresses.quota import FeedQuota
 from cairn.addresses.rate_windows import WINDOW_SECONDS, retry_after, window_of
 from cairn.addresses.state_model import StateEntry, StateSnapshot, StateUsage, usage_delta
-from cairn.errors import IdempotencyKeyReused, Unauthorized, Unavailable
+from cairn.errors import Unauthorized, Unavailable
 
 # What a digest is compared with when there is no address.
 _NO_HEAD_DIGEST = "0" * 64
@@ -250,8 +250,7 @@ class InMemoryAddressStore:
             held = address.claims.get(claim.key_digest)
             if held is None or not _live(held.expires_at, int(request.now)):
                 continue
-            if not hmac.compare_digest(held.request_digest, claim.request_digest):
-                raise IdempotencyKeyReused("This Idempotency-Key was already used with a different request body.")
+            claim.check_same_request(held.request_digest)
             return models.AppendResult(events=[held.ref], duplicate=True)
         return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -11,6 +12,7 @@ import msgspec
 from cairn import jsontext
 from cairn.addresses.inbox_settings import InboxSettings
 from cairn.decimal_text import is_decimal
+from cairn.errors import IdempotencyKeyReused
 
 
 class AddressRecord(msgspec.Struct, frozen=True):
@@ -108,6 +110,11 @@ class IdempotencyClaim(msgspec.Struct, frozen=True):
 
     key_digest: str
     request_digest: str
+
+    def check_same_request(self, claimed_request_digest: str) -> None:
+        """`IdempotencyKeyReused` unless the key's claim was made by this same request."""
+        if not hmac.compare_digest(claimed_request_digest, self.request_digest):
+            raise IdempotencyKeyReused("This Idempotency-Key was already used with a different request body.")
 
 
 class AppendResult(msgspec.Struct, frozen=True):

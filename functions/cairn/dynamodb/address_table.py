@@ -78,7 +78,7 @@ from cairn.dynamodb.address_items import (
 )
 from cairn.dynamodb.feed_trim import trim_feed
 from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_n, get_s, key, n, s
-from cairn.errors import IdempotencyKeyReused, RateLimited, Unauthorized, Unavailable
+from cairn.errors import RateLimited, Unauthorized, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -820,8 +820,5 @@ def _retained_duplicate(request: AppendRequest, reasons: list[dict[str, Any]], l
 
 
 def _duplicate(item: dict[str, Any], claim: IdempotencyClaim) -> AppendResult:
-    if not hmac.compare_digest(address_items.claimed_request(item), claim.request_digest):
-        raise IdempotencyKeyReused(
-            "This Idempotency-Key was already used with a different request body.",
-        )
+    claim.check_same_request(address_items.claimed_request(item))
     return AppendResult(events=[address_items.claimed_ref(item)], duplicate=True)

@@ -22,7 +22,6 @@ the slot instead, and a report arriving after that is a duplicate.
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 import msgspec
@@ -63,7 +62,6 @@ from cairn.email.outbound_ports import (
     Outcome,
 )
 from cairn.errors import (
-    IdempotencyKeyReused,
     InvalidReplyTo,
     InvalidRequest,
     OutboundNotConfigured,
@@ -203,8 +201,7 @@ class Sending:
         claimed = self._table.claimed_event(address_id, claim.key_digest, now=now)
         if claimed is None:
             return None
-        if not hmac.compare_digest(claimed.request_digest, claim.request_digest):
-            raise IdempotencyKeyReused("This Idempotency-Key was already used with a different request body.")
+        claim.check_same_request(claimed.request_digest)
         return claimed.ref
 
     def _outcome_wait(self) -> int:
