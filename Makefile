@@ -66,10 +66,16 @@ unit: $(VENV)/.installed
 docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-# Everything, in parallel; `check` and the docs first, so a finding fails the run before the slower
-# suites start. A module's tests stay on one worker (`tests/conftest.py`), so its fixtures are made once.
-test: setup chromium check docs
-	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup $(ARGS)
+# Everything, in parallel. `check` and the docs run beside the suite, whose servers, browsers and
+# timers leave the cores idle at times; their output follows the suite's, and a finding fails the run
+# all the same (`make check` alone is the fast loop). A module's tests stay on one worker
+# (`tests/conftest.py`), so its fixtures are made once.
+test: setup chromium
+	@checks=$$(mktemp); $(MAKE) --no-print-directory check docs >$$checks 2>&1 & pid=$$!; \
+	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup $(ARGS); suite=$$?; \
+	wait $$pid; checked=$$?; cat $$checks; rm -f $$checks; \
+	if [ $$checked -ne 0 ]; then echo "make test: check or docs failed" >&2; fi; \
+	[ $$suite -eq 0 ] && [ $$checked -eq 0 ]
 
 # The generated hostile input of `make test`, four times deeper and drawn anew each run (`make test`
 # replays the same cases, so a run is a regression check; this one looks for new findings).

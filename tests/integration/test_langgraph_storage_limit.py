@@ -15,8 +15,11 @@ import json
 import math
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from multiprocessing.pool import Pool
 from typing import Any
+
+import pytest
 
 from cairn.checkpoints.models import Blob, NewCheckpoint, Write
 from cairn.errors import StorageLimitExceeded
@@ -58,6 +61,14 @@ def put_own_threads(endpoint: str, table: str, limit: int, address_id: str, toke
     return that_fit(threads, lambda thread_id: store.put(address_id, token, first_checkpoint(thread_id)))
 
 
+@pytest.fixture(scope="module")
+def processes() -> Iterator[Pool]:
+    """Racing processes started once for the tests that need no start of their own: each spends about a
+    second on its imports."""
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        yield pool
+
+
 def that_fit(names: list[str], write: Callable[[str], object]) -> list[str]:
     """The names whose write the storage limit let in, each tried in turn."""
     landed = []
@@ -70,7 +81,7 @@ def that_fit(names: list[str], write: Callable[[str], object]) -> list[str]:
     return landed
 
 
-def test_racing_processes_put_exactly_the_checkpoints_that_fit(dynamodb_local, local_table: str):
+def test_racing_processes_put_exactly_the_checkpoints_that_fit(dynamodb_local, local_table: str, processes: Pool):
     api = LambdaClient(services(dynamodb_local.endpoint, local_table))
     settings = api.services.settings
     probe = api.provision()
@@ -81,8 +92,7 @@ def test_racing_processes_put_exactly_the_checkpoints_that_fit(dynamodb_local, l
     created = api.provision()
     address_id, token = created["address"]["id"], created["credentials"]["read_token"]
     arguments = [(dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(4)]
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        landed = [thread for threads in pool.starmap(put_own_threads, arguments) for thread in threads]
+    landed = [thread for threads in processes.starmap(put_own_threads, arguments) for thread in threads]
 
     assert len(landed) == FITTING  # sixteen tried, seven fit, never eight
     assert counted(settings, address_id) == FITTING * cost == counted_items(settings, address_id)
@@ -120,7 +130,9 @@ def write_threads(api: LambdaClient, address_id: str, token: str) -> None:
             parent = checkpoint.checkpoint_id
 
 
-def test_racing_prunes_and_deletions_give_back_exactly_what_they_remove(dynamodb_local, local_table: str):
+def test_racing_prunes_and_deletions_give_back_exactly_what_they_remove(
+    dynamodb_local, local_table: str, processes: Pool
+):
     api = LambdaClient(services(dynamodb_local.endpoint, local_table))
     created = api.provision()
     address_id, token = created["address"]["id"], created["credentials"]["read_token"]
@@ -130,13 +142,11 @@ def test_racing_prunes_and_deletions_give_back_exactly_what_they_remove(dynamodb
     assert written == counted_items(settings, address_id) > len(THREADS) * STEPS * (2_000 + 3 * 900)
     arguments = [(dynamodb_local.endpoint, local_table, address_id, token, process) for process in range(PROCESSES)]
 
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        pool.starmap(prune_or_delete_runs, arguments)
+    processes.starmap(prune_or_delete_runs, arguments)
     # Each thread keeps its newest checkpoint (or, when that was run-0's, the newest run-1 one) with its writes.
     assert 0 < counted(settings, address_id) == counted_items(settings, address_id) < written // 2
 
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        pool.starmap(delete_threads, arguments)
+    processes.starmap(delete_threads, arguments)
     # Every removal released its items' bytes once: none twice (the count would fall below zero), none missed.
     assert counted(settings, address_id) == 0 == counted_items(settings, address_id)
 

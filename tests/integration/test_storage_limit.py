@@ -9,7 +9,11 @@ of stored bytes equals what its files and sessions hold, counted one by one.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Iterator
+from multiprocessing.pool import Pool
 from typing import Any
+
+import pytest
 
 from cairn.dynamodb import keys
 from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
@@ -26,6 +30,13 @@ SIZE = 20_000
 # Room for exactly FITTING files of SIZE bytes under keys of the same length.
 FITTING = 7
 PROCESSES = 4
+
+
+@pytest.fixture(scope="module")
+def processes() -> Iterator[Pool]:
+    """The racing processes, started once for the module: each spends about a second on its imports."""
+    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+        yield pool
 
 
 def limit_for(fitting: int) -> int:
@@ -75,7 +86,7 @@ def stored_now(api: LambdaClient, address_id: str, token: str) -> int:
 
 
 def test_racing_processes_store_exactly_what_fits_and_the_count_is_what_is_stored(
-    dynamodb_local, local_table: str, clock: FakeClock
+    dynamodb_local, local_table: str, processes: Pool, clock: FakeClock
 ):
     limit = limit_for(FITTING)
     api = LambdaClient(services(dynamodb_local.endpoint, local_table, limit))
@@ -84,16 +95,14 @@ def test_racing_processes_store_exactly_what_fits_and_the_count_is_what_is_store
     arguments = [
         (dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(PROCESSES)
     ]
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        written = [name for names in pool.starmap(write_own_files, arguments) for name in names]
+    written = [name for names in processes.starmap(write_own_files, arguments) for name in names]
 
     assert len(written) == FITTING  # sixteen tried, seven fit, never eight
     listed = api.services.files.list(address_id, token, "", after=None, limit=1000).keys
     assert sorted(listed) == sorted(written)
     assert counted(api.services.settings, address_id) == stored_now(api, address_id, token)
 
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        pool.starmap(churn, arguments)
+    processes.starmap(churn, arguments)
     assert counted(api.services.settings, address_id) == stored_now(api, address_id, token)
     assert stored_now(api, address_id, token) <= limit
 
@@ -168,7 +177,7 @@ def sessions_hold(api: LambdaClient, address_id: str, token: str) -> int:
 
 
 def test_racing_session_writers_store_exactly_what_fits_and_the_count_is_what_the_sessions_hold(
-    dynamodb_local, local_table: str
+    dynamodb_local, local_table: str, processes: Pool
 ):
     clock = FakeClock()
     setup = LambdaClient(services(dynamodb_local.endpoint, local_table, 10**9))
@@ -180,16 +189,14 @@ def test_racing_session_writers_store_exactly_what_fits_and_the_count_is_what_th
     arguments = [
         (dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(PROCESSES)
     ]
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        landed = sum(pool.starmap(add_to_shared_sessions, arguments))
+    landed = sum(processes.starmap(add_to_shared_sessions, arguments))
 
     api = LambdaClient(services(dynamodb_local.endpoint, local_table, limit, clock))
     assert landed == FITTING  # sixteen tried, seven fit, never eight
     assert sum(len(session_items(api, address_id, token, s)) for s in SESSIONS) == FITTING + len(SESSIONS)
     assert counted(api.services.settings, address_id) == sessions_hold(api, address_id, token)
 
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        claims = [text for texts in pool.starmap(churn_sessions, arguments) for text in texts]
+    claims = [text for texts in processes.starmap(churn_sessions, arguments) for text in texts]
     # The items claimed pops took are kept a day for their retries, and count until then.
     held = sum(item_bytes(sent_size(text)) for text in claims)
     assert claims
@@ -260,7 +267,7 @@ def runs_hold(api: LambdaClient, address_id: str, token: str) -> int:
 
 
 def test_racing_strands_runs_store_exactly_what_fits_and_the_count_is_what_the_sessions_hold(
-    dynamodb_local, local_table: str
+    dynamodb_local, local_table: str, processes: Pool
 ):
     setup = LambdaClient(services(dynamodb_local.endpoint, local_table, 10**9))
     created = setup.provision()
@@ -273,14 +280,12 @@ def test_racing_strands_runs_store_exactly_what_fits_and_the_count_is_what_the_s
     arguments = [
         (dynamodb_local.endpoint, local_table, limit, address_id, token, process) for process in range(PROCESSES)
     ]
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        stored = pool.starmap(run_until_full, arguments)
+    stored = processes.starmap(run_until_full, arguments)
 
     api = LambdaClient(services(dynamodb_local.endpoint, local_table, limit))
     assert sum(stored) == FITTING  # sixteen tried, seven fit, never eight
     assert counted(api.services.settings, address_id) == runs_hold(api, address_id, token)
 
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
-        pool.starmap(churn_runs, arguments)
+    processes.starmap(churn_runs, arguments)
     assert counted(api.services.settings, address_id) == runs_hold(api, address_id, token)
     assert counted(api.services.settings, address_id) <= limit
