@@ -199,6 +199,13 @@ class UnknownRecipient(CairnError):
     http_status = 422
 
 
+class MailRefused(CairnError):
+    """The carrier refused a message for good (the recipient, or the sender's standing): asking again cannot help."""
+
+    code = "mail_refused"
+    http_status = 422
+
+
 class RecipientNotVerified(CairnError):
     """The recipient is a contact whose code has not been confirmed."""
 

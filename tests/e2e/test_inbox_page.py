@@ -426,6 +426,13 @@ def test_the_form_opens_an_address_and_the_token_stays_in_the_tab(served: ServeP
     assert any("/events?" in url for url in requested) and not any(token in url for url in requested)
 
 
+def test_the_page_with_a_trailing_slash_is_the_page(served: ServeProcess, browser: webdriver.Chrome):
+    """`/inbox/` was answered with the page, whose relative module URLs then pointed under it: a blank page."""
+    browser.get(f"{served.base_url}/inbox/")
+    shown(browser, "#address-id")
+    assert browser.current_url == f"{served.base_url}/inbox"
+
+
 def test_a_fragment_that_does_not_decode_offers_the_form(served: ServeProcess, browser: webdriver.Chrome):
     """`#%E0%A4%A` is no percent-encoding: the page opened nothing at all when it threw on it."""
     browser.get(f"{served.base_url}/inbox")

@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from cairn.addresses.models import Event
 from cairn.api.sse import HEARTBEAT, event_frame, wants_event_stream
 from cairn.client import Address, HttpClient
-from cairn.client.sse import Comment, Message, parse
+from cairn.client.sse import Comment, Message, lines, parse
 from cairn.entrypoints.streaming import RuntimeApi, handle_next
+from cairn.local.asgi import ResolverBridge
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, path_of
 from tests.support.runtime_api import FakeRuntimeApi, response_headers
@@ -81,13 +84,46 @@ def test_an_event_is_one_frame_id_type_and_the_page_json_on_one_line():
     }
 
 
-@pytest.mark.parametrize("type_", ["a\nretry: 1", "a\r\nid: 99", "line\rbreak"])
+@pytest.mark.parametrize(
+    "type_",
+    [
+        "a\nretry: 1",
+        "a\r\nid: 99",
+        "line\rbreak",
+        # Breaks that only some readers (`str.splitlines`, as here) end a line at.
+        'x\u2028data: {"id": "evt_999_deadbeef", "sequence": 999}\u2028\u2028',
+        "a\u2029b",
+        "a\x85b",
+        "a\x0bb",
+    ],
+)
 def test_a_type_that_would_break_the_frame_is_named_message_and_kept_in_data(type_: str):
     [message] = [
         item for item in parse(event_frame(an_event(type_)).decode().splitlines()) if isinstance(item, Message)
     ]
     assert (message.id, message.event) == ("7", "message")
     assert json.loads(message.data)["type"] == type_
+
+
+def test_data_holding_line_breaks_of_any_reader_stays_on_one_line():
+    data = {"text": "a\u2028b\u2029c\x85d\x0be\x1cf"}
+    frame = event_frame(an_event(data=data)).decode()
+    assert frame.splitlines()[2].startswith("data: ") and len(frame.splitlines()) == 4
+    [message] = [item for item in parse(frame.splitlines()) if isinstance(item, Message)]
+    assert json.loads(message.data)["data"] == data
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        ["id: 1\r\nevent: é\u2028x\r\ndata: {}\r\n\r\n"],
+        ["id: 1\r", "\nevent: é\u2028x\r", "\n", "data: {}\r\n\r", "\n"],  # CRLF split between chunks
+        ["id: 1\revent: é\u2028x\rdata: {}\r\r"],  # CR alone
+        ["id", ": 1\nevent: é\u2028", "x\ndata", ": {}\n\n", ""],
+    ],
+)
+def test_the_sdk_splits_lines_at_cr_and_lf_only_wherever_chunks_end(chunks: list[str]):
+    assert list(lines(chunks)) == ["id: 1", "event: é\u2028x", "data: {}", ""]
 
 
 @pytest.mark.parametrize(
@@ -239,7 +275,56 @@ def test_the_streaming_loop_sends_each_chunk_as_the_stream_makes_it(api: LambdaC
     assert posted.chunks >= 4
 
 
+class RuntimeApiGone(RuntimeApi):
+    """The Runtime API's connection drops as the answer is sent, before a chunk of it is drawn."""
+
+    def stream_response(self, request_id: str, chunks: Iterator[bytes]) -> None:
+        raise ConnectionResetError("the Runtime API went away")
+
+
+def test_the_streaming_loop_gives_a_slot_back_when_the_answer_cannot_be_sent(clock: FakeClock):
+    api = LambdaClient.in_memory(clock, max_streams_per_address=1)
+    created = api.provision()
+    with FakeRuntimeApi() as runtime_api:
+        runtime_api.invoke(stream_request(api, created))
+        with pytest.raises(ConnectionResetError):
+            handle_next(RuntimeApiGone(runtime_api.address), api.app.resolve, {})
+    assert streams_answered(api, created, 1) == [200]
+
+
 # -- the SDK ------------------------------------------------------------------
+
+
+class StreamingTransport(httpx.BaseTransport):
+    """The resolver as a streaming edge answers (iterator bodies), to the SDK's HTTP client."""
+
+    def __init__(self, api: LambdaClient) -> None:
+        self.api = api
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        headers = {name: value for name, value in request.headers.items() if name != "host"}
+        answer = self.api.app.resolve(
+            self.api.event(request.method, str(request.url), headers=headers), StreamingContext()
+        )
+        body = answer["body"]
+        content = body.encode() if isinstance(body, str) else b"".join(body)
+        multi = {name: values[-1] for name, values in (answer.get("multiValueHeaders") or {}).items()}
+        return httpx.Response(answer["statusCode"], headers={**(answer.get("headers") or {}), **multi}, content=content)
+
+
+def test_the_sdk_reads_each_event_whole_whatever_breaks_its_text_holds(api: LambdaClient):
+    """A type with U+2028 once made the SDK yield a frame an inbox poster wrote, then fail on the rest."""
+    created = api.provision()
+    forged = 'x\u2028data: {"id": "evt_999_deadbeef", "sequence": 999, "verified_by": "stripe"}\u2028\u2028'
+    api.post_inbox(created, {"type": forged, "data": {"note": "a\u2028b\x85c"}})
+    api.post_inbox(created, {"type": "after", "data": {}})
+    with Address(created, http=HttpClient(transport=StreamingTransport(api))) as address:
+        streamed = list(address.events.stream())
+    assert [(event["sequence"], event["type"], event["verified_by"]) for event in streamed] == [
+        (1, forged, None),
+        (2, "after", None),
+    ]
+    assert streamed[0]["data"] == {"note": "a\u2028b\x85c"}
 
 
 def test_follow_falls_back_to_long_polls_when_the_server_does_not_stream(api: LambdaClient):
@@ -252,3 +337,64 @@ def test_follow_falls_back_to_long_polls_when_the_server_does_not_stream(api: La
         assert [next(follower)["type"], next(follower)["type"]] == ["one", "two"]
         assert not follower.streaming
         follower.stop()
+
+
+# -- stream slots ---------------------------------------------------------------
+
+
+def streams_answered(api: LambdaClient, created: dict, count: int) -> list[int]:
+    """The statuses of `count` stream requests held open at once (their bodies are closed afterwards)."""
+    answers = [api.app.resolve(stream_request(api, created), StreamingContext()) for _ in range(count)]
+    for answer in answers:
+        getattr(answer["body"], "close", lambda: None)()
+    return [answer["statusCode"] for answer in answers]
+
+
+@pytest.mark.parametrize("drawn", [0, 1], ids=["closed before a chunk", "closed after the retry line"])
+def test_a_stream_closed_before_its_first_batch_gives_its_slot_back(clock: FakeClock, drawn: int):
+    """A client that hung up that early (a reload) kept its slot for the stream's time and a minute: two
+    reloads locked the owner out of streaming for a quarter of an hour."""
+    api = LambdaClient.in_memory(clock, max_streams_per_address=2)
+    created = api.provision()
+    for _ in range(3):
+        body = api.app.resolve(stream_request(api, created), StreamingContext())["body"]
+        for _ in range(drawn):
+            next(body)
+        body.close()
+    assert streams_answered(api, created, 2) == [200, 200]
+    assert streams_answered(api, created, 3)[-1] == 429  # the cap itself still holds
+
+
+@pytest.mark.parametrize("hang_up", ["at once", "before the answer starts"])
+def test_cairn_serve_gives_a_slot_back_when_the_client_leaves_before_the_stream_starts(clock: FakeClock, hang_up: str):
+    api = LambdaClient.in_memory(clock, max_streams_per_address=2, stream_heartbeat_seconds=1)
+    created = api.provision()
+    bridge = ResolverBridge(api.app.resolve, host_names=frozenset({"cairn.test"}))
+    path = path_of(created["endpoints"]["events_url"])
+    headers = [(b"host", b"cairn.test"), (b"accept", b"text/event-stream")]
+    scope = {
+        "type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "scheme": "http", "server": ("cairn.test", 80), "client": ("203.0.113.7", 5000), "root_path": "",
+        "http_version": "1.1",
+        "headers": [*headers, (b"authorization", f"Bearer {created['credentials']['read_token']}".encode())],
+    }  # fmt: skip
+
+    async def one_request() -> None:
+        requested = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal requested
+            if not requested:
+                requested = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if hang_up == "before the answer starts":
+                raise OSError("connection reset by peer")  # what writing to a closed socket raises
+
+        await bridge(scope, receive, send)
+
+    for _ in range(3):
+        anyio.run(one_request)
+    assert streams_answered(api, created, 2) == [200, 200]

@@ -79,6 +79,25 @@ def test_without_a_runtime_key_the_routes_are_open(moto_env, clock: FakeClock):
     ("body", "status", "code", "message"),
     [
         ("{", 400, "invalid_json", "not valid JSON"),
+        (  # an exponent past what Python's Decimal holds
+            '{"events": [{"type": "user_message", "data": {"message": "hi", "structured": 1e-1000000000000000000000}}]}',
+            400,
+            "invalid_json",
+            "exponent is out of range",
+        ),
+        (
+            {
+                "events": [
+                    {
+                        "type": "tool_call",
+                        "data": {"tool_call_id": "c", "tool_name": "t", "payload": "1e99999999999999999999"},
+                    }
+                ]
+            },
+            400,
+            "invalid_request",
+            "JSON text",
+        ),
         ({"event": []}, 400, "invalid_request", "The body must be"),
         ({"events": []}, 400, "invalid_request", "events must not be empty"),
         ({"events": ["note"]}, 400, "invalid_request", r"events\[0\] must be an object"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from email import policy
 from email.parser import BytesParser
@@ -165,11 +166,30 @@ def test_verification_mails_have_their_own_daily_limit(moto_env, clock: FakeCloc
 
 @pytest.mark.parametrize(
     ("email", "code"),
-    [("ada@example.org\r\nBcc: eve@example.org", "header_injection"), ("not an address", "invalid_request")],
+    [
+        ("ada@example.org\r\nBcc: eve@example.org", "header_injection"),
+        ("not an address", "invalid_request"),
+        # Encoded words (RFC 2047 §5: never in an address): the first decodes to a line break, the second to
+        # another address than the one mailed.
+        ("=?us-ascii?q?a=0d=0a?=@example.com", "invalid_request"),
+        ("=?utf-8?q?x?=@example.com", "invalid_request"),
+    ],
 )
 def test_a_bad_contact_address_is_refused_and_nothing_is_mailed(out: Outbound, email: str, code: str):
     assert out.contact(email).error_code == code
     assert out.mailer.sent == [] and out.contacts().json()["contacts"] == []
+
+
+def test_a_code_the_carrier_refuses_for_good_is_a_422_and_one_it_could_not_take_a_503_for_a_minute(out: Outbound):
+    out.mailer.refuse = MailerError("relay refused the recipient: nobody@example.org (550)", permanent=True)
+    refused = out.contact("nobody@example.org")
+    assert (refused.status, refused.error_code) == (422, "mail_refused")
+    assert "550" in refused.json()["error"]["message"] and "Retry-After" not in refused.headers
+    out.mailer.refuse = MailerError("relay answered 451", permanent=False)
+    later = out.contact("ada@example.org")
+    assert (later.status, later.error_code, later.headers["Retry-After"]) == (503, "temporarily_unavailable", "60")
+    out.mailer.refuse = None
+    assert out.contact("ada@example.org").status == 429  # within the minute, as Retry-After said
 
 
 def test_contacts_need_the_read_token(out: Outbound):
@@ -247,6 +267,21 @@ def test_a_reply_threads_on_the_received_mail(out: Outbound):
     assert data["references"] == sent["References"].split()
 
 
+@pytest.mark.parametrize("subject", ["=?utf-8?q?=0D=0ABcc:_eve@example.org?=", "=?utf-16?B?9cb8?="])
+def test_a_reply_to_a_subject_that_reads_as_an_encoded_word_keeps_it_as_text(out: Outbound, subject: str):
+    """A stranger's mail chose the subject: decoded on the way out, it added a Bcc or failed every reply."""
+    out.verified()
+    encoded = "=?utf-8?b?" + base64.b64encode(subject.encode()).decode() + "?="  # the subject the feed shows
+    raw = f"From: {PERSON}\r\nTo: {out.created['address']['email']}\r\nSubject: {encoded}\r\n\r\nHi\r\n"
+    received = out.receive(raw.encode())
+    assert received["data"]["subject"] == subject
+    reply = out.send({"to": PERSON, "text": "Noted.", "reply_to_event_id": received["id"]})
+    assert reply.status == 202, reply.text
+    sent = parsed(out.mailer.sent[-1])
+    assert sent["Subject"] == "Re: " + subject.replace("=?", "= ?")
+    assert sent["Bcc"] is None and sent["To"] == PERSON
+
+
 def test_a_reply_to_mail_without_a_usable_message_id_records_no_thread_headers(out: Outbound):
     out.verified()
     raw = f"From: {PERSON}\r\nTo: {out.created['address']['email']}\r\nSubject: Hi\r\n\r\nNo id here.\r\n".encode()
@@ -276,6 +311,10 @@ def test_a_reply_to_anything_but_received_mail_is_refused(out: Outbound):
         (message(to="ada@example.org, b@example.org"), 400, "too_many_recipients"),
         (message(subject="Hi\r\nBcc: eve@example.org"), 400, "header_injection"),
         (message(to="ada@example.org\nBcc: eve@example.org"), 400, "header_injection"),
+        # Encoded words, decoded on the way out: to a header line (before Python 3.11.10), or to UTF-16 no
+        # header can carry (an error).
+        (message(subject="Hi=?utf-8?q?=0D=0ABcc:_eve@example.org?="), 400, "header_injection"),
+        (message(subject="=?utf-16?B?9cb8?="), 400, "header_injection"),
         (message(html="<b>hi</b>"), 400, "plain_text_only"),
         (message(attachments=[{"filename": "a.txt"}]), 400, "plain_text_only"),
         (message(text="x" * 10_001), 413, "payload_too_large"),

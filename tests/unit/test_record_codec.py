@@ -11,6 +11,7 @@ import pytest
 
 from cairn.runtime.codec import (
     PayloadError,
+    decode_cancellation_reason,
     decode_child_run_linked,
     decode_run_completed,
     decode_run_started,
@@ -81,6 +82,8 @@ def test_strict_decoding_preserves_text(kind: str, quoted: str, text: str):
         (lambda p: p[:-1] + b',"unknown":true}', 'unknown field "unknown"'),
         (lambda p: p + b" {}", "multiple JSON values"),
         (lambda p: p + b" !", "invalid character"),
+        (lambda p: p[:-1] + b',"n":' + b"1" * 5000 + b"}", "out of range"),
+        (lambda p: p + b" " + b"1" * 5000, "invalid character"),
     ],
     ids=[
         "invalid byte",
@@ -93,6 +96,8 @@ def test_strict_decoding_preserves_text(kind: str, quoted: str, text: str):
         "unknown field",
         "trailing value",
         "trailing malformed JSON",
+        "integer of 5,000 digits",
+        "trailing integer of 5,000 digits",
     ],
 )
 def test_strict_decoding_rejects_malformed_payloads(kind: str, make: Callable[[bytes], bytes], message: str):
@@ -102,3 +107,9 @@ def test_strict_decoding_rejects_malformed_payloads(kind: str, make: Callable[[b
     with pytest.raises(PayloadError, match=message):
         read(payload)
     assert payload == original
+
+
+def test_a_cancellation_intent_holding_a_number_past_range_is_refused():
+    assert decode_cancellation_reason(b'{"reason": "session_ended", "n": 1}') == "session_ended"
+    with pytest.raises(PayloadError, match="out of range"):
+        decode_cancellation_reason(b'{"reason": "session_ended", "n": ' + b"9" * 5000 + b"}")

@@ -41,3 +41,24 @@ def test_a_run_list_too_large_for_one_answer_is_refused_with_413(api: LambdaClie
     assert (reply.status, reply.error_code) == (413, "payload_too_large") and size < LAMBDA_ANSWER_LIMIT
     one, _ = call(api, "load_run", {"run_id": "run-0"})
     assert one.status == 200 and one.json()["labels"] == {"k": "\x01" * 50_000}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"session_id": "s", "statuses": ["\U000e0001" * 600_000]},  # an unknown status: 2.4 MB, 7 MB as a repr
+        {"session_id": "s", "statuses": [], "\x01" * 1_000_000: 1},  # an unknown field
+    ],
+    ids=["unknown value", "unknown field"],
+)
+def test_an_error_names_a_huge_value_in_a_few_characters(api: LambdaClient, body: dict[str, Any]):
+    """Echoed whole, the value made an error larger than the request, which the answer turned into a 413."""
+    reply, size = call(api, "list_runs_by_session", body)
+    assert (reply.status, reply.error_code) == (422, "invalid_request"), reply.text[:300]
+    assert size < 1_000
+
+
+def test_a_map_key_is_named_in_a_few_characters():
+    with pytest.raises(wire.WireError) as refused:
+        wire.decode(dict[str, str], {"k" * 1_000_000: 1}, "labels")
+    assert len(str(refused.value)) < 200

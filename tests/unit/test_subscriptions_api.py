@@ -96,6 +96,8 @@ def test_the_read_token_guards_every_route(local_api: LambdaClient):
         "https://[2002:7f00:1::]/hook",  # 6to4 of 127.0.0.1
         "https://[2002:a00:8::]/hook",  # 6to4 of 10.0.0.8
         "https://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/hook",  # Teredo, client 10.0.0.1
+        "https://[::ffff:0:a9fe:a9fe]/hook",  # IPv4-translated (SIIT) 169.254.169.254
+        "https://[fec0::1]/hook",  # site-local, deprecated but still routed inside some networks
         # Characters no request line may carry (Python's URL parser drops some of them silently).
         "https://example.com/a b",
         "https://example.com/a\x00b",

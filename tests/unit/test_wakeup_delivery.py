@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -284,6 +287,48 @@ def test_a_stored_url_that_is_now_refused_fails_its_deliveries_visibly(moto_env:
     shown = engine.shown(sub_id)
     assert (shown["status"], shown["failures"], shown["delivered_through"]) == ("active", 1, 0)
     assert shown["attempts"][0]["error"]
+    tested = engine.api.request(
+        "POST", f"/api/v1/addresses/{engine.address_id}/subscriptions/{sub_id}/test", token=engine.token
+    )
+    assert (tested.status, tested.json()["attempt"]["outcome"]) == (200, "failed")
+
+
+@pytest.fixture
+def garbled_receiver() -> Iterator[str]:
+    """A receiver that answers every request with a status line and one 99 KB header line of control bytes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    answer = b"HTTP/1.1 200 OK\r\n" + b"\x01" * 99_000 + b"\r\n\r\n"
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            with connection:
+                connection.settimeout(5)
+                received = b""
+                while b"\r\n\r\n" not in received and (chunk := connection.recv(65536)):
+                    received += chunk
+                connection.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
+    listener.close()
+
+
+def test_an_answer_that_quotes_itself_into_a_huge_error_is_a_failed_attempt_with_a_short_reason(
+    moto_env: None, clock: FakeClock, garbled_receiver: str
+):
+    """The HTTP client's error quoted the whole header line, 400 KB once escaped: the attempt could not be
+    stored, so delivery raised, nothing was backed off, and the test call answered 500."""
+    engine = Engine(clock, None, wake_retry_base_seconds=BASE_DELAY)  # type: ignore[arg-type]
+    sub_id = engine.subscribe(garbled_receiver)
+    engine.post(1)  # asserts that the batch reports no failure
+    shown = engine.shown(sub_id)
+    assert (shown["status"], shown["failures"], shown["delivered_through"]) == ("active", 1, 0)
+    assert shown["attempts"][0]["outcome"] == "failed" and 0 < len(shown["attempts"][0]["error"]) <= 300
+    assert shown["next_retry_at"] is not None
     tested = engine.api.request(
         "POST", f"/api/v1/addresses/{engine.address_id}/subscriptions/{sub_id}/test", token=engine.token
     )

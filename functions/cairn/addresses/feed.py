@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack, contextmanager
 
 from msgspec.structs import replace
@@ -23,6 +23,34 @@ WAITS = "waits"
 # A lease outlives its read by this much, so a slow start or end never frees a slot still in use;
 # it only matters for a holder that died without releasing.
 _LEASE_MARGIN_SECONDS = 60
+
+
+class EventStream(Iterator[list[Event]]):
+    """The batches of one event stream (`Feed.watch`), holding one of the address's stream slots.
+
+    The slot goes back when the batches end or the stream is closed, begun or
+    not: a client that hangs up before the first batch is drawn (a reload, a
+    dropped connection) must not keep a slot until its lease runs out.
+    """
+
+    def __init__(self, batches: Generator[list[Event], None, None], *, release: Callable[[], None]) -> None:
+        self._batches = batches
+        self._release: Callable[[], None] | None = release
+
+    def __next__(self) -> list[Event]:
+        try:
+            return next(self._batches)
+        except BaseException:  # StopIteration or a failure: the stream is over either way
+            self.close()
+            raise
+
+    def close(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            try:
+                self._batches.close()
+            finally:
+                release()
 
 
 class Feed:
@@ -101,7 +129,7 @@ class Feed:
         record = self._table.load(address_id)
         return known if record is None else max(known, record.trimmed_through)
 
-    def watch(self, address_id: str, read_token: str | None, *, after: int, limit: int) -> Iterator[list[Event]]:
+    def watch(self, address_id: str, read_token: str | None, *, after: int, limit: int) -> EventStream:
         """Events after `after` as they commit, for one stream of `max_stream_seconds`.
 
         Checks the token and counts once against the poll rate now, so a
@@ -111,14 +139,17 @@ class Feed:
         `stream_heartbeat_seconds` pass without one, so the caller can keep
         the connection alive. It waits with the long-poll's waiter, never in
         a busy loop, and ends when the time is up or, checked at each
-        heartbeat, the address is gone.
+        heartbeat, the address is gone. Closing it gives its slot back.
         """
         self.admit_read(address_id, read_token)
         settings = self._settings
         lease = self._hold(
             address_id, STREAMS, seconds=settings.max_stream_seconds, cap=settings.max_streams_per_address
         )
-        return self._follow(address_id, read_token, after, limit, lease)
+        return EventStream(
+            self._batches(address_id, read_token, after, limit),
+            release=lambda: self._leases.release(address_id, STREAMS, lease),
+        )
 
     def _hold(self, address_id: str, kind: str, *, seconds: float, cap: int) -> str:
         """A lease on one of the address's `cap` slots of `kind`, or `TooManyHeldReads`."""
@@ -140,16 +171,9 @@ class Feed:
         finally:
             self._leases.release(address_id, kind, lease)
 
-    def _follow(
-        self, address_id: str, read_token: str | None, after: int, limit: int, lease: str
-    ) -> Iterator[list[Event]]:
-        try:
-            yield from self._batches(address_id, read_token, after, limit)
-        finally:
-            # Also when the client goes away: closing the body's iterator ends this one.
-            self._leases.release(address_id, STREAMS, lease)
-
-    def _batches(self, address_id: str, read_token: str | None, after: int, limit: int) -> Iterator[list[Event]]:
+    def _batches(
+        self, address_id: str, read_token: str | None, after: int, limit: int
+    ) -> Generator[list[Event], None, None]:
         settings = self._settings
         deadline = time.monotonic() + settings.max_stream_seconds
         heartbeat = settings.stream_heartbeat_seconds

@@ -10,14 +10,13 @@ Otherwise the label decides: form fields, text, or bytes kept as base64.
 from __future__ import annotations
 
 import base64
-import codecs
 import re
 from typing import Any
 from urllib.parse import parse_qsl
 
 import msgspec
 
-from cairn import credentials, jsontext
+from cairn import charsets, credentials, jsontext
 from cairn.errors import InvalidJson, InvalidRequest
 
 JSON = "application/json"
@@ -88,9 +87,10 @@ def read(raw: bytes, declared: str, labels: Labels = NO_LABELS) -> InboxBody:
 
 def _not_json(raw: bytes, header: str, media: str, labels: Labels) -> InboxBody:
     data: Any
-    if media == FORM and (fields := _form_fields(raw, _charset(header))) is not None:
+    charset = _charset(header)  # None: a charset not to decode a stranger's bytes in, so they stay bytes
+    if charset and media == FORM and (fields := _form_fields(raw, charset)) is not None:
         data, content_type = fields, FORM
-    elif media.startswith("text/") and (text := _text(raw, _charset(header))) is not None:
+    elif charset and media.startswith("text/") and (text := _text(raw, charset)) is not None:
         data, content_type = text, media
     else:
         content_type = media
@@ -135,16 +135,12 @@ def _text(raw: bytes, charset: str) -> str | None:
     return None if _NOT_TEXT.search(text) else text
 
 
-def _charset(header: str) -> str:
-    """The declared `charset` parameter if Python knows it, else UTF-8."""
+def _charset(header: str) -> str | None:
+    """The codec of the declared `charset` parameter, else UTF-8; None when it is one not to run (then bytes)."""
     for parameter in header.split(";")[1:]:
         name, _, value = parameter.partition("=")
         if name.strip().lower() == "charset":
-            charset = value.strip().strip('"')
-            try:
-                return codecs.lookup(charset).name
-            except LookupError:
-                return "utf-8"
+            return charsets.declared_codec(value.strip().strip('"'))
     return "utf-8"
 
 

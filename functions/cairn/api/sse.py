@@ -15,7 +15,7 @@ Lambda contexts say so with `streams_responses`; a buffered edge answers 406.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -52,27 +52,56 @@ def wants_event_stream(accept: str) -> bool:
     return False
 
 
+# What some line readers end a line at besides CR and LF (Python's `str.splitlines`, which httpx's
+# `iter_lines` uses). Raw in a frame, they split it there: an inbox post's type could forge a frame of
+# its own for such a reader, and its data make the rest unreadable.
+_LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# JSON escapes the others already (control characters below U+0020).
+_ESCAPE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def event_frame(item: Event) -> bytes:
-    """One event as an SSE frame; its JSON is one line, so one `data:` field carries it."""
-    name = item.type if item.type and not any(mark in item.type for mark in "\r\n") else DEFAULT_EVENT_NAME
-    data = presenters.event(item).model_dump_json()
+    """One event as an SSE frame: one line per field however its reader splits lines, so one `data:`
+    field carries its JSON; a type that would break a line is sent as `message` (it is in the data)."""
+    fits = item.type and not any(mark in item.type for mark in _LINE_BREAKS)
+    name = item.type if fits else DEFAULT_EVENT_NAME
+    data = presenters.event(item).model_dump_json().translate(_ESCAPE_BREAKS)
     return f"id: {item.sequence}\nevent: {name}\ndata: {data}\n\n".encode()
 
 
-def frames(batches: Iterator[list[Event]]) -> Iterator[bytes]:
+class Frames(Iterator[bytes]):
     """The body of a stream: the reconnect delay, then a chunk per batch of events or heartbeat.
 
     A stream that cannot go on (the address was deleted, storage failed)
     ends; the client resumes from its last id on the next connection.
+    Closing the body closes the batches (giving their stream slot back), also
+    before the first chunk is drawn, which closing a generator would not do.
     """
-    yield f"retry: {RECONNECT_MILLISECONDS}\n\n".encode()
-    try:
-        for batch in batches:
-            yield b"".join(event_frame(item) for item in batch) if batch else HEARTBEAT
-    except CairnError as error:
-        logger.info("event stream ended early", extra={"error_code": error.code})
-    except Exception:  # noqa: BLE001 - the answer has started; ending the stream is all that is left
-        logger.exception("event stream failed")
+
+    def __init__(self, batches: Iterator[list[Event]]) -> None:
+        self._batches = batches
+        self._chunks = self._made()
+
+    def __next__(self) -> bytes:
+        return next(self._chunks)
+
+    def close(self) -> None:
+        try:
+            self._chunks.close()
+        finally:
+            close = getattr(self._batches, "close", None)
+            if close is not None:
+                close()
+
+    def _made(self) -> Generator[bytes, None, None]:
+        yield f"retry: {RECONNECT_MILLISECONDS}\n\n".encode()
+        try:
+            for batch in self._batches:
+                yield b"".join(event_frame(item) for item in batch) if batch else HEARTBEAT
+        except CairnError as error:
+            logger.info("event stream ended early", extra={"error_code": error.code})
+        except Exception:  # noqa: BLE001 - the answer has started; ending the stream is all that is left
+            logger.exception("event stream failed")
 
 
 def last_event_id(headers: dict[str, str], maximum: int) -> int | None:
@@ -112,7 +141,7 @@ def event_stream(feed: Feed, *, max_cursor: int) -> Middleware:
             content_type=EVENT_STREAM,
             # Proxies must neither cache nor hold back the stream.
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            body=frames(batches),
+            body=Frames(batches),
         )
 
     return middleware

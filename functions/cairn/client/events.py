@@ -53,7 +53,7 @@ class Events:
         ) as response:
             if response.headers.get("content-type", "").partition(";")[0].strip() != EVENT_STREAM:
                 raise StreamUnavailable("The server answered the stream request with a page, not a stream.")
-            for item in sse.parse(response.iter_lines()):
+            for item in sse.parse(sse.lines(response.iter_text())):
                 if isinstance(item, sse.Message):
                     yield json.loads(item.data)
 

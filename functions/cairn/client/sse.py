@@ -8,8 +8,13 @@ and dropped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+# The HTML standard ends a stream's lines at CRLF, LF or CR, and nowhere else (not at U+2028 and the
+# other breaks `str.splitlines` knows, where a sender's text could otherwise split a frame).
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,26 @@ class Comment:
     """A `:` line; Cairn sends `: heartbeat` while a stream is idle."""
 
     text: str
+
+
+def lines(chunks: Iterable[str]) -> Iterator[str]:
+    """The lines of a stream's text as it arrives in chunks, without their breaks (CRLF, LF or CR)."""
+    line: list[str] = []  # the pieces of the line not yet ended
+    after_cr = False  # the last chunk ended with CR, whose LF may open the next one
+    for chunk in chunks:
+        if not chunk:
+            continue
+        if after_cr and chunk.startswith("\n"):
+            chunk = chunk[1:]
+        after_cr = chunk.endswith("\r")
+        start = 0
+        for found in _LINE_BREAK.finditer(chunk):
+            line.append(chunk[start : found.start()])
+            yield "".join(line)
+            line, start = [], found.end()
+        line.append(chunk[start:])
+    if any(line):
+        yield "".join(line)
 
 
 def parse(lines: Iterable[str]) -> Iterator[Message | Comment]:

@@ -27,6 +27,10 @@ MAX_SUBJECT_CHARS = 500
 MAX_REFERENCES = 20
 _EMAIL = re.compile(EMAIL_PATTERN)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+# An RFC 2047 encoded word, as leniently as Python's header parser finds one: a header value holding one is
+# decoded on its way out, to text that may hold line breaks (CVE-2024-6923 before Python 3.11.10) or
+# characters no header can carry (an error).
+_ENCODED_WORD = re.compile(r"=\?.*\?=", re.DOTALL)
 _MESSAGE_ID = re.compile(r"<[\x21-\x3b\x3d\x3f-\x7e]{1,250}>")
 
 
@@ -45,7 +49,8 @@ def contact_email(value: object, *, field: str) -> str:
     if _CONTROL.search(value):
         raise HeaderInjection(f"{field} must not contain line breaks or control characters.", field=field)
     text = value.strip()
-    if len(text) > MAX_EMAIL_LENGTH or not _EMAIL.fullmatch(text):
+    # RFC 2047 §5: no encoded word in an address.
+    if len(text) > MAX_EMAIL_LENGTH or not _EMAIL.fullmatch(text) or _ENCODED_WORD.search(text):
         raise InvalidRequest(f"{field} must be one plain email address like name@example.com.", field=field)
     return text.lower()
 
@@ -58,12 +63,17 @@ def subject_line(value: object) -> str:
         raise HeaderInjection("subject must be one line, without control characters.", field="subject")
     if len(value) > MAX_SUBJECT_CHARS:
         raise InvalidRequest(f"subject must be at most {MAX_SUBJECT_CHARS} characters.", field="subject")
+    if _ENCODED_WORD.search(value):
+        raise HeaderInjection(
+            "subject must be the text itself, without an encoded word (=?charset?q?...?=): Cairn encodes it.",
+            field="subject",
+        )
     return value
 
 
 def reply_subject(thread: Thread) -> str:
-    """`Re: <subject>` of the mail answered, once."""
-    original = _CONTROL.sub(" ", thread.subject).strip()[: MAX_SUBJECT_CHARS - 4]
+    """`Re: <subject>` of the mail answered, once; what would read as an encoded word is opened with a space."""
+    original = _CONTROL.sub(" ", thread.subject).replace("=?", "= ?").strip()[: MAX_SUBJECT_CHARS - 4]
     return original if original.lower().startswith("re:") else f"Re: {original}".rstrip()
 
 

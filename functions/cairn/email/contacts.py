@@ -39,6 +39,7 @@ from cairn.email.outbound_ports import (
 )
 from cairn.errors import (
     CodeExpired,
+    MailRefused,
     NotFound,
     OutboundNotConfigured,
     TooManyAttempts,
@@ -110,6 +111,18 @@ class Contacts:
             sent_at=now,
             attempts=0,
         )
+        # Composed before anything is written: a message that cannot be made changes nothing.
+        sender, reply_to = composing.senders(record.email, self._settings.outbound_from)
+        message = composing.compose(
+            sender=sender,
+            reply_to=reply_to,
+            recipient=email,
+            subject="Your verification code",
+            text=_code_text(record, code, CODE_TTL_SECONDS),
+            message_id=composing.new_message_id(self._settings.email_domain),
+            now=now,
+            auto_submitted=True,
+        )
         for _ in range(_ROUNDS):
             # What the write expects to find; its conditions decide, and a contact changed meanwhile is read again.
             found = self._contacts.get(address_id, email)
@@ -131,21 +144,15 @@ class Contacts:
             break
         else:
             raise Unavailable("This contact is changing too fast; retry shortly.")
-        sender, reply_to = composing.senders(record.email, self._settings.outbound_from)
-        message = composing.compose(
-            sender=sender,
-            reply_to=reply_to,
-            recipient=email,
-            subject="Your verification code",
-            text=_code_text(record, code, CODE_TTL_SECONDS),
-            message_id=composing.new_message_id(self._settings.email_domain),
-            now=now,
-            auto_submitted=True,
-        )
         try:
             mailer.send(message)
         except MailerError as error:
-            raise Unavailable("The code could not be mailed; ask again shortly.", retry_after=30) from error
+            if error.permanent:
+                raise MailRefused(
+                    f"The code could not be mailed, and asking again will not help: {error.reason[:300]}"
+                ) from error
+            # The code stands as sent, so the next may be asked for once the resend spacing has passed.
+            raise Unavailable("The code could not be mailed; ask again shortly.", retry_after=RESEND_SECONDS) from error
         return ContactChange(contact, code_sent=True)
 
     def verification(

@@ -10,7 +10,6 @@ message, so a download finds the same part by parsing the same bytes again.
 
 from __future__ import annotations
 
-import codecs
 import mimetypes
 import re
 from collections.abc import Callable, Iterator
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from cairn import jsontext
+from cairn import charsets, jsontext
 from cairn.clock import iso
 
 T = TypeVar("T")
@@ -50,9 +49,6 @@ _CHARSET = re.compile(r"[A-Za-z0-9._:+-]{1,40}")
 # The `for <address>` clause a receiving server writes into its Received header.
 _RECEIVED_FOR = re.compile(r"\bfor\s+<?([^\s<>;@]+@[^\s<>;@]+)>?\s*;", re.IGNORECASE)
 _DELIVERY_HEADERS = ("To", "Cc", "Delivered-To", "X-Original-To")
-# Codecs whose decoders take time quadratic in a stranger's bytes (punycode) or refuse to replace what they
-# cannot read (idna, undefined): such bodies are read as UTF-8.
-_UNREAD_CODECS = frozenset({"punycode", "idna", "undefined"})
 # Input bytes one decoded character may take, at most, in any codec Python knows (`\U0001f600` in an escape codec).
 _BYTES_PER_CHARACTER = 10
 
@@ -248,10 +244,8 @@ def _decoded_text(part: MIMEPart | None, max_bytes: int) -> str | None:
         return None
     payload = _decoded_bytes(part)[: (max_bytes + 1) * _BYTES_PER_CHARACTER]
     # Undeclared 8-bit text is UTF-8 far more often than anything else.
-    charset = part.get_content_charset() or "utf-8"
+    charset = charsets.declared_codec(part.get_content_charset() or "utf-8") or "utf-8"
     try:
-        if codecs.lookup(charset).name in _UNREAD_CODECS:
-            charset = "utf-8"
         text = payload.decode(charset, "replace")
     except (LookupError, ValueError):  # not a text codec
         text = payload.decode("utf-8", "replace")

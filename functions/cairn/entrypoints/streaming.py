@@ -153,7 +153,14 @@ def handle_next(runtime: RuntimeApi, handler: Handler, environ: dict[str, str]) 
     except Exception as error:  # noqa: BLE001 - every failure is Lambda's to record, then the loop goes on
         runtime.report_error(invocation.request_id, error)
         return
-    runtime.stream_response(invocation.request_id, streamed_chunks(response))
+    try:
+        runtime.stream_response(invocation.request_id, streamed_chunks(response))
+    finally:
+        # A body that holds something (an event stream's slot) gives it back, also when sending failed
+        # before the body was drawn at all.
+        close = getattr(response.get("body"), "close", None)
+        if close is not None:
+            close()
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import base64
 import ipaddress
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -102,19 +102,27 @@ class ResolverBridge:
         away) is the last, and the iterator is closed on a worker thread.
         """
         chunks = iter(response["body"])
-        await send(_start(response))
-        async with anyio.create_task_group() as group:
-            group.start_soon(_cancel_on_disconnect, receive, group)
-            try:
-                while (chunk := await anyio.to_thread.run_sync(next, chunks, None, limiter=self._limiter)) is not None:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b""})
-            except OSError:
-                pass  # the client went away mid-send
-            finally:
-                group.cancel_scope.cancel()
-        # Runs the iterator's own clean-up (it may hold a feed subscription); not on the event loop.
-        await anyio.to_thread.run_sync(_close, chunks)
+        try:
+            await send(_start(response))
+            async with anyio.create_task_group() as group:
+                group.start_soon(_cancel_on_disconnect, receive, group)
+                try:
+                    while (chunk := await self._draw(chunks)) is not None:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    await send({"type": "http.response.body", "body": b""})
+                finally:
+                    group.cancel_scope.cancel()
+        except OSError:
+            pass  # the client went away, before the answer started or mid-send
+        finally:
+            # Runs the iterator's own clean-up (it holds a stream slot and may hold a feed subscription), also
+            # when the server itself is cancelling this request; not on the event loop.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_close, chunks)
+
+    async def _draw(self, chunks: Iterator[bytes]) -> bytes | None:
+        """The next chunk, or None at the end, drawn on a worker thread: drawing may wait for the next event."""
+        return await anyio.to_thread.run_sync(next, chunks, None, limiter=self._limiter)
 
     def _known_host(self, scope: dict[str, Any]) -> bool:
         host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")

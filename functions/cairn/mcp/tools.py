@@ -383,8 +383,9 @@ ADD_CONTACT = ToolSpec(
     "ignoring it is safe; the contact is `pending` until verify_contact. Ask the person for the code; it is "
     "never shown to you otherwise. Asking again replaces the code (not sooner than a minute later, also after "
     "removing the contact: `rate_limited`). Fails with `contact_limit_reached` (10 contacts by default), "
-    "`outbound_not_configured`, and `rate_limited` beyond the codes an address may mail, or one person may "
-    "receive, per UTC day.",
+    "`outbound_not_configured`, `rate_limited` beyond the codes an address may mail, or one person may "
+    "receive, per UTC day, and `mail_refused` when the person's mail system refused the code for good (check "
+    "the address).",
     ContactArguments,
     _hints(open_world=True),
 )

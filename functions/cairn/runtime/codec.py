@@ -17,6 +17,8 @@ from cairn import jsontext
 
 INVALID_UTF8 = "record payload contains invalid UTF-8"
 NULL_PAYLOAD = "record payload must not be null"
+# Python converts integers of at most 4,300 digits; anything longer is past Go's float64 as well.
+_OUT_OF_RANGE = "a number in the record payload is out of range"
 
 
 class PayloadError(ValueError):
@@ -105,11 +107,13 @@ def decode_one_value(payload: bytes) -> Any:
         value, end = decoder.raw_decode(text, _skip_space(text, 0))
     except json.JSONDecodeError as error:
         raise PayloadError(f"invalid character: {error.msg}") from error
+    except ValueError as error:  # an integer of more digits than Python converts, past Go's float64 too
+        raise PayloadError(_OUT_OF_RANGE) from error
     rest = _skip_space(text, end)
     if rest < len(text):
         try:
             decoder.raw_decode(text, rest)
-        except json.JSONDecodeError as error:
+        except ValueError as error:  # JSONDecodeError, or a too-long integer: no second value either way
             raise PayloadError(f"invalid character {text[rest]!r} after top-level value") from error
         raise PayloadError("multiple JSON values")
     return go_text(value)
@@ -244,5 +248,7 @@ def decode_cancellation_reason(payload: bytes) -> str:
         value = go_text(json.loads(shallow_text(payload)))
     except json.JSONDecodeError as error:
         raise PayloadError(f"invalid cancellation intent: {error.msg}") from error
+    except ValueError as error:
+        raise PayloadError(f"invalid cancellation intent: {_OUT_OF_RANGE}") from error
     reason = value.get("reason") if isinstance(value, dict) else None
     return reason if isinstance(reason, str) else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import reprlib
 import types
 import typing
 from datetime import UTC, datetime
@@ -19,6 +20,17 @@ from typing import Any
 
 class WireError(ValueError):
     """A JSON document that does not describe the expected command."""
+
+
+# An error names what it refuses in at most about this many characters: a stranger's value (or map key)
+# echoed whole could make the error larger than the request, and than an answer may be.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 60
+_MAX_KEY_SHOWN = 60
+
+
+def _shown(value: Any) -> str:
+    return _SHOWN.repr(value)
 
 
 def encode(value: Any) -> Any:
@@ -69,7 +81,9 @@ def decode(kind: Any, value: Any, where: str = "body") -> Any:
         return [decode(item_kind, item, f"{where}[{index}]") for index, item in enumerate(value)]
     if origin is dict:
         _expect(value, dict, where)
-        return {str(k): decode(typing.get_args(kind)[1], v, f"{where}.{k}") for k, v in value.items()}
+        return {
+            str(k): decode(typing.get_args(kind)[1], v, f"{where}.{str(k)[:_MAX_KEY_SHOWN]}") for k, v in value.items()
+        }
     return _decode_scalar(kind, value, where)
 
 
@@ -97,7 +111,7 @@ def _decode_scalar(kind: Any, value: Any, where: str) -> Any:
         try:
             return kind(value)
         except ValueError as error:
-            raise WireError(f"{where} has an unknown value {value!r}") from error
+            raise WireError(f"{where} has an unknown value {_shown(value)}") from error
     if kind in (str, int, bool):
         _expect(value, kind, where)
         if kind is int and isinstance(value, bool):
@@ -111,7 +125,7 @@ def _decode_dataclass(kind: type, value: Any, where: str) -> Any:
     hints = _hints(kind)
     unknown = set(value) - set(hints)
     if unknown:
-        raise WireError(f"{where} has unknown field {sorted(unknown)[0]!r}")
+        raise WireError(f"{where} has unknown field {_shown(sorted(unknown)[0])}")
     arguments = {}
     for field in dataclasses.fields(kind):
         if field.name in value:

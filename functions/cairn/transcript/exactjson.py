@@ -78,6 +78,8 @@ def loads(text: str | bytes) -> Any:
         raise JsonError("JSON nests too deeply") from error
     except ValueError as error:
         raise JsonError(f"invalid JSON: {error}") from error
+    except ArithmeticError as error:  # decimal.InvalidOperation: an exponent past what a Decimal holds
+        raise JsonError("invalid JSON: a number's exponent is out of range") from error
     return _valid_strings(value) if _SURROGATE_ESCAPE.search(text) else value
 
 

@@ -31,6 +31,7 @@ DEFAULT_PORTS = {"https": 443, "http": 80}
 _IPV4_IN_LAST_32_BITS = (
     ipaddress.IPv6Network("::/96"),  # IPv4-compatible, deprecated (RFC 4291)
     ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64's well-known prefix (RFC 6052)
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated, for SIIT (RFC 2765)
 )
 # Local-use NAT64 (RFC 8215) translates into the operator's own IPv4 network, wherever the IPv4 part sits.
 _LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
@@ -122,8 +123,8 @@ def port_of(parts: SplitResult) -> int:
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """A globally routable unicast address (not private, loopback, link-local, metadata, reserved).
 
-    An IPv6 address that carries an IPv4 one (mapped, compatible, NAT64,
-    6to4, Teredo) is public only if that IPv4 address is too: a translator
+    An IPv6 address that carries an IPv4 one (mapped, compatible, translated,
+    NAT64, 6to4, Teredo) is public only if that IPv4 address is too: a translator
     or relay on the way would deliver it there.
     """
     if isinstance(address, ipaddress.IPv6Address):
@@ -131,7 +132,8 @@ def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
             return is_public(address.ipv4_mapped)
         if address in _LOCAL_NAT64 or not all(is_public(inner) for inner in _embedded_ipv4(address)):
             return False
-    return address.is_global and not address.is_multicast
+    site_local = isinstance(address, ipaddress.IPv6Address) and address.is_site_local  # fec0::/10, in no table
+    return address.is_global and not address.is_multicast and not site_local
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:

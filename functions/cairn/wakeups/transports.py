@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+import msgspec
+
 from cairn.wakeups.aws_targets import AwsTargets
 from cairn.wakeups.models import Delivery, Outcome, Subscription, TargetKind
 from cairn.wakeups.webhook import WebhookTransport
@@ -34,15 +36,20 @@ class Transports:
 
 
 def send_once(transport: Transport, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
-    """`transport.send`, with anything it raises made a failed attempt like any other.
+    """`transport.send`, with anything it raises made a failed attempt like any other, and its error's text cut.
 
     Left to rise, an unforeseen error (a defect, or a stored target no request
     can carry) would leave the subscription active with no attempt recorded
     and its event handed out again and again; as a failure it is recorded,
-    backed off and counted until the retry window ends the subscription.
+    backed off and counted until the retry window ends the subscription. The
+    text is cut because the target writes it: an error quoting a 100 KB
+    header line of an answer made an attempt DynamoDB could not store.
     """
     try:
-        return transport.send(subscription, delivery, now)
+        outcome = transport.send(subscription, delivery, now)
     except Exception as error:
         logger.exception("a wake-up transport raised instead of answering with an outcome")
         return Outcome(delivered=False, error=f"{type(error).__name__}: {error}"[:_MAX_ERROR_TEXT])
+    if outcome.error is not None and len(outcome.error) > _MAX_ERROR_TEXT:
+        return msgspec.structs.replace(outcome, error=outcome.error[:_MAX_ERROR_TEXT])
+    return outcome

@@ -44,7 +44,8 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         "replaces the code, at most once a minute. `{email, code}` verifies the contact (200). The code is never "
         "returned, expires, and allows a few tries: `wrong_code`, `code_expired`, `too_many_attempts`. At most a "
         "few contacts per address (`contact_limit_reached`). Codes and tries per address and per recipient per UTC "
-        "day are limited, also across removing the contact (429 `rate_limited`; a refused request stores nothing).",
+        "day are limited, also across removing the contact (429 `rate_limited`; a refused request stores nothing). "
+        "A code the recipient's mail system refuses for good is 422 `mail_refused`.",
         tags=["email"],
         security=BEARER,
         status_code=202,

@@ -36,12 +36,16 @@ def _read(name: str) -> str:
 def register(app: ConcurrentRestResolver, services: Services) -> None:
     del services  # the page is the same for every deployment
     for path, (name, content_type) in FILES.items():
-        app.get(path, include_in_schema=False)(_server(name, content_type))
+        app.get(path, include_in_schema=False)(_server(app, name, content_type))
 
 
-def _server(name: str, content_type: str) -> Callable[[], Response[str]]:
+def _server(app: ConcurrentRestResolver, name: str, content_type: str) -> Callable[[], Response[str]]:
     # A closure, not default arguments: the resolver would read those as query parameters.
     def serve() -> Response[str]:
+        if app.current_event.path.endswith("/"):
+            # The resolver routes `/inbox/` here too, where the page's relative URLs (`inbox/main.js`, kept
+            # relative for a stage's prefix) would point one folder too deep: the page stayed blank.
+            return Response(status_code=308, content_type=content_type, body="", headers={"Location": "../inbox"})
         return Response(
             status_code=200,
             content_type=content_type,
