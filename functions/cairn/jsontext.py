@@ -77,6 +77,17 @@ def depth(text: str) -> int:
     return max(accumulate(array("b", outside.translate(_NESTING_STEPS, _NOT_BRACKETS))), default=0)
 
 
+def holds_more_values(text: str, limit: int) -> bool:
+    """Whether JSON text holds more than about `limit` values: commas and opening brackets outside strings.
+
+    A count in C; text with fewer commas and brackets than `limit` in all is not scanned for strings.
+    """
+    if text.count(",") + text.count("[") + text.count("{") <= limit:
+        return False
+    outside = "".join(text.replace("\\\\", "").replace('\\"', "").split('"')[::2])
+    return outside.count(",") + outside.count("[") + outside.count("{") > limit
+
+
 def nests_too_deeply(text: str) -> bool:
     """Whether JSON text nests deeper than `MAX_DEPTH`; text with fewer brackets than that is not scanned."""
     return text.count("[") + text.count("{") > MAX_DEPTH and depth(text) > MAX_DEPTH

@@ -89,6 +89,10 @@ def test_a_rebound_host_name_is_refused_and_local_names_are_served(served: Serve
         assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "host_not_allowed"
         posted = client.post("/api/v1/runtime/create_session", json=SESSION, headers={"Host": "evil.example"})
         assert posted.status_code == 421 and nothing_was_written(client)
+        # A Host whose host part passes but that carries more: it would go into the URLs answers hand out.
+        for smuggled in (f"evil.example\\@127.0.0.1:{served.port}", "localhost/evil", "localhost#x", "evil@localhost"):
+            created = client.post("/api/v1/addresses", json={}, headers={"Host": smuggled})
+            assert created.status_code == 421, (smuggled, created.text)
         for unreadable in ("[", "[::1", "a]b"):
             odd = client.get("/healthz", headers={"Host": unreadable})
             assert odd.status_code == 421 and odd.json()["error"]["code"] == "host_not_allowed", unreadable

@@ -7,7 +7,8 @@ import json
 import boto3
 import pytest
 
-from cairn import errors
+from cairn import errors, jsontext
+from cairn.api.resolver import MAX_VALIDATED_VALUES
 from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient, path_of
 
 INBOX_LIMIT = 1_000_000
@@ -77,6 +78,50 @@ def test_creation_is_rate_limited_per_client_ip(clock):
     api.source_ip = "203.0.113.7"
     clock.advance(61)
     assert api.request("POST", "/api/v1/addresses").status == 201, "the window recovers"
+
+
+def test_a_client_address_that_is_no_ip_counts_as_one_unknown_client(moto_env, clock):
+    """Behind a trusted proxy `cairn serve` takes X-Forwarded-For as the client: 2 KB of it made a rate key
+    DynamoDB refused (500), and any other string a fresh allowance."""
+    api = LambdaClient.on_moto(clock, create_rate_per_minute=3)
+    for garbage in ("B" * 2100, "not-an-ip", "1.2.3.4.5"):
+        api.source_ip = garbage
+        assert api.request("POST", "/api/v1/addresses").status == 201, garbage
+    api.source_ip = "another"
+    assert api.request("POST", "/api/v1/addresses").error_code == "rate_limited"
+    api.source_ip = "2001:db8::1"
+    assert api.request("POST", "/api/v1/addresses").status == 201, "an address is a client of its own"
+
+
+@pytest.mark.parametrize(
+    "inbox",
+    [{"keep_headers": [], **{f"e{n}": 1 for n in range(5_000)}}, {"keep_headers": [], "x" * 100_000: 1}],
+    ids=["5,000 unknown fields", "a field named in 100 KB"],
+)
+def test_a_request_with_many_or_huge_problems_is_answered_in_a_few_kilobytes(memory_api: LambdaClient, inbox):
+    """Every problem was named twice, whole: 480,000 unknown fields made a 60 MB answer."""
+    reply, size = memory_api.sent("POST", "/api/v1/addresses", json_body={"inbox": inbox})
+    assert (reply.status, reply.error_code) == (422, "invalid_request")
+    assert size < 12_000 and 1 <= len(reply.json()["error"]["fields"]) <= 20
+    if len(inbox) > 2:
+        assert reply.json()["error"]["message"].endswith("; and 4980 more")
+
+
+def test_a_validated_body_of_more_values_than_validation_can_name_is_refused_before_it(memory_api: LambdaClient):
+    """Validation holds about 1.5 KB for each problem it names: 6 MB of unknown fields took the function past
+    its memory."""
+    extras = {f"e{n}": 1 for n in range(MAX_VALIDATED_VALUES + 1)}
+    reply, size = memory_api.sent("POST", "/api/v1/addresses", json_body={"inbox": {"keep_headers": [], **extras}})
+    assert (reply.status, reply.error_code) == (413, "payload_too_large") and size < 1_000
+    assert reply.json()["error"]["max_values"] == MAX_VALIDATED_VALUES
+
+
+def test_values_are_counted_outside_strings_only():
+    commas = "," * 20
+    assert not jsontext.holds_more_values('{"a": "' + commas + '"}', 10)
+    assert not jsontext.holds_more_values('{"a": "\\"' + commas + '\\\\"}', 10)  # escaped quote, then backslash
+    assert jsontext.holds_more_values("[" + "0," * 20 + "0]", 10)
+    assert jsontext.holds_more_values('{"a": "\\\\"' + commas + '"}', 10)  # the string ended after its backslash
 
 
 # -- inbox --------------------------------------------------------------------

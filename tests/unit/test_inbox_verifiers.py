@@ -172,6 +172,15 @@ def test_unusable_verifiers_are_refused(memory_api: LambdaClient, kind: str, bod
     assert owner.call("GET", "/inbox").json()["inbox"]["verifiers"] == []
 
 
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [("stripe", "for stripe and slack only."), ("github", "for stripe and slack only (github signs no time).")],
+)
+def test_a_refused_tolerance_says_why_for_the_kind_asked(memory_api: LambdaClient, kind: str, said: str):
+    refused = Owner(memory_api).call("PUT", f"/inbox/verifiers/{kind}", {"secret": "s", "tolerance_s": 100_000})
+    assert refused.json()["error"]["message"].endswith(said)
+
+
 def head_item(owner: Owner) -> dict:
     client = boto3.client("dynamodb", region_name="us-east-1")
     key = {"pk": {"S": f"A#{owner.created['address']['id']}"}, "sk": {"S": "META"}}

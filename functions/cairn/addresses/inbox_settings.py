@@ -94,8 +94,9 @@ def verifier(kind: str, secret: str, tolerance_s: int | None, *, now: float) -> 
     settable = kind in (STRIPE, SLACK) and 1 <= (tolerance_s or 0) <= MAX_TOLERANCE_SECONDS
     if tolerance_s is not None and not settable:
         fixed = "signs no time" if default is None else f"checks a fixed {default} s"
+        why = "" if kind in (STRIPE, SLACK) else f" ({kind} {fixed})"
         raise InvalidRequest(
-            f"tolerance_s is 1 to {MAX_TOLERANCE_SECONDS} seconds, for stripe and slack only ({kind} {fixed}).",
+            f"tolerance_s is 1 to {MAX_TOLERANCE_SECONDS} seconds, for stripe and slack only{why}.",
             field="tolerance_s",
         )
     if kind == STANDARD_WEBHOOKS:

@@ -8,6 +8,7 @@ a header or body quirk is handled in one place.
 from __future__ import annotations
 
 import base64
+import ipaddress
 from urllib.parse import urlsplit
 
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
@@ -65,6 +66,14 @@ def bearer_token(event: BaseProxyEvent) -> str | None:
 
 
 def client_ip(event: BaseProxyEvent) -> str:
-    """The caller's address as API Gateway saw it; what per-client rate limits count by."""
+    """The caller's address as API Gateway saw it; what per-client rate limits count by.
+
+    Anything but an IP address counts as `unknown`: under `cairn serve` behind a
+    trusted proxy the address is the proxy's `X-Forwarded-For`, which uvicorn
+    takes unchecked, and 2 KB of it made a rate-limit key DynamoDB refused (500).
+    """
     identity = (event.get("requestContext") or {}).get("identity") or {}
-    return identity.get("sourceIp") or "unknown"
+    try:
+        return str(ipaddress.ip_address(identity.get("sourceIp") or ""))
+    except ValueError:
+        return "unknown"

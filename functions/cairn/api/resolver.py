@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cairn import jsontext
 from cairn.api import requests
-from cairn.errors import CrossOriginRefused
+from cairn.errors import CrossOriginRefused, PayloadTooLarge
 
 ExceptionHandler = TypeVar("ExceptionHandler", bound=Callable[..., Any])
 
@@ -36,6 +36,10 @@ class _RequestState(msgspec.Struct):
     lambda_context: Any = None
     context: dict[str, Any] = msgspec.field(default_factory=dict)
     processed_stack_frames: list[str] = msgspec.field(default_factory=list)
+
+
+# The most JSON values (about: commas and opening brackets) a validated body may hold.
+MAX_VALIDATED_VALUES = 250_000
 
 
 class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
@@ -51,6 +55,13 @@ class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
     """
 
     def _get_body(self, app: ApiGatewayResolver) -> dict[str, Any]:
+        # Validation names every problem it finds, about 1.5 KB of memory each until the answer is made:
+        # the 700,000 unknown fields 6 MB can hold would take the function past its memory and crash it.
+        if jsontext.holds_more_values(app.current_event.decoded_body or "", MAX_VALIDATED_VALUES):
+            raise PayloadTooLarge(
+                f"The body holds more than {MAX_VALIDATED_VALUES:,} JSON values; send less at once.",
+                max_values=MAX_VALIDATED_VALUES,
+            )
         return self._parse_json_data(app)
 
     def handler(self, app: ApiGatewayResolver, next_middleware: NextMiddleware) -> Response[Any]:

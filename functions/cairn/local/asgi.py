@@ -12,10 +12,11 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 import anyio
 import anyio.to_thread
@@ -125,12 +126,22 @@ class ResolverBridge:
         return await anyio.to_thread.run_sync(next, chunks, None, limiter=self._limiter)
 
     def _known_host(self, scope: dict[str, Any]) -> bool:
+        """The `Host` is a name or IP literal of this server's, and nothing but a name and a port.
+
+        The header goes into the URLs answers hand out as it came, so it must be
+        exactly what it is checked as: `evil.example\\@127.0.0.1`, `localhost/x`
+        or `a@localhost` would pass a check of their host part and hand out
+        URLs that lead elsewhere.
+        """
         host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
-        try:
-            name = urlsplit(f"//{host}").hostname or ""
-        except ValueError:
-            return False  # no name at all (`[`, say): not one of this server's
-        return name in self._host_names or _is_ip_literal(name)
+        if not (found := _HOST_HEADER.fullmatch(host)):
+            return False
+        name = found["name"].lower()
+        return name in self._host_names or _is_ip_literal(name.strip("[]"))
+
+
+# RFC 9110's `Host`: a registered name or an IP literal (IPv6 in brackets), then an optional port.
+_HOST_HEADER = re.compile(r"(?P<name>[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?")
 
 
 def _is_ip_literal(name: str) -> bool:
