@@ -42,8 +42,8 @@ class Cli:
     url: str
     outputs: list[str]
 
-    def __call__(self, *args: str, stdin: str | None = None) -> Run:
-        env = {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url}
+    def __call__(self, *args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Run:
+        env = {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url, **(env or {})}
         done = subprocess.run(
             [sys.executable, "-m", "cairn.cli", *args],
             env=env,
@@ -118,6 +118,22 @@ def test_follow_prints_each_event_once_and_acknowledges_it(cli: Cli):
     cli("inbox", "post", "worker", json.dumps({"type": "job.done", "data": {"n": 3}}))
     streamed = cli("events", "follow", "worker", "--max-events", "1", "--stream")
     assert [json.loads(line)["data"]["n"] for line in streamed.stdout.splitlines()] == [3], streamed.stderr
+
+
+def test_what_strangers_wrote_prints_as_ascii_on_any_terminal_and_follow_goes_on(cli: Cli):
+    """A character Latin-1 lacks stopped `follow` at that event on every run (a traceback, no acknowledgement);
+    C1 controls and bidirectional overrides reached the terminal as they were."""
+    cli("provision", "worker")
+    data = {"subject": "\u202e ☃ \u009b2J", "n": 1}
+    cli("inbox", "post", "worker", json.dumps({"type": "mail.like\u009b31m", "data": data}))
+    latin = {"PYTHONIOENCODING": "latin-1"}
+    followed = cli("events", "follow", "worker", "--max-events", "1", env=latin)
+    assert followed.code == 0, followed.stderr
+    assert followed.stdout.isascii()
+    [event] = [json.loads(line) for line in followed.stdout.splitlines()]
+    assert (event["type"], event["data"]) == ("mail.like\u009b31m", data)
+    polled = cli("events", "poll", "worker", "--after", "0", env=latin)
+    assert polled.code == 0 and polled.stdout.isascii() and polled.json()["events"][0]["acknowledged_at"]
 
 
 def test_exit_codes_tell_what_to_do_next(cli: Cli):

@@ -114,6 +114,33 @@ def test_a_retry_after_beyond_the_policy_is_raised_instead_of_slept(sleeps):
     assert sleeps == []
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        error(429, "rate_limited", {"Retry-After": "inf"}),
+        httpx.Response(
+            429, content=b'{"error": {"code": "rate_limited", "message": "m", "retry_after_seconds": 1e400}}'
+        ),
+        error(429, "rate_limited", retry_after_seconds=True),
+    ],
+    ids=["header inf", "body 1e400", "body true"],
+)
+def test_a_retry_after_no_clock_can_wait_is_ignored(sleeps, answer: httpx.Response):
+    """`inf` raised an OverflowError from the SDK instead of the typed error."""
+    with pytest.raises(RateLimited) as limited:
+        client(Script(answer), attempts=1).request("GET", URL)
+    assert limited.value.retry_after == 1
+
+
+@pytest.mark.parametrize("details", [{"self": 1}, {"limit": "x", "self": 3}, {"retry_after": "x"}])
+def test_details_named_like_a_constructors_arguments_still_make_the_typed_error(sleeps, details: dict):
+    for code, kind in (("state_limit_exceeded", StateLimitExceeded), ("not_found", NotFound), ("odd", CairnError)):
+        answer = httpx.Response(409, json={"error": {"code": code, "message": "m", **details}})
+        with pytest.raises(kind) as raised:
+            client(Script(answer)).request("GET", URL)
+        assert (raised.value.code, raised.value.message) == (code, "m")
+
+
 def test_a_refused_connection_is_retried_but_a_timeout_is_not(sleeps):
     refused = httpx.ConnectError("refused")
     script = Script(refused, refused, httpx.Response(200, json={}))

@@ -15,6 +15,10 @@ import pytest
 from cairn.addresses.models import Event
 from cairn.api.sse import HEARTBEAT, event_frame, wants_event_stream
 from cairn.client import Address, HttpClient
+from cairn.client import events as events_module
+from cairn.client.cursor import CursorFile
+from cairn.client.errors import UnexpectedAnswer
+from cairn.client.events import MAX_RATE_WAIT_SECONDS
 from cairn.client.sse import Comment, Message, lines, parse
 from cairn.entrypoints.streaming import RuntimeApi, handle_next
 from cairn.local.asgi import ResolverBridge
@@ -398,3 +402,56 @@ def test_cairn_serve_gives_a_slot_back_when_the_client_leaves_before_the_stream_
     for _ in range(3):
         anyio.run(one_request)
     assert streams_answered(api, created, 2) == [200, 200]
+
+
+def poll_answer(*sequences: Any) -> httpx.Response:
+    events = [{"id": f"evt_{n}", "sequence": n, "type": "t", "data": {}} for n in sequences]
+    return httpx.Response(200, json={"events": events, "next_after": 0})
+
+
+@pytest.mark.parametrize("sequence", [10**19, 5.5, "7", None, -1, True])
+def test_a_follower_refuses_a_sequence_no_cursor_can_keep_and_the_cursor_file_stays_readable(
+    api: LambdaClient, tmp_path, sequence: Any
+):
+    """Saved as it came, such a sequence left a cursor file every later run refused as unsafe."""
+    created = api.provision()
+    answers = iter([poll_answer(1), poll_answer(sequence)])
+    acked = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":  # an acknowledgement
+            acked.append(request.url.path)
+            return httpx.Response(200, json={"event": {"id": "evt_1", "sequence": 1, "acknowledged_at": "t"}})
+        return next(answers)
+
+    cursor = tmp_path / "cursor"
+    with Address(created, http=HttpClient(transport=httpx.MockTransport(server))) as address:
+        follower = address.events.follow(cursor_file=cursor, wait=0)
+        assert next(follower)["sequence"] == 1
+        with pytest.raises(UnexpectedAnswer):
+            next(follower)  # settles the first (acknowledged, the cursor at 1), then meets the second
+            next(follower)
+    assert CursorFile(cursor).read() == 1 and len(acked) == 1
+
+
+def test_a_follower_waits_out_a_rate_limit_a_minute_at_a_time(monkeypatch: pytest.MonkeyPatch, api: LambdaClient):
+    """A `Retry-After` of 999,999,999 had the follower sleep for 32 years."""
+    created = api.provision()
+    api.post_inbox(created, {"type": "one"})
+    answers = iter(
+        [
+            httpx.Response(
+                429, headers={"Retry-After": "999999999"}, json={"error": {"code": "rate_limited", "message": "m"}}
+            )
+        ]
+    )
+
+    def server(request: httpx.Request) -> httpx.Response:
+        return next(answers, None) or api.handle(request)
+
+    slept: list[float] = []
+    monkeypatch.setattr(events_module.time, "sleep", slept.append)
+    with Address(created, http=HttpClient(transport=httpx.MockTransport(server))) as address:
+        follower = address.events.follow(wait=0)
+        assert next(follower)["type"] == "one"
+    assert slept == [MAX_RATE_WAIT_SECONDS]

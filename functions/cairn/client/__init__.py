@@ -12,13 +12,14 @@ Wake-ups: `addr.subscriptions.create({"kind": "webhook", "url": ...})` pushes ne
 events to a webhook; its receiver checks them with `webhooks.verify(headers, body, secret)`.
 
 Errors are the server's own classes, rebuilt from its error body, so each
-carries its `code` and HTTP `status`; `ConnectionFailed` means no answer.
+carries its `code` and HTTP `status`; `ConnectionFailed` means no answer, and
+`UnexpectedAnswer` one no Cairn server gives (an event without a feed position).
 """
 
 from cairn.client import webhooks
 from cairn.client.address import Address
 from cairn.client.cursor import CursorFile
-from cairn.client.errors import ConnectionFailed
+from cairn.client.errors import ConnectionFailed, UnexpectedAnswer
 from cairn.client.http import HttpClient, RetryPolicy
 from cairn.client.inbox import Inbox
 from cairn.client.private import UnsafeFile
@@ -32,6 +33,7 @@ from cairn.errors import (
     InvalidJson,
     InvalidReplyTo,
     InvalidRequest,
+    MailRefused,
     NotFound,
     OutboundNotConfigured,
     PayloadTooLarge,
@@ -75,6 +77,7 @@ __all__ = [
     "PlainTextOnly",
     "QuotaExceeded",
     "RateLimited",
+    "MailRefused",
     "RecipientNotVerified",
     "RetryPolicy",
     "RevisionConflict",
@@ -88,6 +91,7 @@ __all__ = [
     "TargetRefused",
     "Unauthorized",
     "Unavailable",
+    "UnexpectedAnswer",
     "UnknownRecipient",
     "UnsafeFile",
     "WrongCode",

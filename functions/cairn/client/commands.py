@@ -240,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     if answer is not None:
-        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        print(_json(answer, indent=2))
     return EXIT_OK
 
 
@@ -305,7 +305,7 @@ def run_events_follow(args: argparse.Namespace, context: Context) -> None:
             event = next(follower, None)
         if event is None:
             return
-        print(json.dumps(event, ensure_ascii=False), flush=True)
+        print(_json(event), flush=True)
         printed += 1
         if printed == args.max_events:
             follower.stop()
@@ -418,5 +418,12 @@ def report(error: CairnError | UnsafeFile) -> int:
 
 
 def _fail(exit_code: int, error: dict[str, Any]) -> int:
-    print(json.dumps({"error": error}, ensure_ascii=False), file=sys.stderr)
+    print(_json({"error": error}), file=sys.stderr)
     return exit_code
+
+
+def _json(value: Any, *, indent: int | None = None) -> str:
+    """JSON in ASCII: what strangers wrote (events, mail) reaches a terminal as escapes, never as C1 controls
+    or bidirectional overrides it would act on, and prints on a terminal or pipe of any encoding (a
+    character Latin-1 lacks had stopped `follow` at that event on every run)."""
+    return json.dumps(value, indent=indent, ensure_ascii=True)

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
 
+from cairn.client.errors import UnexpectedAnswer
 from cairn.client.private import UnsafeFile, read_private, write_private
-from cairn.decimal_text import parse_decimal
+from cairn.decimal_text import MAX_DIGITS, parse_decimal
+
+
+def feed_position(value: object) -> int:
+    """An event's `sequence` as a cursor keeps it; `UnexpectedAnswer` for what no Cairn server sends.
+
+    Saved unchecked, a sequence past what the file reads back (`10**19`, `1e+30`, `5.5`) left a cursor
+    file every later run refused, and a string one failed with a `TypeError`.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**MAX_DIGITS:
+        return value
+    raise UnexpectedAnswer(f"The server answered {reprlib.repr(value)} as an event's sequence.")
 
 
 class CursorFile:
@@ -31,6 +44,7 @@ class CursorFile:
 
     def advance(self, sequence: int) -> int:
         """Save `sequence` if it is past the saved one; the cursor after the call."""
+        sequence = feed_position(sequence)
         current = self.read()
         if sequence <= current:
             return current

@@ -29,6 +29,13 @@ class ConnectionFailed(CairnError):
     code = "connection_failed"
 
 
+class UnexpectedAnswer(CairnError):
+    """The server answered what no Cairn server sends (an event whose `sequence` is no feed position, say)."""
+
+    status = 0
+    code = "unexpected_answer"
+
+
 def error_from(response: httpx.Response) -> CairnError:
     """The typed error an unsuccessful answer stands for, with the answer's status."""
     error = _rebuilt(response)
@@ -47,23 +54,31 @@ def _rebuilt(response: httpx.Response) -> CairnError:
         return kind(message, retry_after=math.ceil(retry_after(response) or 1))
     if code == Unauthorized.code:
         return Unauthorized(message)
+    # Details named like a constructor's own arguments come from no Cairn server: they are left out.
+    details = {name: value for name, value in body.items() if name not in _CONSTRUCTOR_ARGUMENTS}
     if code == StateLimitExceeded.code:
-        return StateLimitExceeded(message, limit="bytes" if "max_bytes" in body else "keys", **body)
+        return StateLimitExceeded(message, limit="bytes" if "max_bytes" in body else "keys", **details)
     # Every other class takes the message and the details as they are.
-    return kind(message, **body) if kind is not None else _unknown(code, message, body)
+    return kind(message, **details) if kind is not None else _unknown(code, message, details)
+
+
+_CONSTRUCTOR_ARGUMENTS = frozenset({"self", "message", "limit", "retry_after"})
 
 
 def retry_after(response: httpx.Response) -> float | None:
     """Seconds the server asked us to wait (`Retry-After`, or the body's `retry_after_seconds`)."""
     header = response.headers.get("retry-after")
     try:
-        if header is not None:
-            return max(0.0, float(header))
+        if header is not None and math.isfinite(seconds := float(header)):
+            return max(0.0, seconds)
     except ValueError:
         pass  # an HTTP date: rare enough to fall back to the body or to back-off
     body = _error_body(response) or {}
-    seconds = body.get("retry_after_seconds")
-    return float(seconds) if isinstance(seconds, (int, float)) else None
+    asked = body.get("retry_after_seconds")
+    # Not a bool, and finite: `inf` (a header's, or a body's 1e400) would overflow every sum with it.
+    if isinstance(asked, int | float) and not isinstance(asked, bool) and math.isfinite(asked):
+        return max(0.0, float(asked))
+    return None
 
 
 def _error_body(response: httpx.Response) -> dict[str, Any] | None:

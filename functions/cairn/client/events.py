@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from cairn.client import sse
-from cairn.client.cursor import CursorFile
+from cairn.client.cursor import CursorFile, feed_position
 from cairn.client.http import HttpClient
 from cairn.client.models import Ack, Event, Page
 from cairn.errors import RateLimited, StreamUnavailable
@@ -20,6 +20,8 @@ MAX_WAIT = 25
 EVENT_STREAM = "text/event-stream"
 # Longer than the server's heartbeat interval (15 s by default): a silent stream beyond it is broken.
 STREAM_IDLE_SECONDS = 25
+# The longest a follower sleeps on one `Retry-After` (a rate window is a minute).
+MAX_RATE_WAIT_SECONDS = 60.0
 
 
 class Events:
@@ -131,8 +133,9 @@ class Follower:
             try:
                 self._fetched.extend(self._next_events())
             except RateLimited as limited:
-                # A follower is long-lived: waiting out the rate limit is its job, not the caller's.
-                time.sleep(limited.retry_after)
+                # A follower is long-lived: waiting out the rate limit is its job, not the caller's; a window
+                # is a minute, so a longer wait asked for is waited a minute at a time.
+                time.sleep(min(limited.retry_after, MAX_RATE_WAIT_SECONDS))
         self._current = self._fetched.popleft()
         return self._current
 
@@ -167,8 +170,9 @@ class Follower:
         """Acknowledge the event handed out last, then move the cursor past it."""
         if self._current is None:
             return
+        position = feed_position(self._current["sequence"])
         self._events.ack(self._current)
-        self.position = self._current["sequence"]
+        self.position = position
         if self._cursor is not None:
             self._cursor.advance(self.position)
         self._current = None

@@ -13,7 +13,7 @@ from cairn.errors import CairnError
 
 
 def show(result: Any) -> None:
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    print(json.dumps(result, indent=2, ensure_ascii=True))  # ASCII: prints on a terminal of any encoding
 
 
 def run_example(main: Callable[[], None]) -> None:
