@@ -112,6 +112,33 @@ def test_eventbridge_detail_type_defaults_to_the_event_type(aws: None):
     assert recorder.calls[0][1]["Entries"][0]["DetailType"] == "job.done"
 
 
+@pytest.mark.parametrize(
+    ("event_type", "sent"),
+    [("t" * 256, "t" * 128), ("job\ndone", "cairn.event"), ("\u202e", "cairn.event"), (" ", "cairn.event")],
+    ids=["256 characters", "a line break", "a bidi override", "blank"],
+)
+def test_a_type_eventbridge_would_refuse_is_sent_as_one_it_takes(aws: None, event_type: str, sent: str):
+    """EventBridge takes a DetailType of at most 128 characters: a stranger's longer type failed the delivery
+    on every retry, and the owner's subscription at the end of its window."""
+    bus_arn = boto3.client("events", region_name=REGION).create_event_bus(Name="agents")["EventBusArn"]
+    recorder = Recorder()
+    item = Event("evt_7_abcd", 7, event_type, "ci", "{}", 1_700_000_000.0, 1_800_000_000.0, "http")
+    assert send(TargetKind.EVENTBRIDGE, recorder, item, event_bus_arn=bus_arn).delivered
+    entry = recorder.calls[0][1]["Entries"][0]
+    assert entry["DetailType"] == sent and json.loads(entry["Detail"])["type"] == event_type
+
+
+def test_what_sqs_takes_no_message_with_is_escaped(aws: None):
+    """SQS refuses a message holding U+FFFE or U+FFFF, which an inbox post may hold."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName="agent-jobs")["QueueUrl"]
+    recorder = Recorder()
+    assert send(TargetKind.SQS, recorder, event({"text": "a\ufffeb\uffffc\ufffd"}), queue_url=queue_url).delivered
+    body = recorder.calls[0][1]["MessageBody"]
+    assert "\ufffe" not in body and "\uffff" not in body
+    assert json.loads(body)["event"]["data"] == {"text": "a\ufffeb\uffffc\ufffd"}
+
+
 def test_a_large_event_reaches_eventbridge_without_its_data(aws: None):
     bus_arn = boto3.client("events", region_name=REGION).create_event_bus(Name="agents")["EventBusArn"]
     recorder = Recorder()

@@ -8,6 +8,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn.wakeups.models import Delivery, Outcome, Subscription, TargetKind
+from cairn.wakeups.targets import MAX_DETAIL_TYPE_LENGTH
 
 # Message size limits: SQS 1 MiB, Lambda asynchronous 1 MB, EventBridge 256 KB an entry,
 # Step Functions 262,144 characters of output, a durable callback's result 262,144 bytes (what a
@@ -21,6 +22,8 @@ MAX_BODY = {
     TargetKind.LAMBDA_DURABLE_CALLBACK: 262_144,
 }
 EVENT_SOURCE = "cairn"
+# The `DetailType` of an event whose type EventBridge would not take.
+DEFAULT_DETAIL_TYPE = "cairn.event"
 # A task that no longer waits: the callback can never succeed.
 _GONE_TASK_CODES = {"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"}
 # A durable callback that no longer waits (timed out, already completed, its execution gone) or
@@ -83,7 +86,7 @@ class AwsTargets:
     def _eventbridge(self, params: Any, delivery: Delivery, body: str) -> Outcome:
         entry = {
             "Source": EVENT_SOURCE,
-            "DetailType": params.get("detail_type") or delivery.event_type,
+            "DetailType": params.get("detail_type") or _detail_type(delivery.event_type),
             "Detail": body,
             "EventBusName": params["event_bus_arn"],
         }
@@ -97,3 +100,14 @@ class AwsTargets:
         if service not in self._clients:
             self._clients[service] = self._factory(service)
         return self._clients[service]
+
+
+def _detail_type(event_type: str) -> str:
+    """The event's type as a `DetailType`: at most EventBridge's 128 characters, and printable, as rules match it.
+
+    A stranger's inbox post chooses the type (up to 256 characters, any text); one EventBridge
+    refused failed that delivery on every retry, and the subscription with it.
+    """
+    if event_type.isprintable() and event_type.strip():
+        return event_type[:MAX_DETAIL_TYPE_LENGTH]
+    return DEFAULT_DETAIL_TYPE

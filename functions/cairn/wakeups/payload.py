@@ -56,5 +56,10 @@ def _delivery(
     return Delivery(message_id, event_type, sequence, body, compact)
 
 
+# SQS takes no message holding U+FFFE or U+FFFF (its characters stop at U+FFFD below U+10000), and a
+# stranger's inbox post may: escaped, every target reads the same JSON, and the queue takes it.
+_NONCHARACTERS = str.maketrans({"\ufffe": "\\ufffe", "\uffff": "\\uffff"})
+
+
 def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).translate(_NONCHARACTERS)
