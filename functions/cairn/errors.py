@@ -11,6 +11,7 @@ side of the wire.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 
@@ -330,3 +331,26 @@ class SessionConflict(CairnError):
 
     code = "session_conflict"
     http_status = 409
+
+
+# A validation error names at most this many of a request's problems, each in at most `_MAX_PROBLEM_CHARS`
+# characters: a request with hundreds of thousands of problems (unknown fields) had made an answer of tens
+# of megabytes, naming each twice and whole.
+MAX_NAMED_PROBLEMS = 20
+_MAX_PROBLEM_CHARS = 200
+
+
+def named_problems(problems: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, str]], str]:
+    """The first problems of a validation (pydantic's `errors()`) as `fields`, and a one-line summary of them."""
+    fields = [
+        {"field": _cut(".".join(map(str, problem.get("loc", ())))), "message": _cut(str(problem.get("msg", "")))}
+        for problem in problems[:MAX_NAMED_PROBLEMS]
+    ]
+    summary = "; ".join(f"{item['field']}: {item['message']}" for item in fields)
+    if len(problems) > MAX_NAMED_PROBLEMS:
+        summary += f"; and {len(problems) - MAX_NAMED_PROBLEMS} more"
+    return fields, summary
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _MAX_PROBLEM_CHARS else text[: _MAX_PROBLEM_CHARS - 1] + "…"

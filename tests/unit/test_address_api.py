@@ -8,7 +8,6 @@ import boto3
 import pytest
 
 from cairn import errors, jsontext
-from cairn.api.resolver import MAX_VALIDATED_VALUES
 from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient, path_of
 
 INBOX_LIMIT = 1_000_000
@@ -110,10 +109,10 @@ def test_a_request_with_many_or_huge_problems_is_answered_in_a_few_kilobytes(mem
 def test_a_validated_body_of_more_values_than_validation_can_name_is_refused_before_it(memory_api: LambdaClient):
     """Validation holds about 1.5 KB for each problem it names: 6 MB of unknown fields took the function past
     its memory."""
-    extras = {f"e{n}": 1 for n in range(MAX_VALIDATED_VALUES + 1)}
+    extras = {f"e{n}": 1 for n in range(jsontext.MAX_VALIDATED_VALUES + 1)}
     reply, size = memory_api.sent("POST", "/api/v1/addresses", json_body={"inbox": {"keep_headers": [], **extras}})
     assert (reply.status, reply.error_code) == (413, "payload_too_large") and size < 1_000
-    assert reply.json()["error"]["max_values"] == MAX_VALIDATED_VALUES
+    assert reply.json()["error"]["max_values"] == jsontext.MAX_VALIDATED_VALUES
 
 
 def test_values_are_counted_outside_strings_only():

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cairn import jsontext
 from cairn.api.routes import events
 from cairn.mcp import tools
 from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient, Reply, path_of
@@ -362,3 +363,24 @@ def test_polled_pages_of_escaped_text_fit_a_lambda_answer_and_lose_nothing(memor
             break
         after = page["next_cursor"]
     assert seen == [f"big.{n}" for n in range(12)], "nothing lost, nothing repeated"
+
+
+def test_arguments_with_thousands_of_problems_are_answered_in_a_few_kilobytes(api: LambdaClient):
+    """Every problem was named twice, whole, and the result held it twice again: 600,000 unknown arguments
+    made a 127 MB answer after a gigabyte of memory."""
+    arguments = {"address_id": "addr_x", "read_token": "t", "key": "k", "value": 1}
+    unknown = {f"u{n}": 0 for n in range(5_000)}
+    reply = rpc(api, "tools/call", {"name": "set_state", "arguments": {**arguments, **unknown}})
+    result = reply.json()["result"]
+    assert result["isError"] and len(reply.content) < 20_000
+    error = result["structuredContent"]["error"]
+    assert len(error["fields"]) == 20 and error["message"].endswith("; and 4980 more")
+    params = {"protocolVersion": VERSION, "clientInfo": {"name": "c", "version": "1"}, "capabilities": 1}
+    invalid = rpc(api, "initialize", {**params, "clientInfo": {"name": "c" * 100_000}})
+    assert invalid.json()["error"]["code"] == -32602 and len(invalid.content) < 5_000
+
+
+def test_a_body_of_more_values_than_validation_can_name_is_refused_before_it(api: LambdaClient):
+    many = {f"u{n}": 0 for n in range(jsontext.MAX_VALIDATED_VALUES + 1)}
+    reply = rpc(api, "tools/call", {"name": "set_state", "arguments": many})
+    assert reply.status == 413 and reply.json()["error"]["code"] == -32600 and len(reply.content) < 1_000

@@ -18,7 +18,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cairn import jsontext
-from cairn.errors import CairnError, RetryLater, StateLimitExceeded, Unavailable
+from cairn.errors import CairnError, RetryLater, StateLimitExceeded, Unavailable, named_problems
 from cairn.runtime import errors as runtime
 from cairn.runtime.errors import ContractError, RuntimeStoreError, RuntimeStoreUnavailable
 from cairn.runtime.wire import WireError
@@ -108,15 +108,6 @@ def documented_codes() -> list[tuple[str, str]]:
     return sorted(codes.items())
 
 
-# A validation error names at most this many of a request's problems, each in at most `_MAX_SHOWN` characters.
-MAX_FIELD_ERRORS = 20
-_MAX_SHOWN = 200
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 1] + "…"
-
-
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None, **details: Any
 ) -> Response[str]:
@@ -158,15 +149,7 @@ def register_error_handlers(app: ConcurrentRestResolver) -> None:
         problems = error.errors()
         if any(problem.get("type") == "json_invalid" for problem in problems):
             return error_response(400, "invalid_json", "The body is not valid JSON.")
-        # The first few problems, each named in a few hundred characters: a body of 480,000 unknown fields (or
-        # one field named in 3.5 MB) had made a 60 MB answer that no edge could carry, naming each twice.
-        fields = [
-            {"field": _cut(".".join(str(part) for part in problem.get("loc", ()))), "message": _cut(problem["msg"])}
-            for problem in problems[:MAX_FIELD_ERRORS]
-        ]
-        summary = "; ".join(f"{item['field']}: {item['message']}" for item in fields)
-        if len(problems) > MAX_FIELD_ERRORS:
-            summary += f"; and {len(problems) - MAX_FIELD_ERRORS} more"
+        fields, summary = named_problems(problems)
         return error_response(422, "invalid_request", f"Invalid request: {summary}", fields=fields)
 
     @app.exception_handler(UnicodeDecodeError)

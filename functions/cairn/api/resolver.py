@@ -38,10 +38,6 @@ class _RequestState(msgspec.Struct):
     processed_stack_frames: list[str] = msgspec.field(default_factory=list)
 
 
-# The most JSON values (about: commas and opening brackets) a validated body may hold.
-MAX_VALIDATED_VALUES = 250_000
-
-
 class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
     """Request validation that reads every body as JSON, whatever type it declares.
 
@@ -57,11 +53,10 @@ class JsonBodyValidation(OpenAPIRequestValidationMiddleware):
     def _get_body(self, app: ApiGatewayResolver) -> dict[str, Any]:
         # Validation names every problem it finds, about 1.5 KB of memory each until the answer is made:
         # the 700,000 unknown fields 6 MB can hold would take the function past its memory and crash it.
-        if jsontext.holds_more_values(app.current_event.decoded_body or "", MAX_VALIDATED_VALUES):
-            raise PayloadTooLarge(
-                f"The body holds more than {MAX_VALIDATED_VALUES:,} JSON values; send less at once.",
-                max_values=MAX_VALIDATED_VALUES,
-            )
+        limit = jsontext.MAX_VALIDATED_VALUES
+        if jsontext.holds_more_values(app.current_event.decoded_body or "", limit):
+            message = f"The body holds more than {limit:,} JSON values; send less at once."
+            raise PayloadTooLarge(message, max_values=limit)
         return self._parse_json_data(app)
 
     def handler(self, app: ApiGatewayResolver, next_middleware: NextMiddleware) -> Response[Any]:

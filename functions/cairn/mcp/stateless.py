@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 import cairn
 from cairn import jsontext
-from cairn.errors import InvalidJson
+from cairn.errors import InvalidJson, named_problems
 from cairn.mcp import tools
 
 # What streamable HTTP says to assume when a request carries no MCP-Protocol-Version header.
@@ -55,6 +55,10 @@ class Reply:
 
 def answer(raw: bytes, protocol_version: str | None, operations: tools.Operations, toolset: tools.Toolset) -> Reply:
     """Answer one POSTed message with `toolset`; `protocol_version` is the request's MCP-Protocol-Version header."""
+    if raw and jsontext.holds_more_values(raw.decode("utf-8", "replace"), jsontext.MAX_VALIDATED_VALUES):
+        # Validation would name each of its problems, about 1.5 KB of memory apiece.
+        too_many = f"The body holds more than {jsontext.MAX_VALIDATED_VALUES:,} JSON values; send less at once."
+        return _error(413, None, INVALID_REQUEST, too_many)
     try:
         payload = jsontext.parse(raw or b"null")
     except InvalidJson as error:
@@ -86,7 +90,7 @@ def answer(raw: bytes, protocol_version: str | None, operations: tools.Operation
     except KeyError:
         return _error(200, message.id, METHOD_NOT_FOUND, f"No method {message.method!r} at version {version}.")
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, p['loc']))}: {p['msg']}" for p in error.errors())
+        _, problems = named_problems(error.errors(include_url=False, include_input=False))
         return _error(200, message.id, INVALID_PARAMS, f"Invalid params for {message.method}: {problems}")
     try:
         result = _dispatch(request.method, request.params, version, operations, toolset)

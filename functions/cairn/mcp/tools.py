@@ -26,7 +26,7 @@ from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cairn import jsontext
-from cairn.errors import CairnError
+from cairn.errors import CairnError, named_problems
 
 SERVER_NAME = "cairn"
 
@@ -516,11 +516,7 @@ class Toolset:
         try:
             return _result(getattr(operations, name)(tool.parse(arguments)), is_error=False)
         except ValidationError as error:
-            fields = [
-                {"field": ".".join(str(part) for part in problem["loc"]), "message": problem["msg"]}
-                for problem in error.errors()
-            ]
-            summary = "; ".join(f"{field['field']}: {field['message']}" for field in fields)
+            fields, summary = named_problems(error.errors(include_url=False, include_input=False))
             failure = {"code": "invalid_request", "message": f"Invalid arguments: {summary}", "fields": fields}
             return _result({"error": failure}, is_error=True)
         except CairnError as error:
