@@ -245,6 +245,24 @@ def test_a_search_whose_items_do_not_fit_one_answer_is_refused_and_a_smaller_pag
     assert len(cairn.search(NS, limit=4)) == 4
 
 
+def test_what_a_batch_reads_is_bounded_whatever_its_searches_keep(
+    monkeypatch: pytest.MonkeyPatch, api: LambdaClient, address: Address, cairn: CairnStore
+):
+    """A filter matching nothing, or an offset past the end, reads everything it passes: a hundred such searches
+    in one batch had read a full address a hundred times."""
+    monkeypatch.setattr(batches, "MAX_SCANNED_ITEMS", 50)
+    cairn.batch([store.PutOp(NS, f"k{n}", {"n": n}) for n in range(30)])
+    nothing = {"op": "search", "namespace_prefix": list(NS), "filter": {"n": -1}, "limit": 1}
+    past = {"op": "search", "namespace_prefix": list(NS), "offset": 1_000, "limit": 1}
+    names = {"op": "list_namespaces", "offset": 1_000, "limit": 1}
+    for ops in ([nothing], [past], [names], [nothing, {**nothing, "namespace_prefix": ["other"]}]):
+        assert send(api, address, *ops).status == 200, ops
+    for ops in ([nothing, nothing], [nothing, past], [past, names, names]):
+        refused = send(api, address, *ops)
+        assert (refused.status, refused.error_code) == (413, "payload_too_large"), ops
+        assert refused.json()["error"]["max_scanned_items"] == 50
+
+
 @pytest.mark.parametrize("text", ['"' * 499_700, "界" * 333_000], ids=["quotes", "cjk"])
 def test_reads_of_items_that_escape_large_answer_within_lambdas_limit_or_are_refused(
     api: LambdaClient, address: Address, cairn: CairnStore, text: str

@@ -11,8 +11,9 @@ given back, when a put finds the address's storage full.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
+from typing import TypeVar
 
 from cairn import jsontext
 from cairn.addresses.ports import AddressStore
@@ -24,6 +25,10 @@ from cairn.graphstore.models import GetOp, ListNamespacesOp, Namespace, Op, PutO
 from cairn.graphstore.ports import GraphStoreItems
 
 MAX_OPS = 100
+# The most items (or namespaces) one batch's searches and namespace listings may read between them.
+MAX_SCANNED_ITEMS = 100_000
+
+T = TypeVar("T")
 MAX_DEPTH = 16
 MAX_LABEL = 256
 MAX_KEY = 1024
@@ -92,7 +97,7 @@ class GraphStore:
     def _search(self, address_id: str, op: SearchOp, now: float, budget: _AnswerBudget) -> list[StoredItem]:
         found = (
             item
-            for item in self._items.under(address_id, op.namespace_prefix)
+            for item in budget.scanned(self._items.under(address_id, op.namespace_prefix))
             if not item.expired(now) and matching.matches(item.value, op.filter)
         )
         return [budget.take_item(item) for item in islice(found, op.offset, op.offset + op.limit)]
@@ -101,7 +106,7 @@ class GraphStore:
         # A prefix without wildcards narrows the read; one with them is matched label by label.
         fixed = op.prefix if op.prefix is not None and "*" not in op.prefix else ()
         found: set[Namespace] = set()
-        for namespace, expires_at in self._items.namespaces(address_id, fixed):
+        for namespace, expires_at in budget.scanned(self._items.namespaces(address_id, fixed)):
             if expires_at is not None and expires_at <= now:
                 continue
             if op.prefix is not None and not matching.namespace_matches(namespace, op.prefix, at_end=False):
@@ -134,10 +139,28 @@ def _check_put(op: PutOp, *, alone: bool) -> None:
 
 class _AnswerBudget:
     """What the items and namespaces of one answer may take, escaped as Lambda carries them (quotes and
-    backslashes twice, other than ASCII as `\\uXXXX`): reading stops at the first that would not fit."""
+    backslashes twice, other than ASCII as `\\uXXXX`): reading stops at the first that would not fit.
+
+    It also counts the items the batch's searches and namespace listings read, kept or not: a filter that
+    matches nothing, or an offset past the end, costs its reads too, and a hundred such searches had
+    read a full address a hundred times in one request.
+    """
 
     def __init__(self) -> None:
         self._left = ANSWER_BUDGET
+        self._scans_left = MAX_SCANNED_ITEMS
+
+    def scanned(self, items: Iterable[T]) -> Iterator[T]:
+        """`items`, each counted against what one batch may read."""
+        for item in items:
+            self._scans_left -= 1
+            if self._scans_left < 0:
+                raise PayloadTooLarge(
+                    f"The batch's searches read more than {MAX_SCANNED_ITEMS:,} items: search narrower namespaces "
+                    "(namespace_prefix), or fewer at once.",
+                    max_scanned_items=MAX_SCANNED_ITEMS,
+                )
+            yield item
 
     def take_item(self, item: StoredItem) -> StoredItem:
         self._spend(jsontext.value_sent_size([list(item.namespace), item.key, item.value]) + _ITEM_OVERHEAD)
