@@ -83,6 +83,17 @@ def test_mail_for_other_domains_is_refused_at_rcpt(served: ServeProcess):
     assert code == 550
 
 
+def test_a_message_takes_at_most_a_hundred_recipients(served: ServeProcess):
+    """Unbounded, 20,000 recipients took seconds of one thread to sort out, and as many rate counts."""
+    with served.client() as client:
+        created = provision(client)
+    domain = created["address"]["email"].rpartition("@")[2]
+    recipients = [created["address"]["email"]] + [f"addr_{n:026d}@{domain}" for n in range(100)]
+    with smtplib.SMTP("127.0.0.1", served.smtp_port, timeout=30) as smtp:
+        refused = smtp.sendmail("a@example.org", recipients, "Subject: many\r\n\r\nhi\r\n")
+    assert list(refused) == recipients[100:] and refused[recipients[100]][0] == 452
+
+
 def test_a_message_sent_twice_makes_one_event_and_mail_without_message_id_makes_two(served: ServeProcess):
     """A sender's server retrying after a timeout resends the same message under the same Message-ID."""
     with served.client() as client:
@@ -134,6 +145,13 @@ def test_mail_past_an_address_rate_is_refused_at_rcpt_for_that_address_only(tmp_
             quiet_events = client.get(quiet["endpoints"]["events_url"], headers=auth(quiet)).json()["events"]
             assert [event["data"]["subject"] for event in busy_events] == ["one"]
             assert [event["data"]["subject"] for event in quiet_events] == ["two"]
+            # An address listed twice in one envelope is one message to it, counted once.
+            twice = provision(client)
+            with smtplib.SMTP("127.0.0.1", server.smtp_port, timeout=10) as smtp:
+                listed = [twice["address"]["email"]] * 2
+                assert smtp.sendmail("a@example.org", listed, "Subject: three\r\n\r\n3\r\n") == {}
+            twice_events = client.get(twice["endpoints"]["events_url"], headers=auth(twice)).json()["events"]
+            assert [event["data"]["subject"] for event in twice_events] == ["three"]
 
 
 def test_stored_mail_goes_with_its_address_and_mail_for_no_address_is_not_kept(served: ServeProcess):

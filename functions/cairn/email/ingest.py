@@ -192,14 +192,14 @@ class EmailIngest:
 
     def _address_ids(self, delivery: Delivery) -> list[str]:
         """Recipients that are Cairn addresses, each once, in envelope order."""
-        found: list[str] = []
+        found: dict[str, None] = {}  # ordered, and each looked up at once: an envelope may list thousands
         for recipient in delivery.recipients:
             local = self.recipient_address(recipient)
             if local is None:
                 logger.info("email for a stranger", extra={"message_id": delivery.message_id, "recipient": recipient})
-            elif local not in found:
-                found.append(local)
-        return found
+            else:
+                found[local] = None
+        return list(found)
 
     def _event(self, message_id: str, message: EmailMessage, verdicts: Verdicts) -> NewEvent:
         data = {

@@ -114,9 +114,16 @@ def parse(raw: bytes) -> EmailMessage:
             return BytesParser(policy=TOLERANT).parsebytes(raw)
         except RecursionError:
             pass
-    message = BytesParser(policy=TOLERANT).parsebytes(raw, headersonly=True)
+    message = parse_headers(raw)
     message.defects.append(StructureTooDeep())
     return message
+
+
+def parse_headers(raw: bytes) -> EmailMessage:
+    """The message's headers alone, read from its header block: the parser's own `headersonly` still reads
+    every line of the body (seconds for a message of 30 MiB of empty lines)."""
+    ends = [found for found in (raw.find(b"\r\n\r\n"), raw.find(b"\n\n")) if found >= 0]
+    return BytesParser(policy=TOLERANT).parsebytes(raw[: min(ends) + 2] if ends else raw, headersonly=True)
 
 
 def content(message: EmailMessage, *, text_max_bytes: int) -> dict[str, Any]:

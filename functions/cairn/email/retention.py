@@ -42,7 +42,8 @@ class MailRetention:
             if raw is None:
                 continue
             domain = self._settings.email_domain
-            named = (address_id_of(recipient, domain) for recipient in mime.recipients_named(mime.parse(raw)))
+            # The headers alone: each stored message is read during the DELETE, and its body need not be.
+            named = (address_id_of(recipient, domain) for recipient in mime.recipients_named(mime.parse_headers(raw)))
             if any(other and other != address_id and is_live(self._table, other, now=self._clock()) for other in named):
                 continue
             self._raw_messages.delete(message_id)

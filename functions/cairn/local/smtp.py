@@ -23,6 +23,8 @@ from cairn.email.ports import RawMessageStore
 from cairn.errors import RateLimited
 
 logger = Logger(service="cairn")
+# The recipients one message may have: what RFC 5321 §4.5.3.1.8 asks a server to take, and no more.
+MAX_RECIPIENTS = 100
 
 
 def new_message_id() -> str:
@@ -43,8 +45,11 @@ class MailHandler:
     ) -> str:
         if address.rpartition("@")[2].lower() != self._domain:
             return f"550 5.7.1 Relaying denied: only mail for @{self._domain} is accepted"
+        if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
+            return f"452 4.5.3 Too many recipients: at most {MAX_RECIPIENTS} a message"
         address_id = self._ingest.recipient_address(address)
-        if address_id is not None:
+        listed = {self._ingest.recipient_address(recipient) for recipient in envelope.rcpt_tos}
+        if address_id is not None and address_id not in listed:  # an address listed twice counts once
             try:
                 await asyncio.get_running_loop().run_in_executor(None, self._ingest.count_message, address_id)
             except RateLimited:
