@@ -55,19 +55,9 @@ class Reply:
 
 def answer(raw: bytes, protocol_version: str | None, operations: tools.Operations, toolset: tools.Toolset) -> Reply:
     """Answer one POSTed message with `toolset`; `protocol_version` is the request's MCP-Protocol-Version header."""
-    if raw and jsontext.holds_more_values(raw.decode("utf-8", "replace"), jsontext.MAX_VALIDATED_VALUES):
-        # Validation would name each of its problems, about 1.5 KB of memory apiece.
-        too_many = f"The body holds more than {jsontext.MAX_VALIDATED_VALUES:,} JSON values; send less at once."
-        return _error(413, None, INVALID_REQUEST, too_many)
-    try:
-        payload = jsontext.parse(raw or b"null")
-    except InvalidJson as error:
-        return _error(400, None, PARSE_ERROR, error.message)
-    if isinstance(payload, list):
-        return _error(400, None, INVALID_REQUEST, "Send one JSON-RPC message per POST; batches are not supported.")
-    if isinstance(payload, dict) and "method" in payload and "id" in payload and not _is_request_id(payload["id"]):
-        # Read as a notification, it would go unanswered: the client would wait for its answer in vain.
-        return _error(400, None, INVALID_REQUEST, "A request's id is a string or an integer.")
+    payload = _payload(raw)
+    if isinstance(payload, Reply):
+        return payload
     try:
         message = jsonrpc_message_adapter.validate_python(payload)
     except ValidationError:
@@ -107,6 +97,24 @@ def answer(raw: bytes, protocol_version: str | None, operations: tools.Operation
 
 def _is_request_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _payload(raw: bytes) -> Any:
+    """The body's one JSON value, or the `Reply` that refuses it before it is read as JSON-RPC."""
+    if raw and jsontext.holds_more_values(raw.decode("utf-8", "replace"), jsontext.MAX_VALIDATED_VALUES):
+        # Validation would name each of its problems, about 1.5 KB of memory apiece.
+        too_many = f"The body holds more than {jsontext.MAX_VALIDATED_VALUES:,} JSON values; send less at once."
+        return _error(413, None, INVALID_REQUEST, too_many)
+    try:
+        payload = jsontext.parse(raw or b"null")
+    except InvalidJson as error:
+        return _error(400, None, PARSE_ERROR, error.message)
+    if isinstance(payload, list):
+        return _error(400, None, INVALID_REQUEST, "Send one JSON-RPC message per POST; batches are not supported.")
+    if isinstance(payload, dict) and "method" in payload and "id" in payload and not _is_request_id(payload["id"]):
+        # Read as a notification, it would go unanswered: the client would wait for its answer in vain.
+        return _error(400, None, INVALID_REQUEST, "A request's id is a string or an integer.")
+    return payload
 
 
 def _dispatch(
