@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from email import policy
 from email.message import EmailMessage
@@ -679,3 +680,25 @@ def test_headers_alone_are_read_from_the_header_block_without_the_body(newline: 
     message = mime.parse_headers(head + newline * 2 + body)
     assert mime.recipients_named(message) == {"addr_a@cairn.test", "addr_b@cairn.test"}
     assert message.get_payload() in ("", None)
+
+
+def test_how_a_message_parses_does_not_depend_on_the_callers_stack():
+    """A message nested deeper than containers allow parsed at ingest (a shallow stack) and not at download (a
+    deeper one): its attachment was listed, then answered 410 as no longer stored."""
+    raw = _nested_multipart(250, "a@cairn.test")
+
+    def parsed_under(frames: int):
+        return mime.parse(raw) if frames == 0 else parsed_under(frames - 1)
+
+    shallow, deep = mime.parse(raw), parsed_under(sys.getrecursionlimit() - 200)
+    assert not shallow.is_multipart() and not deep.is_multipart()
+    assert [type(found).__name__ for found in deep.defects] == [type(found).__name__ for found in shallow.defects]
+    assert mime.parse(_nested_multipart(mime.MAX_CONTAINERS - 1, "a@cairn.test")).is_multipart()
+
+
+def test_a_message_of_more_lines_than_the_parser_may_hold_is_read_for_its_headers():
+    """The parser keeps every line: 30 MiB of empty lines took 1.3 GB and a minute."""
+    raw = b"Subject: lines\r\nContent-Type: text/plain\r\n\r\n" + b"\r\n" * 1_000_001
+    message = mime.parse(raw)
+    assert message["Subject"] == "lines" and message.get_payload() in ("", None)
+    assert any(type(found).__name__ == "StructureTooDeep" for found in message.defects)

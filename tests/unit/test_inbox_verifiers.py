@@ -160,6 +160,8 @@ def test_any_registered_verifier_may_pass_and_names_itself(memory_api: LambdaCli
         ("standard_webhooks", {"secret": "s", "tolerance_s": 30}),
         ("stripe", {"secret": "s", "tolerance_s": 0}),
         ("stripe", {"secret": "s", "tolerance_s": 3601}),
+        ("stripe", {"secret": "s", "tolerance_s": True}),  # taken as 1 s before tolerance_s was strict
+        ("slack", {"secret": "s", "tolerance_s": "300"}),
         ("stripe", {"kind": "slack", "secret": "s"}),
         ("standard_webhooks", {"secret": "whsec_"}),
         ("github", {"secret": "s", "extra": 1}),

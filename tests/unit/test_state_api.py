@@ -92,6 +92,17 @@ def test_compare_and_set_conflicts_change_nothing(state: StateClient):
     assert state.put("fresh", True, if_revision=0).status == 201
 
 
+@pytest.mark.parametrize("revision", [True, "1", 1.0])
+def test_a_revision_that_is_no_integer_is_refused_and_changes_nothing(state: StateClient, revision):
+    """`true` passed as revision 1 and `"1"` as 1: a client's mistake became a write it never meant."""
+    state.put("todo", ["a"])
+    refused = state.put("todo", ["b"], if_revision=revision)
+    assert (refused.status, refused.error_code) == (422, "invalid_request")
+    batch = state.batch([{"op": "set", "key": "todo", "value": ["c"], "if_revision": revision}])
+    assert (batch.status, batch.error_code) == (422, "invalid_request")
+    assert state.get("todo").json()["value"] == ["a"]
+
+
 def test_every_change_is_a_state_updated_event(state: StateClient):
     state.put("a", 1)
     state.put("a", 2)

@@ -223,8 +223,12 @@ class PutStateRequest(Schema):
     model_config = ConfigDict(extra="forbid")
 
     value: Any = Field(description="Any JSON value, null included.")
+    # Strict: `true` or `"3"` would pass as a revision a client never meant.
     if_revision: int | None = Field(
-        default=None, ge=0, description="Absent: unconditional. 0: create only. N: only if the key is at revision N."
+        default=None,
+        ge=0,
+        strict=True,
+        description="Absent: unconditional. 0: create only. N: only if the key is at revision N.",
     )
 
 
@@ -242,7 +246,7 @@ class StateOperationIn(Schema):
     key: str
     op: Literal["set", "delete"]
     value: Any = None
-    if_revision: int | None = Field(default=None, ge=0)
+    if_revision: int | None = Field(default=None, ge=0, strict=True)
 
     @model_validator(mode="after")
     def set_needs_a_value(self) -> "StateOperationIn":
@@ -384,6 +388,7 @@ class VerifierIn(Schema):
     )
     tolerance_s: int | None = Field(
         default=None,
+        strict=True,
         description="stripe and slack: how far (seconds) a signed timestamp may be from Cairn's clock; default 300. "
         "standard_webhooks checks a fixed 300; github signs no time.",
     )

@@ -37,6 +37,9 @@ MAX_PARTS = 500  # leaf parts looked at
 MAX_HEADER_CHARS = 16_384  # of one header field's values parsed (address lists parse slowly)
 MAX_CONTENT_HEADER_CHARS = 1_000  # of a Content-* value parsed: its parser is quadratic in what it finds wrong
 MAX_BOUNDARY_LINES = 5_000  # lines that may open a part: past them the parser would build every part first
+MAX_LINES = 1_000_000  # of a message parsed whole: the parser holds every line (30 MiB of empty ones took 1.3 GB)
+MAX_CONTAINERS = 200  # multipart and message parts: each nests the parser's recursion a level deeper
+_CONTAINER = re.compile(rb"content-type:\s*(?:multipart|message)/", re.IGNORECASE)
 MAX_EVENT_BYTES = 2_000_000  # what an event's data may take in an answer, escaped as Lambda carries it
 MAX_HEADER_TEXT = 2_000  # characters kept of a subject or an id
 MAX_ADDRESSES = 100  # per address field
@@ -104,12 +107,15 @@ TOLERANT = _TolerantPolicy()
 def parse(raw: bytes) -> EmailMessage:
     """The message tree; malformations are recorded as defects, never raised.
 
-    Parts nested deeper than the parser can follow (it recurses per level),
-    or more lines that may open a part than `MAX_BOUNDARY_LINES` (it builds
-    every part before any bound applies), leave a message of headers only,
-    marked with `StructureTooDeep`.
+    More lines that may open a part than `MAX_BOUNDARY_LINES` (the parser
+    builds every part before any bound applies), more lines than `MAX_LINES`,
+    or more containers than `MAX_CONTAINERS` (it recurses per level, so how
+    deep it could follow would depend on the caller's stack: a message listed
+    at ingest could be unreadable at download) leave a message of headers
+    only, marked with `StructureTooDeep`.
     """
-    if raw.count(b"\n--") <= MAX_BOUNDARY_LINES:
+    bounded = raw.count(b"\n--") <= MAX_BOUNDARY_LINES and raw.count(b"\n") <= MAX_LINES
+    if bounded and len(_CONTAINER.findall(raw)) <= MAX_CONTAINERS:
         try:
             return BytesParser(policy=TOLERANT).parsebytes(raw)
         except RecursionError:
