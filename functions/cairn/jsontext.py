@@ -70,11 +70,15 @@ def depth(text: str) -> int:
     about the time decoding takes. Exact for JSON; for other text, a figure
     that the decoder's refusal makes moot.
     """
+    outside = _outside_strings(text).encode("utf-8", "ignore")
+    return max(accumulate(array("b", outside.translate(_NESTING_STEPS, _NOT_BRACKETS))), default=0)
+
+
+def _outside_strings(text: str) -> str:
+    """JSON text without its string literals, found without decoding."""
     # Escaped backslashes, then escaped quotes, go first: every quote left opens or closes a string,
     # so the even pieces between quotes are what lies outside strings.
-    unescaped = text.replace("\\\\", "").replace('\\"', "")
-    outside = "".join(unescaped.split('"')[::2]).encode("utf-8", "ignore")
-    return max(accumulate(array("b", outside.translate(_NESTING_STEPS, _NOT_BRACKETS))), default=0)
+    return "".join(text.replace("\\\\", "").replace('\\"', "").split('"')[::2])
 
 
 # The most JSON values (about: commas and opening brackets) a body that is validated may hold: validation
@@ -89,7 +93,7 @@ def holds_more_values(text: str, limit: int) -> bool:
     """
     if text.count(",") + text.count("[") + text.count("{") <= limit:
         return False
-    outside = "".join(text.replace("\\\\", "").replace('\\"', "").split('"')[::2])
+    outside = _outside_strings(text)
     return outside.count(",") + outside.count("[") + outside.count("{") > limit
 
 

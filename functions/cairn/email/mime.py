@@ -87,18 +87,18 @@ class _TolerantPolicy(_DefaultPolicy):
     def header_fetch_parse(self, name: str, value: str) -> Any:
         if name.lower().startswith("content-") and not hasattr(value, "name"):  # a header object is parsed
             return _content_header(name, value[:MAX_CONTENT_HEADER_CHARS])
-        try:
-            return super().header_fetch_parse(name, value)
-        except Exception:
-            return _unfold(_clean(value))
+        return _read_header(name, value)
 
 
-@lru_cache(maxsize=1024)
-def _content_header(name: str, value: str) -> Any:
+def _read_header(name: str, value: str) -> Any:
+    """The header as `policy.default` reads it, or its text when that raises."""
     try:
         return policy.default.header_fetch_parse(name, value)
     except Exception:
         return _unfold(_clean(value))
+
+
+_content_header = lru_cache(maxsize=1024)(_read_header)
 
 
 TOLERANT = _TolerantPolicy()
