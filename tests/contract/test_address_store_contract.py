@@ -240,6 +240,19 @@ def test_a_creation_counts_on_the_rate_limiter_s_window(stores: Stores) -> None:
     assert stores.limiter.hit("create", "another", limit=1, now=NOW) is None
 
 
+def test_asking_whether_a_rate_is_spent_counts_nothing(stores: Stores) -> None:
+    subject = credentials.new_address_id()
+    for _ in range(3):
+        assert stores.limiter.spent("email", subject, limit=2, now=NOW) is None
+    assert stores.limiter.hit("email", subject, limit=2, now=NOW) is None
+    assert stores.limiter.spent("email", subject, limit=2, now=NOW) is None, "one of two counted"
+    assert stores.limiter.hit("email", subject, limit=2, now=NOW) is None
+    assert stores.limiter.spent("email", subject, limit=2, now=NOW) == 60 - int(NOW) % 60
+    assert stores.limiter.spent("email", subject, limit=3, now=NOW) is None, "a higher limit"
+    assert stores.limiter.spent("email", subject, limit=2, now=NOW + 60) is None, "the next window"
+    assert stores.limiter.spent("create", subject, limit=2, now=NOW) is None, "another scope"
+
+
 def test_a_counted_read_admits_only_the_read_token_of_a_live_address(stores: Stores) -> None:
     start = (int(NOW) // 60) * 60
     record = new_address(stores, now=start, expires_at=start + 600)

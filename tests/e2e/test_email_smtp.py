@@ -138,6 +138,12 @@ def test_mail_past_an_address_rate_is_refused_at_rcpt_for_that_address_only(tmp_
             busy, quiet = provision(client), provision(client)
             recipients = [busy["address"]["email"], quiet["address"]["email"]]
             with smtplib.SMTP("127.0.0.1", server.smtp_port, timeout=10) as smtp:
+                # Naming an address and dropping the message spends none of its rate: only mail taken counts.
+                smtp.ehlo()
+                for _ in range(3):
+                    assert smtp.mail("a@example.org")[0] == 250
+                    assert smtp.rcpt(recipients[0])[0] == 250
+                    assert smtp.rset()[0] == 250
                 assert smtp.sendmail("a@example.org", recipients[:1], "Subject: one\r\n\r\n1\r\n") == {}
                 refused = smtp.sendmail("a@example.org", recipients, "Subject: two\r\n\r\n2\r\n")
             assert refused == {recipients[0]: (450, refused[recipients[0]][1])}

@@ -71,13 +71,18 @@ class AddressMemory:
 
     def count(self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int) -> int | None:
         """One use of the window of `now` if fewer than `limit` were counted; else the seconds it has left."""
-        window = window_of(now, window_seconds)
-        counter = (scope, subject, window_seconds, window)
+        counter = (scope, subject, window_seconds, window_of(now, window_seconds))
         hits = self.rates.get(counter, 0)
         if hits >= limit:
             return retry_after(now, window_seconds)
         self.rates[counter] = hits + 1
         return None
+
+    def spent(self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int) -> int | None:
+        """The seconds the window of `now` has left when `limit` uses are counted in it, else None."""
+        if self.rates.get((scope, subject, window_seconds, window_of(now, window_seconds)), 0) < limit:
+            return None
+        return retry_after(now, window_seconds)
 
 
 def _opens(address: _Address | None, digest: str, *, now: float) -> bool:
@@ -415,6 +420,12 @@ class InMemoryRateLimiter:
     ) -> int | None:
         with self._memory.lock:
             return self._memory.count(scope, subject, limit=limit, now=now, window_seconds=window_seconds)
+
+    def spent(
+        self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = WINDOW_SECONDS
+    ) -> int | None:
+        with self._memory.lock:
+            return self._memory.spent(scope, subject, limit=limit, now=now, window_seconds=window_seconds)
 
 
 class InMemoryReadLeases:

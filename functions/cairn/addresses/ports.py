@@ -268,6 +268,9 @@ class RateLimiter(Protocol):
     def hit(self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = 60) -> int | None:
         """Count one use in a fixed window; the seconds to wait when over `limit`, else None."""
 
+    def spent(self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = 60) -> int | None:
+        """The seconds to wait when `limit` uses are counted in the window of `now`, else None; counts nothing."""
+
 
 class Subscription(Protocol):
     def wait(self, timeout: float) -> None:

@@ -8,7 +8,7 @@ from botocore.exceptions import ClientError
 
 from cairn.addresses.rate_windows import WINDOW_SECONDS, retry_after, window_of
 from cairn.dynamodb import keys
-from cairn.dynamodb.items import error_code, key, n
+from cairn.dynamodb.items import error_code, get_int, key, n
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -32,6 +32,19 @@ class RateLimiter:
             raise
         return None
 
+    def spent(
+        self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = WINDOW_SECONDS
+    ) -> int | None:
+        """The seconds to wait when `limit` uses are counted in the window of `now`, else None; counts nothing."""
+        counted = self._client.get_item(
+            TableName=self._table,
+            Key=_window_key(scope, subject, window_of(now, window_seconds)),
+            ProjectionExpression="hits",
+        ).get("Item", {})
+        if get_int(counted, "hits") < limit:
+            return None
+        return retry_after(now, window_seconds)
+
 
 def count_action(
     table: str, scope: str, subject: str, *, limit: int, now: float, window_seconds: int = WINDOW_SECONDS
@@ -41,7 +54,7 @@ def count_action(
     return {
         "Update": {
             "TableName": table,
-            "Key": key(keys.rate_pk(scope, subject), keys.rate_sk(window)),
+            "Key": _window_key(scope, subject, window),
             "UpdateExpression": "ADD hits :one SET expires_at = :expires",
             "ConditionExpression": "attribute_not_exists(hits) OR hits < :limit",
             "ExpressionAttributeValues": {
@@ -51,3 +64,7 @@ def count_action(
             },
         }
     }
+
+
+def _window_key(scope: str, subject: str, window: int) -> dict[str, dict[str, str]]:
+    return key(keys.rate_pk(scope, subject), keys.rate_sk(window))

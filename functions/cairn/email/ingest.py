@@ -51,9 +51,6 @@ class Delivery(msgspec.Struct, frozen=True):
     message_id: str
     recipients: Sequence[str]
     verdicts: Verdicts = msgspec.field(default_factory=Verdicts)
-    # The receiver already counted each recipient against the per-address mail rate
-    # (`cairn serve`'s SMTP listener does, so it can refuse at RCPT).
-    rate_counted: bool = False
 
 
 def email_claims(message_id: str, internet_message_id: str | None) -> list[IdempotencyClaim]:
@@ -144,8 +141,7 @@ class EmailIngest:
         refusals: set[str] = set()
         for address_id in address_ids:
             try:
-                if not delivery.rate_counted:
-                    self.count_message(address_id)
+                self.count_message(address_id)
                 results[address_id] = self._append(address_id, claims, event)
             except (Unauthorized, QuotaExceeded, RateLimited) as refusal:
                 refusals.add(refusal.code)
@@ -168,6 +164,16 @@ class EmailIngest:
         retry_after = self._limiter.hit("email", address_id, limit=limit, now=self._clock())
         if retry_after is not None:
             raise RateLimited(f"At most {limit} messages per address per minute.", retry_after=retry_after)
+
+    def message_rate_spent(self, address_id: str) -> bool:
+        """Whether the address's mail rate is spent for this minute; counts nothing.
+
+        A receiver that can refuse a recipient asks before taking a message:
+        the message itself is counted when it is ingested, so naming an
+        address and then dropping the message costs the address nothing.
+        """
+        limit = self._settings.email_rate_per_minute
+        return self._limiter.spent("email", address_id, limit=limit, now=self._clock()) is not None
 
     def recipient_address(self, recipient: str) -> str | None:
         """The address id a recipient names at the email domain, or None for anyone else."""

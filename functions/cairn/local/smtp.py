@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import Counter
 from datetime import UTC, datetime
 from email.utils import format_datetime
-from typing import cast
+from typing import Any, cast
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
@@ -20,11 +21,15 @@ from aws_lambda_powertools import Logger
 
 from cairn.email.ingest import Delivery, EmailIngest
 from cairn.email.ports import RawMessageStore
-from cairn.errors import RateLimited
 
 logger = Logger(service="cairn")
 # The recipients one message may have: what RFC 5321 §4.5.3.1.8 asks a server to take, and no more.
 MAX_RECIPIENTS = 100
+# Sessions open at once, in all and from one peer host. Each holds a file descriptor, which
+# the HTTP server shares, and up to a message's worth of memory while its DATA arrives; a
+# sender turned away at the greeting (421) keeps its mail and tries again later.
+MAX_SESSIONS = 50
+MAX_SESSIONS_PER_PEER = 10
 
 
 def new_message_id() -> str:
@@ -48,16 +53,19 @@ class MailHandler:
         if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
             return f"452 4.5.3 Too many recipients: at most {MAX_RECIPIENTS} a message"
         address_id = self._ingest.recipient_address(address)
-        listed = {self._ingest.recipient_address(recipient) for recipient in envelope.rcpt_tos}
-        if address_id is not None and address_id not in listed:  # an address listed twice counts once
+        if address_id is not None:
+            # Only asked here: the message is counted once ingested, so a sender that names
+            # an address and then drops the message (RSET, QUIT) spends none of its rate.
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self._ingest.count_message, address_id)
-            except RateLimited:
+                spent = await asyncio.get_running_loop().run_in_executor(
+                    None, self._ingest.message_rate_spent, address_id
+                )
+            except Exception:
+                logger.exception("mail rate not read", extra={"recipient": address})
+                return "451 4.3.0 Temporary failure; try again later"
+            if spent:
                 # A temporary refusal: the sending server keeps the message and tries again later.
                 return "450 4.7.1 Too many messages for this address; try again later"
-            except Exception:
-                logger.exception("mail rate not counted", extra={"recipient": address})
-                return "451 4.3.0 Temporary failure; try again later"
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
@@ -78,7 +86,7 @@ class MailHandler:
 
     def _deliver(self, message_id: str, raw: bytes, recipients: list[str]) -> None:
         self._raw_messages.save(message_id, raw)
-        self._ingest.ingest(Delivery(message_id=message_id, recipients=recipients, rate_counted=True))
+        self._ingest.ingest(Delivery(message_id=message_id, recipients=recipients))
 
 
 def received_header(session: Session, message_id: str, recipients: list[str], domain: str) -> bytes:
@@ -94,10 +102,77 @@ def received_header(session: Session, message_id: str, recipients: list[str], do
     return f"{line}{named}; {stamp}\r\n".encode("utf-8", "replace")
 
 
+class SessionCount:
+    """The sessions open now, in all and per peer host; only the listener's event loop touches it."""
+
+    def __init__(self, *, most: int = MAX_SESSIONS, most_per_peer: int = MAX_SESSIONS_PER_PEER) -> None:
+        self._most = most
+        self._most_per_peer = most_per_peer
+        self._per_peer: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return self._per_peer.total()
+
+    def open(self, peer: str) -> bool:
+        """Count a new session from `peer`, or False when either cap is reached."""
+        if len(self) >= self._most or self._per_peer[peer] >= self._most_per_peer:
+            return False
+        self._per_peer[peer] += 1
+        return True
+
+    def close(self, peer: str) -> None:
+        self._per_peer[peer] -= 1
+        if self._per_peer[peer] <= 0:
+            del self._per_peer[peer]
+
+
+class CappedSMTP(SMTP):
+    """aiosmtpd's SMTP session, turned away at the greeting when `SessionCount` is full."""
+
+    def __init__(self, handler: MailHandler, sessions: SessionCount, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self._sessions = sessions
+        self._counted_peer: str | None = None
+        self._turned_away = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if peer else "unknown"
+        if not self._sessions.open(host):
+            self._turned_away = True
+            cast(asyncio.WriteTransport, transport).write(
+                f"421 4.7.0 {self.hostname} Too many connections; try again later\r\n".encode()
+            )
+            transport.close()
+            return
+        self._counted_peer = host
+        super().connection_made(transport)
+
+    def connection_lost(self, error: Exception | None) -> None:
+        if self._turned_away:
+            return  # aiosmtpd never saw this connection
+        if self._counted_peer is not None:
+            self._sessions.close(self._counted_peer)
+            self._counted_peer = None
+        super().connection_lost(error)
+
+
+class Listener(Controller):
+    """aiosmtpd's threaded controller, making `CappedSMTP` sessions that share one `SessionCount`."""
+
+    def __init__(self, handler: MailHandler, sessions: SessionCount, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self._sessions = sessions
+
+    def factory(self) -> SMTP:
+        return CappedSMTP(self.handler, self._sessions, **self.SMTP_kwargs)
+
+
 def start_listener(
     ingest: EmailIngest, raw_messages: RawMessageStore, *, domain: str, host: str, port: int
 ) -> Controller:
     """A running SMTP listener; raises OSError when the port is taken."""
-    controller = Controller(MailHandler(ingest, raw_messages, domain), hostname=host, port=port, server_hostname=domain)
+    handler = MailHandler(ingest, raw_messages, domain)
+    controller = Listener(handler, SessionCount(), hostname=host, port=port, server_hostname=domain)
     controller.start()
     return controller
