@@ -256,7 +256,9 @@ class Services(msgspec.Struct, frozen=True, dict=True):
     def subscriptions(self) -> Subscriptions:
         from cairn.wakeups.subscriptions import Subscriptions
 
-        return Subscriptions(self.table, self._subscription_table, self._wake_transport, self.settings, self.clock)
+        return Subscriptions(
+            self.table, self._subscription_table, self._wake_transport, self.limiter, self.settings, self.clock
+        )
 
     @cached_property
     def dispatcher(self) -> Dispatcher:

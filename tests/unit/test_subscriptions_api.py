@@ -11,6 +11,7 @@ import boto3
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from cairn.wakeups.subscriptions import TESTS_PER_MINUTE
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient
 from tests.support.webhooks import holding_receiver, receiver
@@ -243,6 +244,28 @@ def test_a_failed_test_delivery_says_why(local_api: LambdaClient):
         sub_id = subscribe(local_api, created, {"kind": "webhook", "url": hook.url}).json()["subscription"]["id"]
         attempt = read(local_api, created, f"/{sub_id}/test", "POST").json()["attempt"]
     assert (attempt["outcome"], attempt["status_code"]) == ("failed", 503)
+
+
+def test_test_deliveries_are_limited_per_address_a_minute(local_api: LambdaClient, clock: FakeClock):
+    created = local_api.provision()
+    with receiver() as hook:
+        first, second = (
+            subscribe(local_api, created, {"kind": "webhook", "url": hook.url}).json()["subscription"]["id"]
+            for _ in range(2)
+        )
+        for n in range(TESTS_PER_MINUTE):
+            assert read(local_api, created, f"/{(first, second)[n % 2]}/test", "POST").status == 200
+        refused = read(local_api, created, f"/{second}/test", "POST")
+        assert (refused.status, refused.error_code) == (429, "rate_limited")
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        hook.wait_for(TESTS_PER_MINUTE)
+        other = local_api.provision()
+        other_sub = subscribe(local_api, other, {"kind": "webhook", "url": hook.url}).json()["subscription"]["id"]
+        assert read(local_api, other, f"/{other_sub}/test", "POST").status == 200, "another address's own count"
+        clock.advance(60)
+        assert read(local_api, created, f"/{first}/test", "POST").status == 200, "the next minute"
+        hook.wait_for(TESTS_PER_MINUTE + 2)
+    assert len(read(local_api, created, f"/{second}").json()["subscription"]["attempts"]) == TESTS_PER_MINUTE // 2
 
 
 def test_rotation_signs_with_both_secrets_for_a_day(local_api: LambdaClient, clock: FakeClock):

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Sequence
 
 from cairn.addresses.access import authenticate
 from cairn.addresses.models import AddressRecord
-from cairn.addresses.ports import AddressStore
+from cairn.addresses.ports import AddressStore, RateLimiter
 from cairn.clock import Clock
-from cairn.errors import SubscriptionNotFound, TargetRefused, Unavailable
+from cairn.errors import RateLimited, SubscriptionNotFound, TargetRefused, Unavailable
 from cairn.settings import Settings
 from cairn.wakeups.models import MAX_SIGNING_SECRETS, Attempt, Created, SigningSecret, Subscription, Target, TargetKind
 from cairn.wakeups.payload import probe_delivery
@@ -26,6 +26,9 @@ ROTATION_OVERLAP_SECONDS = 86_400
 _SUBSCRIPTION_ID = re.compile(r"sub_[0-9a-f]{24}")
 # Tries at committing a subscription while events keep arriving at its address.
 _CREATE_ATTEMPTS = 8
+# Test deliveries an address may send a minute, over all its subscriptions: each is sent at
+# once, while the request waits, to a target the owner chose.
+TESTS_PER_MINUTE = 10
 
 
 def new_secret() -> str:
@@ -39,10 +42,12 @@ class Subscriptions:
         addresses: AddressStore,
         store: SubscriptionStore,
         transport: Transport,
+        limiter: RateLimiter,
         settings: Settings,
         clock: Clock,
     ) -> None:
         self._addresses = addresses
+        self._limiter = limiter
         self._store = store
         self._transport = transport
         self._settings = settings
@@ -142,6 +147,11 @@ class Subscriptions:
         if subscription.target.one_shot:
             raise TargetRefused("A one-shot target would be used up by a test.")
         now = self._clock()
+        retry_after = self._limiter.hit("wake-test", address_id, limit=TESTS_PER_MINUTE, now=now)
+        if retry_after is not None:
+            raise RateLimited(
+                f"At most {TESTS_PER_MINUTE} test deliveries per address a minute.", retry_after=retry_after
+            )
         delivery = probe_delivery(address_id, subscription_id, f"test_{secrets.token_hex(12)}", now)
         outcome = send_once(self._transport, subscription, delivery, now)
         attempt = Attempt(

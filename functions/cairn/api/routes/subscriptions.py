@@ -20,6 +20,7 @@ from cairn.api.subscription_schemas import (
 )
 from cairn.services import Services
 from cairn.wakeups.models import Target, TargetKind
+from cairn.wakeups.subscriptions import TESTS_PER_MINUTE
 
 BASE = "/api/v1/addresses/<address_id>/subscriptions"
 
@@ -84,7 +85,8 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         f"{BASE}/<subscription_id>/test",
         summary="Send a `subscription.test` delivery now",
         description="The answer is the attempt (delivered or failed, status code or error), within the "
-        "delivery deadline; the subscription's position in the feed does not move.",
+        "delivery deadline; the subscription's position in the feed does not move. At most "
+        f"{TESTS_PER_MINUTE} a minute per address (429 `rate_limited`).",
         tags=["subscriptions"],
         security=BEARER,
     )
