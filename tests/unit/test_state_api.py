@@ -209,6 +209,16 @@ def test_invalid_keys_are_refused(state: StateClient, key: str):
     assert state.keys().json()["keys"] == []
 
 
+@pytest.mark.parametrize("key", [".", ".."])
+def test_keys_no_url_can_name_are_refused_in_a_batch(state: StateClient, key: str):
+    """A client resolves `.` and `..` in a path, so a key set under either could never be read by its URL."""
+    reply = state.batch([{"op": "set", "key": key, "value": 1}, {"op": "set", "key": "kept", "value": 2}])
+    assert (reply.status, reply.error_code) == (400, "invalid_request")
+    assert state.keys().json()["keys"] == []
+    fine = [{"op": "set", "key": other, "value": 1} for other in ("...", ".x", "x..")]
+    assert state.batch(fine).status == 200, "other dotted keys are fine"
+
+
 def test_byte_limit_is_exact(state: StateClient):
     limit = 65_536
     state.put("a", "x" * 1000)

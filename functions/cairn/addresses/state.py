@@ -42,7 +42,8 @@ from cairn.clock import Clock
 from cairn.errors import InvalidRequest, NotFound, RevisionConflict, StateLimitExceeded, Unavailable
 from cairn.settings import Settings
 
-KEY_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# `.` and `..` are left out: clients resolve them as path segments, so no URL names them.
+KEY_PATTERN = re.compile(r"(?!\.\.?$)[A-Za-z0-9._:-]{1,128}")
 PER_KEY_OVERHEAD = 32
 EVENT_TYPE = "state.updated"
 EVENT_SOURCE = "state"
@@ -253,4 +254,6 @@ class AddressState:
 
 def validate_key(key: str) -> None:
     if not KEY_PATTERN.fullmatch(key):
-        raise InvalidRequest("State keys are 1 to 128 characters of A-Z a-z 0-9 . _ : -", field="key")
+        raise InvalidRequest(
+            "State keys are 1 to 128 characters of A-Z a-z 0-9 . _ : -, other than `.` and `..`", field="key"
+        )
