@@ -61,6 +61,21 @@ def test_items_come_back_in_order_and_clearing_empties_the_session(address: Addr
     assert after_clear == []
 
 
+def test_a_session_id_with_reserved_characters_is_one_session(address: Address):
+    """Apps name sessions `user:42` or `a@b`; the id travels percent-encoded and names the same session."""
+    named = CairnSession(address, "user:42@chat+1")
+
+    async def scenario():
+        await named.add_items([{"role": "user", "content": "Hello"}])
+        return await CairnSession(address, "user:42@chat+1").get_items(), await CairnSession(
+            address, "user"
+        ).get_items()
+
+    same, other = asyncio.run(scenario())
+    assert contents(same) == ["Hello"]
+    assert other == []
+
+
 def test_pop_takes_the_newest_item_until_the_session_is_empty(address: Address):
     session = CairnSession(address, "pop")
 

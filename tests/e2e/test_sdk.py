@@ -18,6 +18,7 @@ from cairn.client import (
     Address,
     CursorFile,
     Inbox,
+    InvalidRequest,
     NotFound,
     RevisionConflict,
     Unauthorized,
@@ -84,6 +85,20 @@ def test_state_compare_and_set_and_its_typed_errors(served: ServeProcess, addres
     with pytest.raises(Unauthorized) as refused:
         stranger.state.get("a")
     assert (refused.value.code, refused.value.status) == ("unauthorized", 401)
+
+
+def test_any_key_the_server_takes_round_trips_and_no_name_reaches_another_route(address: Address):
+    """The SDK encodes `:` as `%3A`; `..` would have been resolved by httpx into the address's own URL."""
+    state = address.state
+    assert state.set("run:1", {"step": 2})["revision"] == 1
+    assert state.get("run:1")["value"] == {"step": 2}
+    assert [entry["key"] for entry in state.keys()["keys"]] == ["run:1"]
+    for name in ("..", ".", ""):
+        for call in (state.get, state.delete, address.subscriptions.delete, address.events.ack):
+            with pytest.raises(InvalidRequest):
+                call(name)
+    assert address.describe()["address"]["id"] == address.id, "the address is still there"
+    assert state.delete("run:1")["deleted"] is True
 
 
 def test_concurrent_updates_lose_nothing(address: Address, tmp_path: Path):

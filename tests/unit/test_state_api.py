@@ -209,6 +209,19 @@ def test_invalid_keys_are_refused(state: StateClient, key: str):
     assert state.keys().json()["keys"] == []
 
 
+def test_a_percent_encoded_key_names_the_same_key(state: StateClient):
+    """API Gateway hands the path over still encoded; a client encoding every reserved character sends `a%3Ab`."""
+    assert state.put("run%3A1", 1).status == 201
+    read = state.get("run:1").json()
+    assert (read["key"], read["value"], read["revision"]) == ("run:1", 1, 1)
+    assert state.put("run:1", 2).json()["revision"] == 2
+    assert state.delete("run%3a1").status == 200
+    assert state.keys().json()["keys"] == []
+    refused = state.put("run%253A1", 1)
+    assert refused.status == 400, "decoded once: `%253A` is the text `%3A`, which no key holds"
+    assert state.keys().json()["keys"] == []
+
+
 @pytest.mark.parametrize("key", [".", ".."])
 def test_keys_no_url_can_name_are_refused_in_a_batch(state: StateClient, key: str):
     """A client resolves `.` and `..` in a path, so a key set under either could never be read by its URL."""

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar, cast
+from urllib.parse import unquote
 
 import msgspec
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -166,6 +167,11 @@ class ConcurrentRestResolver(APIGatewayRestResolver):
         )
         self.context.update(_route=route, _path=path)
         return self._call_route(route=route, route_arguments={})
+
+    def _convert_matches_into_route_keys(self, match: re.Match[str]) -> dict[str, str]:
+        """Each path parameter decoded once: API Gateway REST (and `cairn serve`, as it) keeps the path
+        percent-encoded, so a client that sends the key `a:b` as `a%3Ab` names the same key as one that does not."""
+        return {name: unquote(value) for name, value in match.groupdict().items()}
 
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
         proxy_event = cast(APIGatewayProxyEvent, self._to_proxy_event(dict(event)))

@@ -7,7 +7,6 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from cairn.client.attachments import Attachments
 from cairn.client.events import Events
@@ -15,6 +14,7 @@ from cairn.client.files import Files
 from cairn.client.http import HttpClient, json_body
 from cairn.client.inbox import Inbox
 from cairn.client.mailbox import Mailbox
+from cairn.client.paths import segment
 from cairn.client.private import read_private, write_private
 from cairn.client.state import State
 from cairn.client.subscriptions import Subscriptions
@@ -79,7 +79,7 @@ class Address:
     @classmethod
     def connect(cls, base_url: str, address_id: str, read_token: str, *, http: HttpClient | None = None) -> Address:
         """An address known only by id and read token (as MCP tools hold it); it has no inbox URL."""
-        root = f"{base_url.rstrip('/')}{ADDRESSES_PATH}/{quote(address_id, safe='')}"
+        root = f"{base_url.rstrip('/')}{ADDRESSES_PATH}/{segment(address_id, 'address id')}"
         document = {
             "address": {"id": address_id},
             "credentials": {"read_token": read_token},
@@ -169,12 +169,12 @@ class Address:
         """
         request = {"secret": secret, "tolerance_s": tolerance_s}
         body = json_body({field: value for field, value in request.items() if value is not None})
-        url = f"{self.address_url}/inbox/verifiers/{quote(kind, safe='')}"
+        url = f"{self.address_url}/inbox/verifiers/{segment(kind, 'verifier kind')}"
         verifier: dict[str, Any] = self._http.request("PUT", url, token=self.read_token, body=body).json()
         return verifier
 
     def remove_verifier(self, kind: str) -> dict[str, Any]:
-        url = f"{self.address_url}/inbox/verifiers/{quote(kind, safe='')}"
+        url = f"{self.address_url}/inbox/verifiers/{segment(kind, 'verifier kind')}"
         removed: dict[str, Any] = self._http.request("DELETE", url, token=self.read_token).json()
         return removed
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import quote
 
 from cairn.client.http import HttpClient
 from cairn.client.models import Download, Event
+from cairn.client.paths import segment
 from cairn.client.private import write_private
 
 
@@ -23,7 +23,7 @@ class Attachments:
         the size limit; `AttachmentUnavailable` once the stored message expired.
         """
         event_id = event if isinstance(event, str) else event["id"]
-        url = f"{self._url}/{quote(event_id, safe='')}/attachments/{quote(attachment_id, safe='')}"
+        url = f"{self._url}/{segment(event_id, 'event id')}/attachments/{segment(attachment_id, 'attachment id')}"
         response = self._http.request("GET", url, token=self._token)
         write_private(path, response.content)
         content_type = response.headers.get("content-type", "application/octet-stream")

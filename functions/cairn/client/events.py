@@ -8,12 +8,12 @@ from collections import deque
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from cairn.client import sse
 from cairn.client.cursor import CursorFile, feed_position
 from cairn.client.http import HttpClient
 from cairn.client.models import Ack, Event, Page
+from cairn.client.paths import segment
 from cairn.errors import RateLimited, StreamUnavailable
 
 MAX_WAIT = 25
@@ -62,7 +62,7 @@ class Events:
     def ack(self, event: Event | str) -> Ack:
         """Mark an event (or event id) handled; repeating it keeps the first time."""
         event_id = event if isinstance(event, str) else event["id"]
-        url = f"{self._url}/{quote(event_id, safe='')}/ack"
+        url = f"{self._url}/{segment(event_id, 'event id')}/ack"
         acked: Ack = self._http.request("POST", url, token=self._token).json()
         return acked
 

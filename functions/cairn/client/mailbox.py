@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from cairn.client.http import HttpClient, json_body
 from cairn.client.models import ContactChange, ContactListing, SendReceipt
+from cairn.client.paths import segment
 
 
 class Mailbox(str):
@@ -48,7 +48,7 @@ class Mailbox(str):
         return change
 
     def remove_contact(self, email: str) -> None:
-        self._http.request("DELETE", f"{self._root}/contacts/{quote(email, safe='@')}", token=self._token)
+        self._http.request("DELETE", f"{self._root}/contacts/{segment(email, 'email')}", token=self._token)
 
     def send(
         self,

@@ -6,10 +6,10 @@ import copy
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import quote
 
 from cairn.client.http import HttpClient, jittered, json_body
 from cairn.client.models import StateBatch, StateDeletion, StateListing, StateOperation, StateValue
+from cairn.client.paths import segment
 from cairn.errors import NotFound, RevisionConflict
 
 UPDATE_ATTEMPTS = 25
@@ -94,4 +94,4 @@ class State:
                 time.sleep(jittered(attempt, base=UPDATE_BASE_DELAY, cap=UPDATE_MAX_DELAY))
 
     def _key_url(self, key: str) -> str:
-        return f"{self._url}/{quote(key, safe='')}"
+        return f"{self._url}/{segment(key, 'key')}"

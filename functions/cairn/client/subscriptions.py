@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import quote
 
 from cairn.client.http import HttpClient, json_body
+from cairn.client.paths import segment
 
 
 class Subscriptions:
@@ -67,4 +67,4 @@ class Subscriptions:
         return rotated
 
     def _one(self, subscription_id: str) -> str:
-        return f"{self._url}/{quote(subscription_id, safe='')}"
+        return f"{self._url}/{segment(subscription_id, 'subscription id')}"

@@ -1,7 +1,6 @@
 """Outbound email: contacts verified by a mailed code, and plain-text sends to them."""
 
 from typing import Annotated
-from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body
@@ -80,8 +79,8 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         security=BEARER,
     )
     def remove_contact(address_id: str, email: str) -> RemovedContactResponse:
-        services.contacts.remove(address_id, bearer_token(app.current_event), unquote(email))
-        return RemovedContactResponse(email=unquote(email).strip().lower(), removed=True)
+        services.contacts.remove(address_id, bearer_token(app.current_event), email)
+        return RemovedContactResponse(email=email.strip().lower(), removed=True)
 
     @app.post(
         "/api/v1/addresses/<address_id>/email/send",

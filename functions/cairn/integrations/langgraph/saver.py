@@ -23,7 +23,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -43,6 +42,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from cairn.client.address import Address
 from cairn.client.http import HttpClient, json_body
+from cairn.client.paths import segment
 from cairn.errors import CheckpointPartMissing
 from cairn.integrations.langgraph import delta
 
@@ -362,7 +362,7 @@ class CairnSaver(BaseCheckpointSaver[int]):
             return self.serde.loads_typed((value["type"], base64.b64decode(value["data"])))
         pieces = []
         for digest in value["parts"]:
-            url = f"{self._url}/parts/{quote(digest, safe='')}"
+            url = f"{self._url}/parts/{segment(digest, 'part digest')}"
             answer = self._http.request("GET", url, token=self._token, params={"thread_id": thread_id}).json()
             piece = base64.b64decode(answer["data"])
             if hashlib.sha256(piece).hexdigest() != digest:

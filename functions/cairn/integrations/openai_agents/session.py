@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from typing import Any
-from urllib.parse import quote
 
 from agents.items import TResponseInputItem
 from agents.memory.session import SessionABC
@@ -20,6 +19,7 @@ from agents.memory.session_settings import SessionSettings, resolve_session_limi
 
 from cairn.client.address import Address
 from cairn.client.http import HttpClient, json_body
+from cairn.client.paths import segment
 
 
 class CairnSession(SessionABC):
@@ -35,7 +35,7 @@ class CairnSession(SessionABC):
         self.session_settings = session_settings or SessionSettings()
         self.address = address
         self._http: HttpClient = address.http
-        self._url = f"{address.address_url}/sessions/{quote(session_id, safe='')}/items"
+        self._url = f"{address.address_url}/sessions/{segment(session_id, 'session id')}/items"
         self._token = address.read_token
 
     @classmethod

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import uuid
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from strands.hooks import AfterInvocationEvent, HookOrder, HookRegistry
 from strands.session import RepositorySessionManager, SessionRepository
@@ -24,6 +23,7 @@ from strands.types.session import Session, SessionAgent, SessionMessage
 from cairn import errors
 from cairn.client.address import Address
 from cairn.client.http import json_body
+from cairn.client.paths import segment
 
 if TYPE_CHECKING:
     from strands.multiagent.base import MultiAgentBase
@@ -168,7 +168,7 @@ class CairnSessionRepository(SessionRepository):
 
     def _url(self, session_id: str, *parts: str) -> str:
         return "/".join(
-            [f"{self.address.address_url}/strands", *(quote(part, safe="") for part in (session_id, *parts))]
+            [f"{self.address.address_url}/strands", *(segment(part, "id") for part in (session_id, *parts))]
         )
 
     def _call(
