@@ -136,7 +136,12 @@ def test_two_hundred_long_polls_wait_while_other_requests_are_answered(served: S
     assert all([event["type"] for event in reply.json()["events"]] == ["fan.out"] for reply in replies)
 
 
-def test_restart_keeps_addresses_and_events(tmp_path: Path):
+def open_to_others(data_dir: Path) -> list[str]:
+    """What in the data directory a user other than its owner could read or change."""
+    return [str(path) for path in [data_dir, *data_dir.rglob("*")] if path.stat().st_mode & 0o077]
+
+
+def test_restart_keeps_addresses_and_events_for_their_owner_alone(tmp_path: Path):
     data_dir = tmp_path / "data"
     with ServeProcess(tmp_path, data_dir=data_dir) as server, server.client() as client:
         created = provision(client, task_id="survivor")
@@ -145,8 +150,15 @@ def test_restart_keeps_addresses_and_events(tmp_path: Path):
             created["endpoints"]["state_url"] + "/checkpoint", json={"value": {"step": 7}}, headers=auth(created)
         )
         assert checkpoint.status_code == 201
+    # The database holds every address's state and feed: other users of the machine read none of it.
+    assert (data_dir / "shared-local-instance.db").exists()
+    assert open_to_others(data_dir) == []
+    # As an older `cairn serve` left them; the next start makes them owner-only again.
+    for kept in ("shared-local-instance.db", "dynamodb-local.log"):
+        (data_dir / kept).chmod(0o644)
     # A new server on the same data directory, on another port.
     with ServeProcess(tmp_path, data_dir=data_dir) as server, server.client() as client:
+        assert open_to_others(data_dir) == []
         events_path = "/api/v1/addresses/" + created["address"]["id"] + "/events"
         page = client.get(events_path, headers=auth(created)).json()
         assert [event["type"] for event in page["events"]] == ["before.restart", "state.updated"]

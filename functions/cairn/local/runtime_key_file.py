@@ -24,7 +24,7 @@ def load_or_create(path: Path) -> str:
         # A copy made by hand (or an old umask) may be readable by others: keep it the owner's.
         path.chmod(0o600)
         return existing
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = secrets.token_urlsafe(32)
     path.unlink(missing_ok=True)
     try:

@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"cairn serve: --smtp-relay: {error}", file=sys.stderr)
         return 2
     overrides = {"table_name": args.table} if args.table else {}
+    # Owner-only when made here: it holds the database, the keys and the mail (each also owner-only).
+    args.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     runtime_key = _runtime_key(args)
     if runtime_key:
         overrides["runtime_key"] = runtime_key
