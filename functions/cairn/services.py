@@ -395,7 +395,16 @@ class _NoClient:
 
 
 def _aws_client(settings: Settings, service: str) -> Any:
-    """A client for a wake-up target's service (made on first delivery to one)."""
+    """A client for a wake-up target's service (made on first delivery to one).
+
+    One try a call, and short timeouts: the sender retries with its own back-off, and each
+    attempt must end well inside its lease. botocore's defaults (three tries of up to 60 s each)
+    took three minutes against a target that never answered, and a retry after a lost answer
+    found a durable callback already completed by the first try.
+    """
+    from botocore.config import Config
+
     from cairn import aws
 
-    return aws.client(service, settings.region)
+    config = Config(retries={"total_max_attempts": 1}, connect_timeout=3, read_timeout=10)
+    return aws.client(service, settings.region, config)

@@ -10,7 +10,10 @@ sender, retries, the table on moto) is the code Lambda runs.
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from botocore.stub import Stubber
@@ -70,11 +73,14 @@ class StubbedLambda:
 class Deployment:
     """Cairn on moto whose wake-ups go out through the real AWS transport to the stubbed Lambda client."""
 
-    def __init__(self, clock: FakeClock, lambda_: StubbedLambda, *, allowed: tuple[str, ...]) -> None:
+    def __init__(self, clock: FakeClock, lambda_: StubbedLambda | None, *, allowed: tuple[str, ...]) -> None:
+        """`lambda_` None: the transport the stack builds, to whatever Lambda endpoint the environment names."""
         relaxed = {"poll_rate_per_minute": 10_000, "create_rate_per_minute": 10_000}
         settings = Settings(table_name="cairn-test", wake_target_arns=allowed, wake_retry_base_seconds=5, **relaxed)
         ensure_table(make_client(settings), settings.table_name)
-        transport = Transports(WebhookTransport(timeout=10, allow_local=False), AwsTargets(lambda_.factory))
+        transport = None
+        if lambda_ is not None:
+            transport = Transports(WebhookTransport(timeout=10, allow_local=False), AwsTargets(lambda_.factory))
         self.services = Services.build(settings, waiter=NotifyingWaiter(), clock=clock, wake_transport=transport)
         self.api = LambdaClient(self.services)
         self.created = self.api.provision()
@@ -195,6 +201,97 @@ def test_throttling_is_retried_with_back_off_and_then_completes(
     assert [a["outcome"] for a in reversed(shown["attempts"])] == ["failed", "failed", "ended"]
     assert [result["sequence"] for result in lambda_.results()] == [sequence] * 3
     assert not [event for event in deployment.events() if event["type"] == "subscription.failed"]
+
+
+def test_an_agent_that_waits_on_a_new_callback_every_run_never_runs_out_of_subscriptions(
+    deployment: Deployment, lambda_: StubbedLambda
+):
+    for run in range(15):
+        lambda_.completes()
+        sub_id = deployment.subscribe_callback(f"cnVuLT{run:02d}")
+        deployment.post({"run": run})
+        assert deployment.shown(sub_id)["status"] == "ended"
+    listing = deployment.api.request("GET", deployment.base, token=deployment.token).json()["subscriptions"]
+    assert 1 <= len(listing) <= 10
+    assert [result["event"]["data"] for result in lambda_.results()] == [{"run": run} for run in range(15)]
+
+
+def test_failed_and_active_subscriptions_keep_their_slots(deployment: Deployment, lambda_: StubbedLambda):
+    lambda_.refuses("CallbackTimeoutException", 400, "The callback timed out.")
+    failed = deployment.subscribe_callback()
+    deployment.post({"n": 1})
+    for n in range(9):
+        deployment.subscribe_callback(f"d2FpdC{n:02d}", types=["never.sent"])
+    refused = deployment.subscribe({"kind": "lambda_durable_callback", "callback_id": "Y2FsbGJhY2stMTEx"})
+    assert (refused.status, refused.error_code) == (409, "subscription_limit_exceeded")
+    assert deployment.shown(failed)["status"] == "failed"
+
+
+class LosingLambda(ThreadingHTTPServer):
+    """A Lambda endpoint that takes the first callback request and never answers it (it may have completed the
+    callback), then answers every later one as Lambda does once the callback is closed."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                owner.paths.append(self.path)
+                self.close_connection = True
+                if len(owner.paths) == 1:
+                    return  # the connection closes with no answer
+                body = json.dumps({"Type": "User", "message": "The callback has already been closed."}).encode()
+                self.send_response(400)
+                self.send_header("x-amzn-ErrorType", "InvalidParameterValueException")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+def test_a_callback_whose_answer_was_lost_ends_without_failing_and_never_shows_its_id(
+    moto_env: None, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+):
+    lost = LosingLambda()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", lost.url)
+    try:
+        deployment = Deployment(clock, None, allowed=(DURABLE_EXECUTIONS,))
+        sub_id = deployment.subscribe_callback()
+        sequence = deployment.post({"n": 1})
+        # One request: a retry by the client itself, right after a lost answer, would find the callback closed.
+        assert len(lost.paths) == 1
+        assert quote(CALLBACK_ID, safe="") in lost.paths[0]
+        shown = deployment.shown(sub_id)
+        assert (shown["status"], shown["failures"]) == ("active", 1)
+        assert shown["attempts"][0]["error"].startswith("ConnectionClosedError")
+        clock.advance(60)
+        deployment.services.sweep.run()
+    finally:
+        lost.shutdown()
+        lost.server_close()
+    assert len(lost.paths) == 2
+    shown = deployment.shown(sub_id)
+    assert shown["status"] == "ended", shown
+    assert [(a["outcome"], a["sequence"]) for a in reversed(shown["attempts"])] == [
+        ("failed", sequence),
+        ("ended", sequence),
+    ]
+    assert not [event for event in deployment.events() if event["type"] == "subscription.failed"]
+    listing = deployment.api.request("GET", deployment.base, token=deployment.token).text
+    for form in (CALLBACK_ID, quote(CALLBACK_ID, safe=""), quote(CALLBACK_ID)):
+        assert form not in listing
 
 
 def test_an_event_over_the_checkpoint_limit_goes_as_a_reference(lambda_: StubbedLambda):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -29,6 +30,10 @@ _GONE_TASK_CODES = {"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"}
 # A durable callback that no longer waits (timed out, already completed, its execution gone) or
 # that Lambda does not take as a callback id: no retry can complete it.
 _GONE_CALLBACK_CODES = {"CallbackTimeoutException", "ResourceNotFoundException", "InvalidParameterValueException"}
+# Errors of an attempt whose request may have reached the service without its answer reaching us.
+_UNANSWERED_ERRORS = ("ReadTimeoutError", "ConnectionClosedError")
+# The parameters that are a one-shot target's secret: whoever holds one can complete the wait.
+_SECRET_PARAMS = ("callback_id", "task_token")
 
 
 class AwsTargets:
@@ -46,11 +51,19 @@ class AwsTargets:
         except ClientError as error:
             details = error.response.get("Error", {})
             code = details.get("Code", "")
-            gone = kind is TargetKind.STEP_FUNCTIONS and code in _GONE_TASK_CODES
-            permanent = kind is TargetKind.LAMBDA_DURABLE_CALLBACK and code in _GONE_CALLBACK_CODES
-            return Outcome(delivered=False, gone=gone, permanent=permanent, error=f"{code}: {details.get('Message')}")
+            text = _without_secrets(f"{code}: {details.get('Message')}", subscription)
+            if kind is TargetKind.STEP_FUNCTIONS and code in _GONE_TASK_CODES:
+                return Outcome(delivered=False, gone=True, error=text)
+            if kind is TargetKind.LAMBDA_DURABLE_CALLBACK and code in _GONE_CALLBACK_CODES:
+                if _may_have_completed(subscription):
+                    # Most likely by the attempt whose answer was lost: the wait is over, not failed.
+                    text = f"{text} (an earlier attempt, whose answer never came, may have completed it)"
+                    return Outcome(delivered=False, gone=True, error=text)
+                return Outcome(delivered=False, permanent=True, error=text)
+            return Outcome(delivered=False, error=text)
         except BotoCoreError as error:
-            return Outcome(delivered=False, error=f"{type(error).__name__}: {error}")
+            # botocore names the request's URL, where a durable callback's id is a path segment.
+            return Outcome(delivered=False, error=_without_secrets(f"{type(error).__name__}: {error}", subscription))
 
     def _deliver(self, subscription: Subscription, delivery: Delivery, body: str) -> Outcome:
         kind = subscription.target.kind
@@ -100,6 +113,21 @@ class AwsTargets:
         if service not in self._clients:
             self._clients[service] = self._factory(service)
         return self._clients[service]
+
+
+def _may_have_completed(subscription: Subscription) -> bool:
+    """Whether an earlier attempt may have completed this one-shot target though it was never told so."""
+    return any(attempt.error and attempt.error.startswith(_UNANSWERED_ERRORS) for attempt in subscription.attempts)
+
+
+def _without_secrets(text: str, subscription: Subscription) -> str:
+    """`text` with the target's secret, as given or percent-encoded, taken out: attempts are shown to the owner
+    and a failure's reason goes into the feed, but the id or token is never shown again once subscribed."""
+    params = subscription.target.params
+    for secret in (params[name] for name in _SECRET_PARAMS if params.get(name)):
+        for form in {secret, quote(secret, safe=""), quote(secret)}:
+            text = text.replace(form, "<secret>")
+    return text
 
 
 def _detail_type(event_type: str) -> str:

@@ -11,9 +11,18 @@ from cairn.addresses.access import authenticate
 from cairn.addresses.models import AddressRecord
 from cairn.addresses.ports import AddressStore, RateLimiter
 from cairn.clock import Clock
-from cairn.errors import RateLimited, SubscriptionNotFound, TargetRefused, Unavailable
+from cairn.errors import RateLimited, SubscriptionLimitExceeded, SubscriptionNotFound, TargetRefused, Unavailable
 from cairn.settings import Settings
-from cairn.wakeups.models import MAX_SIGNING_SECRETS, Attempt, Created, SigningSecret, Subscription, Target, TargetKind
+from cairn.wakeups.models import (
+    MAX_SIGNING_SECRETS,
+    Attempt,
+    Created,
+    SigningSecret,
+    Subscription,
+    SubscriptionStatus,
+    Target,
+    TargetKind,
+)
 from cairn.wakeups.payload import probe_delivery
 from cairn.wakeups.ports import CursorMoved, SubscriptionStore
 from cairn.wakeups.sender import ATTEMPTS_KEPT
@@ -80,6 +89,7 @@ class Subscriptions:
             own_origins=[*origins, *deployment_origins(self._settings)],
         )
         secret = new_secret() if target.kind is TargetKind.WEBHOOK else None
+        room_made = False
         for _ in range(_CREATE_ATTEMPTS):
             subscription = Subscription(
                 id=f"sub_{secrets.token_hex(12)}",
@@ -101,8 +111,26 @@ class Subscriptions:
             except CursorMoved:
                 record = self._open(address_id, read_token)
                 continue
+            except SubscriptionLimitExceeded:
+                if room_made or not self._remove_ended(address_id):
+                    raise
+                room_made = True
+                continue
             return Created(subscription, secret)
         raise Unavailable()
+
+    def _remove_ended(self, address_id: str) -> bool:
+        """Delete the address's ended subscriptions, to make room for a new one; whether there were any.
+
+        An ended subscription will never deliver again: a one-shot target that
+        took its event, or a webhook that answered 410. An agent that waits on
+        a new durable callback every run would otherwise fill its address's
+        slots with them. Failed ones stay until their owner has seen them.
+        """
+        ended = [item.id for item in self._store.of_address(address_id) if item.status is SubscriptionStatus.ENDED]
+        for subscription_id in ended:
+            self._store.delete(address_id, subscription_id)
+        return bool(ended)
 
     def list(self, address_id: str, read_token: str | None) -> list[Subscription]:
         self._open(address_id, read_token)
