@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -14,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from cairn.client import Address
+from cairn import cli as cairn_cli
+from cairn.client import Address, Unauthorized
 from cairn.client.tasks import TaskStore
 from tests.support.serve import ServeProcess
 
@@ -154,6 +156,76 @@ def test_exit_codes_tell_what_to_do_next(cli: Cli):
     assert cli("events", "poll").code == 2
     unreachable = Cli(cli.home, "http://127.0.0.1:9", [])("provision", "elsewhere")
     assert (unreachable.code, unreachable.error["code"]) == (1, "connection_failed")
+
+
+def test_acknowledging_out_of_order_never_moves_the_cursor_past_an_unacknowledged_event(cli: Cli):
+    cli("provision", "sorter")
+    for n in range(1, 4):
+        cli("inbox", "post", "sorter", json.dumps({"type": "job.done", "data": {"n": n}}))
+    first, second, third = cli("events", "poll", "sorter").json()["events"]
+    assert cli("events", "ack", "sorter", third["id"]).json()["cursor"] == 0, "events 1 and 2 still wait"
+    assert [event["sequence"] for event in cli("events", "poll", "sorter").json()["events"]] == [1, 2, 3]
+    assert cli("events", "ack", "sorter", first["id"]).json()["cursor"] == 1
+    assert cli("events", "ack", "sorter", second["id"]).json()["cursor"] == 2
+    # The one acknowledged ahead shows again, marked acknowledged, rather than any event being skipped.
+    [again] = cli("events", "poll", "sorter").json()["events"]
+    assert (again["sequence"], again["acknowledged_at"] is not None) == (3, True)
+
+
+def test_trouble_on_this_machine_is_a_json_error_never_a_traceback(cli: Cli, tmp_path: Path):
+    home_is_a_file = tmp_path / "home-file"
+    home_is_a_file.write_text("")
+    nowhere = cli("provision", "lost", env={"CAIRN_HOME": str(home_is_a_file)})
+    assert (nowhere.code, nowhere.error["code"]) == (1, "local_error"), nowhere.stderr
+
+    cli("provision", "local")
+    store = TaskStore(cli.home)
+    store.cursor("local").path.write_bytes(b"\xff\xfe\n")
+    store.cursor("local").path.chmod(0o600)
+    cursor = cli("events", "poll", "local")
+    assert (cursor.code, cursor.error["code"]) == (2, "unsafe_file")
+    not_utf8 = subprocess.run(
+        [sys.executable, "-m", "cairn.cli", "state", "set", "local", "plan", "-"],
+        env={**os.environ, "CAIRN_HOME": str(cli.home), "CAIRN_URL": cli.url},
+        input=b'"\xff"',
+        capture_output=True,
+        timeout=60,
+    )
+    assert (not_utf8.returncode, json.loads(not_utf8.stderr)["error"]["code"]) == (2, "invalid_request")
+    store.address_path("local").write_text("[]")
+    unreadable = cli("state", "keys", "local")
+    assert (unreadable.code, unreadable.error["code"]) == (2, "unreadable_task"), unreadable.stderr
+    assert "Traceback" not in "".join(cli.outputs)
+
+
+def test_an_address_that_could_not_be_kept_is_given_back(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """Its read token is shown only once: an address the disk had no room for would be lost to everyone."""
+    made: list[Address] = []
+
+    def disk_full(store: TaskStore, task: str, address: Address) -> Path:
+        made.append(address)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setenv("CAIRN_HOME", str(cli.home))
+    monkeypatch.setattr(TaskStore, "save", disk_full)
+    assert cairn_cli.main(["provision", "full-disk", "--url", cli.url]) == 1
+    assert json.loads(capsys.readouterr().err)["error"]["code"] == "local_error"
+    [address] = made
+    with pytest.raises(Unauthorized), Address.connect(cli.url, address.id, address.read_token) as again:
+        again.describe()
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(cli: Cli):
+    cli("provision", "piped")
+    env = {**os.environ, "CAIRN_HOME": str(cli.home), "CAIRN_URL": cli.url}
+    command = [sys.executable, "-m", "cairn.cli", "state", "keys", "piped"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # as `| head` does, before the command has printed anything
+    assert process.wait(timeout=60) == 1
+    assert process.stderr.read() == b""
 
 
 def test_credential_files_others_could_read_or_swap_are_refused(cli: Cli, tmp_path: Path):

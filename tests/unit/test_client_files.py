@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +91,43 @@ def test_a_cursor_only_moves_forward_and_starts_at_zero(tmp_path: Path):
     assert mode(tmp_path / "feed.cursor") == 0o600
 
 
+def _advance_together(path: Path, sequence: int, barrier: Any) -> None:
+    barrier.wait()
+    CursorFile(path).advance(sequence)
+
+
+def test_processes_advancing_one_cursor_at_once_never_put_it_back(tmp_path: Path):
+    """`events ack` beside `events follow`: an older sequence written after a newer one re-delivered events."""
+    context = multiprocessing.get_context("fork")
+    writers = 12
+    for round_ in range(5):
+        path = tmp_path / f"feed{round_}.cursor"
+        barrier = context.Barrier(writers)
+        processes = [
+            context.Process(target=_advance_together, args=(path, sequence, barrier))
+            for sequence in range(1, writers + 1)
+        ]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=30)
+            assert process.exitcode == 0
+        assert CursorFile(path).read() == writers
+
+
+def test_a_cursor_file_that_is_not_a_number_is_refused(tmp_path: Path):
+    for saved in (b"\xff\xfe7\n", b"seven\n", b""):
+        write_private(tmp_path / "feed.cursor", saved)
+        with pytest.raises(UnsafeFile, match="does not hold a cursor"):
+            CursorFile(tmp_path / "feed.cursor").read()
+
+
+def test_a_file_named_as_long_as_the_file_system_allows_is_written(tmp_path: Path):
+    path = tmp_path / ("a" * 255)
+    write_private(path, b"saved")
+    assert read_private(path) == b"saved"
+
+
 def test_the_task_store_keeps_one_address_per_task_under_cairn_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("CAIRN_HOME", str(tmp_path / "cairn"))
     store = TaskStore.from_environment()
@@ -105,3 +144,6 @@ def test_the_task_store_keeps_one_address_per_task_under_cairn_home(tmp_path: Pa
 def test_a_document_that_is_not_an_address_is_refused():
     with pytest.raises(ValueError, match="read_token"):
         Address({"address": {"id": "addr_x"}, "credentials": {}, "endpoints": {}})
+    for document in ([], {"address": []}, {**DOCUMENT, "credentials": {"read_token": 7}}):
+        with pytest.raises(ValueError, match="Not a Cairn address"):
+            Address(document)

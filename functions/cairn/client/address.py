@@ -39,8 +39,12 @@ class Address:
             self.events_url: str = endpoints["events_url"]
             self.state_url: str = endpoints["state_url"]
             self.address_url: str = endpoints["address_url"]
-        except (KeyError, TypeError) as error:
+        except KeyError as error:
             raise ValueError(f"Not a Cairn address: missing {error}.") from error
+        except TypeError as error:
+            raise ValueError("Not a Cairn address: not an object with address, credentials and endpoints.") from error
+        if not all(isinstance(text, str) for text in (self.id, self.read_token, *endpoints.values())):
+            raise ValueError("Not a Cairn address: its id, read token and endpoints are not all text.")
         self._document = copy.deepcopy(dict(document))
         self._owns_http = http is None
         self._http = http or HttpClient()

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,8 @@ _EXIT_BY_CODE = {
 }
 
 DEFAULT_URL = "http://127.0.0.1:8787"
+# Events `events ack` reads between the cursor and an event acknowledged out of order.
+ACK_LOOKBACK = 100
 
 
 class CommandError(Exception):
@@ -76,6 +78,9 @@ class Context:
             raise CommandError(
                 "unknown_task", f"No address saved for task {task!r}; run: cairn provision {task}", EXIT_NOT_FOUND
             ) from error
+        except ValueError as error:  # not JSON, not UTF-8, or not an address
+            path = self.tasks.address_path(task)
+            raise CommandError("unreadable_task", f"{path} holds no saved address: {error}", EXIT_USAGE) from error
 
 
 Handler = Callable[[argparse.Namespace, Context], Any]
@@ -239,21 +244,47 @@ def run(args: argparse.Namespace) -> int:
         return report(error)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _reader_gone()
+    except UnicodeError as error:
+        # Arguments or input that are not UTF-8 (Python keeps such bytes as lone surrogates).
+        return _fail(EXIT_USAGE, {"code": "invalid_request", "message": f"Not UTF-8 text: {error}."})
+    except OSError as error:
+        # The machine's side: a full disk, a task folder that is a file, a file that cannot be read.
+        return _fail(EXIT_FAILED, {"code": "local_error", "message": f"{type(error).__name__}: {error}"})
     if answer is not None:
-        print(_json(answer, indent=2))
+        try:
+            print(_json(answer, indent=2))
+        except BrokenPipeError:
+            return _reader_gone()
     return EXIT_OK
+
+
+def _reader_gone() -> int:
+    """What reads stdout has stopped (`cairn … | head`): stop quietly, as other commands do."""
+    # Python would flush stdout again at exit and report the same broken pipe.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_FAILED
 
 
 def run_provision(args: argparse.Namespace, context: Context) -> dict[str, Any]:
     if context.tasks.exists(args.task):
         raise CommandError("task_exists", f"Task {args.task!r} already has an address.", EXIT_CONFLICT)
+    # Before the address exists: its read token is shown once, so nowhere to keep it would lose it.
+    context.tasks.prepare()
     address = Address.provision(
         args.url, task_id=args.task, name=args.task, expires_in=args.expires_in, http=context.http
     )
     try:
         path = context.tasks.save(args.task, address)
-    except FileExistsError as error:
-        raise CommandError("task_exists", f"Task {args.task!r} got an address meanwhile.", EXIT_CONFLICT) from error
+    except BaseException as error:
+        # Kept nowhere, the address is of no use to anyone: give it back, then say why.
+        with suppress(CairnError):
+            address.delete()
+        if isinstance(error, FileExistsError):
+            message = f"Task {args.task!r} got an address meanwhile."
+            raise CommandError("task_exists", message, EXIT_CONFLICT) from error
+        raise
     return {
         "task": args.task,
         "address_id": address.id,
@@ -312,9 +343,31 @@ def run_events_follow(args: argparse.Namespace, context: Context) -> None:
 
 
 def run_events_ack(args: argparse.Namespace, context: Context) -> dict[str, Any]:
-    acknowledged = context.address(args.task).events.ack(args.event_id)
-    cursor = context.tasks.cursor(args.task).advance(acknowledged["event"]["sequence"])
-    return {**acknowledged, "cursor": cursor}
+    address = context.address(args.task)
+    acknowledged = address.events.ack(args.event_id)
+    cursor_file = context.tasks.cursor(args.task)
+    handled = _acknowledged_through(address, cursor_file.read(), acknowledged["event"]["sequence"])
+    return {**acknowledged, "cursor": cursor_file.advance(handled)}
+
+
+def _acknowledged_through(address: Address, cursor: int, sequence: int) -> int:
+    """How far the cursor may move once `sequence` is acknowledged: not past an earlier event still unacknowledged.
+
+    The cursor is where `events poll` and `follow` start: moved past an event
+    nobody acknowledged (the agent handled a later one first), it would hide
+    that event from every later run.
+    """
+    if sequence <= cursor + 1:
+        return sequence
+    page = address.events.poll(after=cursor, limit=min(sequence - cursor - 1, ACK_LOOKBACK))
+    for event in page["events"]:
+        if event["sequence"] >= sequence:
+            return sequence
+        if event.get("acknowledged_at") is None:
+            return event["sequence"] - 1
+    if page["events"] and page.get("has_more"):
+        return page["events"][-1]["sequence"]  # the rest is looked at by the next acknowledgement
+    return sequence
 
 
 def run_inbox_post(args: argparse.Namespace, context: Context) -> Any:

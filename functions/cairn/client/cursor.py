@@ -6,7 +6,7 @@ import reprlib
 from pathlib import Path
 
 from cairn.client.errors import UnexpectedAnswer
-from cairn.client.private import UnsafeFile, read_private, write_private
+from cairn.client.private import UnsafeFile, locked, read_private, write_private
 from cairn.decimal_text import MAX_DIGITS, parse_decimal
 
 
@@ -34,19 +34,24 @@ class CursorFile:
     def read(self) -> int:
         """The saved sequence; 0 (the start of the feed) when nothing is saved yet."""
         try:
-            text = read_private(self.path).decode().strip()
+            saved = read_private(self.path)
         except FileNotFoundError:
             return 0
-        sequence = parse_decimal(text)
+        sequence = parse_decimal(saved.decode("ascii", errors="replace").strip())
         if sequence is None:
             raise UnsafeFile(f"{self.path} does not hold a cursor.")
         return sequence
 
     def advance(self, sequence: int) -> int:
-        """Save `sequence` if it is past the saved one; the cursor after the call."""
+        """Save `sequence` if it is past the saved one; the cursor after the call.
+
+        Read and written under a lock, so processes advancing one cursor at
+        once (`events ack` beside `events follow`) never put it back.
+        """
         sequence = feed_position(sequence)
-        current = self.read()
-        if sequence <= current:
-            return current
-        write_private(self.path, f"{sequence}\n".encode())
+        with locked(self.path):
+            current = self.read()
+            if sequence <= current:
+                return current
+            write_private(self.path, f"{sequence}\n".encode())
         return sequence

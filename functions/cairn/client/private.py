@@ -10,9 +10,12 @@ the group or the world.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import secrets
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -42,7 +45,8 @@ def write_private(path: str | Path, data: bytes, *, exclusive: bool = False) -> 
     two processes creating the same file cannot both believe they did.
     """
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    # Named apart from `path`, so a name as long as the file system takes still has room for it.
+    temporary = path.with_name(f".cairn-{secrets.token_hex(6)}.tmp")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(descriptor, "wb") as file:
@@ -55,6 +59,18 @@ def write_private(path: str | Path, data: bytes, *, exclusive: bool = False) -> 
             os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+@contextmanager
+def locked(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock for `path` (on an owner-only `.<name>.lock` beside it) until the block ends."""
+    path = Path(path)
+    descriptor = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock
 
 
 def read_private(path: str | Path) -> bytes:

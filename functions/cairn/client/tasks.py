@@ -36,9 +36,13 @@ class TaskStore:
     def exists(self, task: str) -> bool:
         return self.address_path(task).exists()
 
+    def prepare(self) -> None:
+        """Make the task folder (owner-only) if missing; `UnsafeFile` or `OSError` where none can be."""
+        ensure_private_dir(self.directory)
+
     def save(self, task: str, address: Address) -> Path:
         """Keep a newly provisioned address; `FileExistsError` if the task already has one."""
-        ensure_private_dir(self.directory)
+        self.prepare()
         path = self.address_path(task)
         write_private(path, address.to_json().encode(), exclusive=True)
         return path
