@@ -234,3 +234,32 @@ def test_a_secret_stored_as_given_before_sealing_keeps_working_and_is_sealed_at_
     assert "sealed_secret" in head_item(owner)["inbox_verifiers"]["M"]["github"]["M"]
     assert owner.post(BODY, signatures.github(plain, BODY)).status == 202
     assert [event["verified_by"] for event in owner.events()] == ["github", "github"]
+
+
+def test_a_verifier_sealed_under_another_server_secret_refuses_posts_and_says_so(
+    moto_env: None, moto_api: LambdaClient, clock: FakeClock
+):
+    """The deployment's server secret was replaced: the secret no longer opens, and no post gets a 500."""
+    owner = Owner(moto_api)
+    assert owner.call("PUT", "/inbox/verifiers/github", {"secret": "gh-before"}).status == 201
+    assert owner.call("PUT", "/inbox/verifiers/stripe", {"secret": "whsec_before"}).status == 201
+    owner.api = LambdaClient.on_moto(clock, server_secret="another-server-secret-" + "x" * 40)
+    refused = owner.post(BODY, signatures.github("gh-before", BODY))
+    assert (refused.status, refused.error_code) == (401, "signature_invalid"), refused.text
+    assert set(refused.json()["error"]["reasons"]) == {"github", "stripe"}
+    assert "register it again" in refused.json()["error"]["reasons"]["github"]
+    assert owner.call("PUT", "/inbox/verifiers/github", {"secret": "gh-after"}).status == 200
+    assert owner.post(BODY, signatures.github("gh-after", BODY)).status == 202
+    assert [event["verified_by"] for event in owner.events()] == ["github"]
+
+
+def test_a_change_that_changes_nothing_writes_nothing(moto_api: LambdaClient):
+    """Each new revision sends inbox posts in flight to read the settings again."""
+    owner = Owner(moto_api, inbox={"keep_headers": ["x-github-event"]})
+    revision = head_item(owner).get("inbox_rev")
+    for _ in range(3):
+        assert owner.call("DELETE", "/inbox/verifiers/slack").status == 200
+        assert owner.call("PATCH", body={"inbox": {"keep_headers": ["x-github-event"]}}).status == 200
+    assert head_item(owner).get("inbox_rev") == revision
+    assert owner.call("PATCH", body={"inbox": {"keep_headers": []}}).status == 200
+    assert head_item(owner).get("inbox_rev") != revision

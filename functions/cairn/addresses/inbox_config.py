@@ -63,7 +63,11 @@ class InboxConfiguration:
         """
         for _ in range(_SAVE_ATTEMPTS):
             record = authenticate(self._table, address_id, read_token, now=self._clock())
-            changed = replace(change(record.inbox), revision=record.inbox.revision + 1)
+            wanted = change(record.inbox)
+            if wanted == record.inbox:
+                # Nothing to write: a new revision would send inbox posts in flight to read the settings again.
+                return record.inbox
+            changed = replace(wanted, revision=record.inbox.revision + 1)
             changed = sealed_verifiers(changed, address_id, self._server_secret)
             digest = credentials.digest(read_token or "")
             if self._table.save_inbox_settings(address_id, digest, changed, now=self._clock()):

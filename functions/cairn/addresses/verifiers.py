@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 from collections.abc import Callable, Mapping
 
 from cairn.addresses.inbox_settings import GITHUB, SLACK, STANDARD_WEBHOOKS, STRIPE, InboxSettings, Verifier
 from cairn.errors import SignatureInvalid
+
+logger = logging.getLogger(__name__)
 
 Headers = Mapping[str, str]
 
@@ -25,15 +28,22 @@ def verified_by(
     """The kind of the first verifier the delivery passes; None when the inbox has none.
 
     `headers` by lower-case name; `secret_of` gives a verifier's secret as
-    its provider signs with it (stored secrets are sealed). Raises
-    `signature_invalid` (with each verifier's reason) when verifiers are set
-    and none passes.
+    its provider signs with it (stored secrets are sealed; `ValueError` when
+    one no longer opens). Raises `signature_invalid` (with each verifier's
+    reason) when verifiers are set and none passes.
     """
     if not settings.verifiers:
         return None
     reasons: dict[str, str] = {}
     for verifier in settings.verifiers:
-        reason = _CHECKS[verifier.kind](verifier, secret_of(verifier), body, headers, now)
+        try:
+            secret = secret_of(verifier)
+        except ValueError:
+            # Sealed under a server secret the deployment no longer has: nothing can pass it.
+            logger.warning("an inbox verifier's secret does not open", extra={"kind": verifier.kind})
+            reasons[verifier.kind] = "its secret no longer opens on this server: the owner must register it again"
+            continue
+        reason = _CHECKS[verifier.kind](verifier, secret, body, headers, now)
         if reason is None:
             return verifier.kind
         reasons[verifier.kind] = reason
