@@ -216,6 +216,21 @@ def test_an_agent_that_waits_on_a_new_callback_every_run_never_runs_out_of_subsc
     assert [result["event"]["data"] for result in lambda_.results()] == [{"run": run} for run in range(15)]
 
 
+def test_subscribing_one_callback_again_answers_the_first_subscription(deployment: Deployment, lambda_: StubbedLambda):
+    """A durable step run again after a crash subscribes again: two would complete it once and fail once."""
+    first = deployment.subscribe({"kind": "lambda_durable_callback", "callback_id": CALLBACK_ID})
+    again = deployment.subscribe({"kind": "lambda_durable_callback", "callback_id": CALLBACK_ID})
+    assert (first.status, again.status) == (201, 200)
+    assert again.json()["subscription"]["id"] == first.json()["subscription"]["id"]
+    other = deployment.subscribe({"kind": "lambda_durable_callback", "callback_id": "b3RoZXI="})
+    assert other.status == 201
+    lambda_.completes()
+    lambda_.completes()
+    deployment.post({"n": 1})
+    assert sorted(params["CallbackId"] for params in lambda_.sent) == sorted([CALLBACK_ID, "b3RoZXI="])
+    assert not [event for event in deployment.events() if event["type"] == "subscription.failed"]
+
+
 def test_failed_and_active_subscriptions_keep_their_slots(deployment: Deployment, lambda_: StubbedLambda):
     lambda_.refuses("CallbackTimeoutException", 400, "The callback timed out.")
     failed = deployment.subscribe_callback()

@@ -104,10 +104,14 @@ class Subscription(msgspec.Struct, frozen=True):
 
 
 class Created(msgspec.Struct, frozen=True):
-    """A new subscription and, for a webhook, its secret: shown this once."""
+    """A new subscription and, for a webhook, its secret: shown this once.
+
+    `existing`: the address already had this one-shot target, and this is its subscription.
+    """
 
     subscription: Subscription
     secret: str | None
+    existing: bool = False
 
 
 class Delivery(msgspec.Struct, frozen=True):

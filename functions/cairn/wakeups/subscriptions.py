@@ -88,6 +88,11 @@ class Subscriptions:
             allow_local=self._settings.webhook_allow_local,
             own_origins=[*origins, *deployment_origins(self._settings)],
         )
+        if target.one_shot:
+            # A durable step run again after a crash subscribes its callback again: the first one serves it.
+            for existing in self._store.of_address(address_id):
+                if existing.target == target:
+                    return Created(existing, None, existing=True)
         secret = new_secret() if target.kind is TargetKind.WEBHOOK else None
         room_made = False
         for _ in range(_CREATE_ATTEMPTS):

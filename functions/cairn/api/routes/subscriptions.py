@@ -37,7 +37,8 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         description="Events committed from now on are pushed to the target, in sequence order, at least once; "
         "a webhook is signed as Standard Webhooks with the `secret` in this answer, shown once. "
         "A webhook URL must not lead to private addresses or to this service itself (400 `target_refused`). "
-        "At most 10 subscriptions per address (configuration).",
+        "At most 10 subscriptions per address (configuration). A one-shot target (a task token, a callback id) "
+        "the address already has answers 200 with its subscription instead of making another.",
         tags=["subscriptions"],
         security=BEARER,
         status_code=201,
@@ -55,7 +56,10 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
             description=body.description,
             origins=urls.request_origins(app.current_event, services.settings.region),
         )
-        return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=presenters.created(result))
+        status = 200 if result.existing else 201
+        return Response(
+            status_code=status, content_type=content_types.APPLICATION_JSON, body=presenters.created(result)
+        )
 
     @app.get(
         BASE,
