@@ -216,6 +216,16 @@ def test_one_person_is_mailed_at_most_the_recipient_bound_of_codes_a_day_from_al
     assert holders[-1].ask("grace@example.org").status == 202
 
 
+def test_plus_tags_of_one_mailbox_share_its_bound(make_api, mailbox, clock):
+    """Counted by the address string, each `+tag` brought the bound's codes again to one inbox."""
+    api = make_api(outbound_verifications_per_recipient_per_day=3)
+    to_next_day(clock, at=0.5)
+    tagged = ["ada+1@example.org", "ada+build@example.org", "Ada+x@Example.org", PERSON]
+    replies = [Holder(api).ask(email) for email in tagged]
+    assert [reply.status for reply in replies] == [202, 202, 202, 429]
+    assert Holder(api).ask("adam+1@example.org").status == 202, "another mailbox"
+
+
 def test_tries_at_one_persons_codes_are_bounded_over_all_addresses(make_api, mailbox, clock):
     api = make_api(outbound_verifications_per_recipient_per_day=1)
     first, second = Holder(api), Holder(api)

@@ -107,8 +107,18 @@ def address_codes_action(table: str, address_id: str, *, limits: CodeLimits, now
 
 def recipient_codes_action(table: str, email: str, *, limits: CodeLimits, now: float) -> Item:
     return _day_count_action(
-        table, RECIPIENT_SCOPE, _recipient(email), CODES, limit=limits.codes_per_recipient, now=now
+        table, RECIPIENT_SCOPE, _recipient(_mailbox(email)), CODES, limit=limits.codes_per_recipient, now=now
     )
+
+
+def _mailbox(email: str) -> str:
+    """The mailbox `email` is delivered to: `ada+1@x` and `ada+2@x` are both `ada@x`.
+
+    The daily bound on codes is a person's, not an address string's: counted
+    by the string, each `+tag` brought ten more code mails to one inbox.
+    """
+    local, _, domain = email.lower().rpartition("@")
+    return f"{local.partition('+')[0]}@{domain}"
 
 
 def address_guesses_action(table: str, address_id: str, *, limits: CodeLimits, now: float) -> Item:
