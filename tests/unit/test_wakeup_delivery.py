@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cairn.dynamodb import keys
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.subscription_items import subscription_key
 from cairn.dynamodb.subscription_table import SubscriptionTable
@@ -333,3 +334,42 @@ def test_an_answer_that_quotes_itself_into_a_huge_error_is_a_failed_attempt_with
         "POST", f"/api/v1/addresses/{engine.address_id}/subscriptions/{sub_id}/test", token=engine.token
     )
     assert (tested.status, tested.json()["attempt"]["outcome"]) == (200, "failed")
+
+
+def test_nothing_is_delivered_once_the_address_has_expired(
+    engine: Engine, transport: ScriptedTransport, clock: FakeClock
+):
+    """A retry due after the address expired sent its events (their data included) to the target."""
+    url = "http://127.0.0.1/late"
+    transport.script[url] = [Outcome(False, status_code=500)]
+    expiring = engine.api.provision(expires_in_seconds=60)
+    address_id, token = expiring["address"]["id"], expiring["credentials"]["read_token"]
+    base = f"/api/v1/addresses/{address_id}/subscriptions"
+    target = {"kind": "webhook", "url": url}
+    sub_id = engine.api.request("POST", base, json_body={"target": target}, token=token).json()["subscription"]["id"]
+    for n in range(2):
+        sequence = engine.api.post_inbox(expiring, {"type": "job.done", "data": {"n": n}}).json()["event"]["sequence"]
+        engine.services.dispatcher.dispatch([EventNotice(address_id, sequence, "job.done", str(sequence))])
+    assert transport.sequences(url) == [1]
+    clock.advance(120)
+    assert engine.api.poll(expiring).status == 401
+    engine.services.sweep.run()
+    assert transport.sequences(url) == [1], "nothing goes out for an expired address"
+    ended = engine.table.get(address_id, sub_id)
+    assert ended is not None and ended.status.value == "ended"
+    engine.services.sweep.run()
+    assert transport.sequences(url) == [1]
+
+
+def test_an_expiring_address_s_subscription_count_expires_with_it(engine: Engine):
+    """Everything else under an expiring address carries its expiry; the count stayed forever."""
+    expiring = engine.api.provision(expires_in_seconds=3600)
+    address_id, token = expiring["address"]["id"], expiring["credentials"]["read_token"]
+    target = {"kind": "webhook", "url": "http://127.0.0.1/a"}
+    base = f"/api/v1/addresses/{address_id}/subscriptions"
+    assert engine.api.request("POST", base, json_body={"target": target}, token=token).status == 201
+    count = make_client(engine.services.settings).get_item(
+        TableName="cairn-test", Key={"pk": {"S": f"A#{address_id}"}, "sk": {"S": keys.SUBSCRIPTION_COUNT}}
+    )["Item"]
+    expires_at = datetime.fromisoformat(expiring["address"]["expires_at"]).timestamp()
+    assert (count["n"]["N"], int(count["expires_at"]["N"])) == ("1", int(expires_at))

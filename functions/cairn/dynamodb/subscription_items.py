@@ -77,4 +77,5 @@ def subscription_from_item(item: Item) -> Subscription:
         attempts=tuple(Attempt(**entry) for entry in json.loads(get_s(item, ATTEMPTS) or "[]")),
         lease_until=get_n(item, LEASE_UNTIL),
         secrets=tuple(SigningSecret(**entry) for entry in json.loads(get_s(item, SECRETS) or "[]")),
+        expires_at=get_n(item, "expires_at"),
     )

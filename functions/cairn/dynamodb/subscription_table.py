@@ -61,16 +61,7 @@ class SubscriptionTable:
         count["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         actions: list[dict[str, Any]] = [
             {"Update": {"TableName": self._table, **count}},
-            {
-                "Update": {
-                    "TableName": self._table,
-                    "Key": key(pk, keys.SUBSCRIPTION_COUNT),
-                    "UpdateExpression": "ADD #n :one",
-                    "ConditionExpression": "attribute_not_exists(#n) OR #n < :max",
-                    "ExpressionAttributeNames": {"#n": COUNT},
-                    "ExpressionAttributeValues": {":one": n(1), ":max": n(max_per_address)},
-                }
-            },
+            {"Update": {"TableName": self._table, **_count_action(pk, max_per_address, expires_at)}},
             {
                 "Put": {
                     "TableName": self._table,
@@ -294,6 +285,25 @@ class SubscriptionTable:
                 return None
             raise
         return subscription_from_item(response["Attributes"])
+
+
+def _count_action(pk: str, max_per_address: int, expires_at: float | None) -> dict[str, Any]:
+    """One more subscription on the address's count, refused at `max_per_address`.
+
+    The count goes with its address: deleting it removes the count, and an
+    address that expires takes it along by the same TTL, as it does its subscriptions.
+    """
+    update: dict[str, Any] = {
+        "Key": key(pk, keys.SUBSCRIPTION_COUNT),
+        "UpdateExpression": "ADD #n :one",
+        "ConditionExpression": "attribute_not_exists(#n) OR #n < :max",
+        "ExpressionAttributeNames": {"#n": COUNT},
+        "ExpressionAttributeValues": {":one": n(1), ":max": n(max_per_address)},
+    }
+    if expires_at is not None:
+        update["UpdateExpression"] += " SET expires_at = :expires"
+        update["ExpressionAttributeValues"][":expires"] = n(int(expires_at))
+    return update
 
 
 def _count_on_head(pk: str, change: int) -> dict[str, Any]:

@@ -75,6 +75,7 @@ class Subscription(msgspec.Struct, frozen=True):
     `cursor` is the last sequence handled (delivered, or skipped by the
     type filter); `retry_at` is when a failing delivery may be tried again.
     `secrets` sign webhooks and are never shown after creation.
+    `expires_at` is its address's: past it, nothing more is delivered.
     """
 
     id: str
@@ -91,6 +92,7 @@ class Subscription(msgspec.Struct, frozen=True):
     attempts: tuple[Attempt, ...] = ()
     lease_until: float | None = None
     secrets: tuple[SigningSecret, ...] = ()
+    expires_at: float | None = None
 
     def __repr__(self) -> str:
         return repr_without(self, "secrets")

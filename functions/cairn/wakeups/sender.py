@@ -74,6 +74,12 @@ class Sender:
         if held is None:
             return self._not_acquired(address_id, subscription_id, now)
         subscription: Subscription = held
+        if subscription.expires_at is not None and subscription.expires_at <= now:
+            # Its address has expired: what it holds goes to no one, now or later (its item awaits DynamoDB's TTL).
+            self._advance(
+                subscription, owner, self._progress(subscription, subscription.cursor, status=SubscriptionStatus.ENDED)
+            )
+            return Run.IDLE
         saved = subscription.cursor
         cursor = subscription.cursor
         sent = 0
