@@ -169,6 +169,8 @@ def test_refusals_are_tool_errors_carrying_the_rest_error_body(api: LambdaClient
         ('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', 400, -32600),
         ('{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', 400, -32600),
         ('{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}', 400, -32600),
+        ("", 400, -32700),
+        (" \n", 400, -32700),
     ],
 )
 def test_malformed_messages_get_json_rpc_errors(api: LambdaClient, body: str, status: int, code: int):
@@ -198,11 +200,42 @@ def test_poll_events_takes_the_cursors_the_rest_route_takes(api: LambdaClient):
     assert refused["isError"] and refused["structuredContent"]["error"]["code"] == "invalid_request"
 
 
-def test_get_offers_no_stream(api: LambdaClient):
-    reply = api.request("GET", "/mcp")
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_get_offers_no_stream_and_delete_no_session(api: LambdaClient, method: str):
+    reply = api.request(method, "/mcp")
     assert reply.status == 405
     assert reply.headers["Allow"] == "POST"
     assert reply.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_notification_under_an_unsupported_version_is_refused(api: LambdaClient):
+    reply = rpc(api, "notifications/initialized", request_id=None, version="1999-01-01")
+    assert (reply.status, reply.json()["error"]["code"], reply.json()["id"]) == (400, -32022, None)
+    assert rpc(api, "notifications/initialized", request_id=None).status == 202
+
+
+def test_what_an_error_repeats_of_a_request_stays_short(api: LambdaClient):
+    long_name = '"' * 1_000_000
+    for reply in (rpc(api, long_name), rpc(api, "tools/call", {"name": long_name, "arguments": {}})):
+        assert reply.status == 200
+        assert len(reply.text) < 1_000
+
+
+def test_tool_arguments_are_as_strict_as_the_rest_bodies(api: LambdaClient):
+    """`true` and `"1"` passed as revision 1: a client's mistake became a write it never meant."""
+    creds = credentials(call(api, "create_return_address"))
+    assert call(api, "set_state", **creds, key="plan", value="v1")["isError"] is False
+    for revision in (True, "1", 1.0):
+        refused = call(api, "set_state", **creds, key="plan", value="v2", if_revision=revision)
+        assert refused["isError"] and refused["structuredContent"]["error"]["code"] == "invalid_request"
+        deleted = call(api, "delete_state", **creds, key="plan", if_revision=revision)
+        assert deleted["isError"] is True
+    assert call(api, "get_state", **creds, key="plan")["structuredContent"]["value"] == "v1"
+    assert call(api, "poll_events", **creds, wait=0)["isError"] is False, "a whole number of seconds is a number"
+    long_types = ["t" * 257]
+    target = {"kind": "webhook", "url": "https://hooks.example.com/x"}
+    refused = call(api, "create_subscription", **creds, target=target, types=long_types)
+    assert refused["isError"] and refused["structuredContent"]["error"]["code"] == "invalid_request"
 
 
 def test_discovery_points_agents_at_mcp(api: LambdaClient):

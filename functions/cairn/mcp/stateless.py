@@ -10,6 +10,7 @@ per-version wire types and results shaped by them.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,37 +63,43 @@ def answer(raw: bytes, protocol_version: str | None, operations: tools.Operation
         message = jsonrpc_message_adapter.validate_python(payload)
     except ValidationError:
         return _error(400, None, INVALID_REQUEST, "The body is not a JSON-RPC 2.0 message.")
-    if not isinstance(message, JSONRPCRequest):
-        # Notifications and responses want no answer, and a stateless server has
-        # nothing to cancel or correlate them with.
-        return Reply(202, None)
-    if message.method == "initialize":
+    request_id = message.id if isinstance(message, JSONRPCRequest) else None
+    if isinstance(message, JSONRPCRequest) and message.method == "initialize":
         requested = (message.params or {}).get("protocolVersion")
         version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
     else:
         version = protocol_version or DEFAULT_VERSION
         if version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            supported = {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version}
-            text = f"Unsupported MCP protocol version {version}."
-            return _error(400, message.id, UNSUPPORTED_PROTOCOL_VERSION, text, supported)
+            supported = {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": _named(version)}
+            text = f"Unsupported MCP protocol version {_named(version)}."
+            return _error(400, request_id, UNSUPPORTED_PROTOCOL_VERSION, text, supported)
+    if not isinstance(message, JSONRPCRequest):
+        # Notifications and responses want no answer, and a stateless server has
+        # nothing to cancel or correlate them with.
+        return Reply(202, None)
     try:
         request = methods.parse_client_request(message.method, version, message.params)
     except KeyError:
-        return _error(200, message.id, METHOD_NOT_FOUND, f"No method {message.method!r} at version {version}.")
+        return _error(200, message.id, METHOD_NOT_FOUND, f"No method {_named(message.method)} at version {version}.")
     except ValidationError as error:
         _, problems = named_problems(error.errors(include_url=False, include_input=False))
         return _error(200, message.id, INVALID_PARAMS, f"Invalid params for {message.method}: {problems}")
     try:
         result = _dispatch(request.method, request.params, version, operations, toolset)
     except tools.UnknownTool as error:
-        return _error(200, message.id, INVALID_PARAMS, f"Unknown tool {error}.")
+        return _error(200, message.id, INVALID_PARAMS, f"Unknown tool {_named(str(error))}.")
     if result is None:
-        return _error(200, message.id, METHOD_NOT_FOUND, f"This server does not offer {message.method}.")
+        return _error(200, message.id, METHOD_NOT_FOUND, f"This server does not offer {_named(message.method)}.")
     shaped = methods.serialize_server_result(
         message.method, version, result.model_dump(by_alias=True, mode="json", exclude_none=True)
     )
     response = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=shaped)
     return Reply(200, response.model_dump(by_alias=True, mode="json"))
+
+
+def _named(text: str) -> str:
+    """A client's name for something, as an error repeats it: short, so no answer grows with what was sent."""
+    return reprlib.repr(text)
 
 
 def _is_request_id(value: Any) -> bool:
@@ -105,8 +112,10 @@ def _payload(raw: bytes) -> Any:
         # Validation would name each of its problems, about 1.5 KB of memory apiece.
         too_many = f"The body holds more than {jsontext.MAX_VALIDATED_VALUES:,} JSON values; send less at once."
         return _error(413, None, INVALID_REQUEST, too_many)
+    if not raw.strip():
+        return _error(400, None, PARSE_ERROR, "The body is empty: send one JSON-RPC message.")
     try:
-        payload = jsontext.parse(raw or b"null")
+        payload = jsontext.parse(raw)
     except InvalidJson as error:
         return _error(400, None, PARSE_ERROR, error.message)
     if isinstance(payload, list):

@@ -20,12 +20,13 @@ import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cairn import jsontext
+from cairn.addresses.inbox_bodies import MAX_LABEL_LENGTH
 from cairn.errors import CairnError, named_problems
 
 SERVER_NAME = "cairn"
@@ -55,8 +56,13 @@ AGENTADDRESS_INSTRUCTIONS = "AgentAddress-compatible tools of Cairn. " + _USE + 
 MAX_CURSOR = 10**12 - 1
 
 
+# An event type as the REST routes take one.
+EventType = Annotated[str, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]
+
+
 class Arguments(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict, as the REST bodies are: `true` or `"2"` is no revision (a client's mistake became a write).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class CreateReturnAddress(Arguments):
@@ -138,7 +144,9 @@ class CreateSubscription(AddressArguments):
         '{"kind": "lambda", "function_arn"}, {"kind": "step_functions", "task_token"}, '
         '{"kind": "lambda_durable_callback", "callback_id"} (resumes a waiting Lambda durable function once).'
     )
-    types: list[str] | None = Field(default=None, max_length=32, description="Only these event types (default: all).")
+    types: list[EventType] | None = Field(
+        default=None, max_length=32, description="Only these event types (default: all)."
+    )
     description: str | None = Field(default=None, max_length=500)
 
 

@@ -245,9 +245,24 @@ def _register(app: ConcurrentRestResolver, services: Services, endpoint: Endpoin
         enable_validation=False,
     )
     def mcp_stream() -> Response[str]:
-        return error_response(
-            405,
-            "method_not_allowed",
-            "POST one JSON-RPC message per request; this MCP endpoint keeps no session and offers no stream.",
-            {"Allow": "POST"},
-        )
+        return _post_only()
+
+    @app.delete(
+        endpoint.path,
+        summary="No session to end: this MCP endpoint is stateless",
+        tags=["mcp"],
+        status_code=405,
+        responses=NO_STREAM,
+        enable_validation=False,
+    )
+    def mcp_end_session() -> Response[str]:
+        return _post_only()
+
+
+def _post_only() -> Response[str]:
+    return error_response(
+        405,
+        "method_not_allowed",
+        "POST one JSON-RPC message per request; this MCP endpoint keeps no session and offers no stream.",
+        {"Allow": "POST"},
+    )
