@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from typing import Any
@@ -216,3 +217,31 @@ def test_agentaddress_mcp_endpoint_offers_exactly_its_three_tools(served: ServeP
     assert seen["acked"]
     # AgentAddress's poll answers at once: a `wait` is an input it does not have.
     assert seen["waiting"] == (True, "invalid_request")
+
+
+def test_stdio_answers_every_line_that_is_no_message_and_goes_on(served: ServeProcess):
+    """The mcp package only logged such lines: a client that sent a batch waited forever."""
+    lines = [
+        "{not json",
+        '[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]',
+        '{"jsonrpc": "1.0", "id": 2, "method": "ping"}',
+        '{"jsonrpc": "2.0", "id": 3}',
+    ]
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    command = [sys.executable, "-m", "cairn.cli", "mcp", "--url", served.base_url]
+    sent = "\n".join([*lines, json.dumps(initialize)]) + "\n"
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(sent)
+        process.stdin.flush()
+        answers = [json.loads(process.stdout.readline()) for _ in range(len(lines) + 1)]
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+    codes = [(answer["id"], answer["error"]["code"]) for answer in answers[:-1]]
+    assert codes == [(None, -32700), (None, -32600), (None, -32600), (None, -32600)]
+    assert answers[-1]["id"] == 7 and answers[-1]["result"]["serverInfo"]["name"] == "cairn"

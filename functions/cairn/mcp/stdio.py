@@ -8,15 +8,28 @@ negotiation, framing, both eras) is the mcp package's own server.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterable, Mapping
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolRequestParams,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
+from pydantic import ValidationError
 
 import cairn
 from cairn.client import Address, HttpClient
@@ -139,6 +152,41 @@ def serve(base_url: str, http: HttpClient) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            readable_in, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            async with anyio.create_task_group() as group:
+                group.start_soon(_screen, read_stream, readable_in, write_stream)
+                await server.run(readable, write_stream, server.create_initialization_options())
 
     anyio.run(main)
+
+
+class _Replies(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+async def _screen(
+    lines: AsyncIterable[SessionMessage | Exception],
+    readable: MemoryObjectSendStream[SessionMessage | Exception],
+    replies: _Replies,
+) -> None:
+    """Pass each message on, and answer a line that is none with a JSON-RPC error (`id` null).
+
+    The mcp package hands the server an exception for such a line, which it
+    only logs: a client that sent a batch waited for an answer forever.
+    """
+    async with readable:
+        async for item in lines:
+            if isinstance(item, Exception):
+                await replies.send(SessionMessage(_unreadable(item)))
+            else:
+                await readable.send(item)
+
+
+def _unreadable(error: Exception) -> JSONRPCError:
+    not_json = isinstance(error, ValidationError) and any(
+        problem["type"] == "json_invalid" for problem in error.errors()
+    )
+    if not_json:
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="Not JSON."))
+    text = "Not a JSON-RPC 2.0 message (one message a line; batches are not supported)."
+    return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=text))
