@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,8 +18,9 @@ class FailingFor:
         self.address_id = address_id
         self.seen: list[EventNotice] = []
 
-    def dispatch(self, notices: list[EventNotice]) -> list[EventNotice]:
+    def dispatch(self, notices: list[EventNotice], *, until: Callable[[], bool]) -> list[EventNotice]:
         self.seen.extend(notices)
+        self.until = until
         return [notice for notice in notices if notice.address_id == self.address_id]
 
 
@@ -27,6 +29,10 @@ class Context:
     memory_limit_in_mb = 512
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:wake"
     aws_request_id = "req"
+    remaining_ms = 300_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
 
 
 def record(address: str, sequence: int, stream_sequence: str, event_name: str = "INSERT") -> dict[str, Any]:
@@ -64,3 +70,13 @@ def test_failures_are_reported_from_the_earliest_failed_record(handler, monkeypa
 def test_a_handled_batch_reports_nothing(handler, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(handler, "services", SimpleNamespace(dispatcher=FailingFor("nobody")))
     assert handler.stream_handler({"Records": [record("addr_a", 1, "1")]}, Context()) == {"batchItemFailures": []}
+
+
+def test_no_delivery_starts_too_near_the_deadline_to_finish(handler, monkeypatch: pytest.MonkeyPatch):
+    dispatcher = FailingFor("nobody")
+    monkeypatch.setattr(handler, "services", SimpleNamespace(dispatcher=dispatcher))
+    context = Context()
+    handler.stream_handler({"Records": [record("addr_a", 1, "100")]}, context)
+    assert dispatcher.until() is False
+    context.remaining_ms = 45_000  # under a sender's run and its last attempt's deadline
+    assert dispatcher.until() is True

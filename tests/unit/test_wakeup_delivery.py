@@ -373,3 +373,15 @@ def test_an_expiring_address_s_subscription_count_expires_with_it(engine: Engine
     )["Item"]
     expires_at = datetime.fromisoformat(expiring["address"]["expires_at"]).timestamp()
     assert (count["n"]["N"], int(count["expires_at"]["N"])) == ("1", int(expires_at))
+
+
+def test_deliveries_not_started_before_the_deadline_are_left_to_the_sweep(engine: Engine, transport: ScriptedTransport):
+    """Owed more runs than fit before Lambda's deadline, a batch was cut off and sent again whole."""
+    engine.subscribe("http://127.0.0.1/a")
+    reply = engine.api.post_inbox(engine.created, {"type": "job.done", "data": {}})
+    sequence = reply.json()["event"]["sequence"]
+    notice = EventNotice(engine.address_id, sequence, "job.done", str(sequence))
+    assert engine.services.dispatcher.dispatch([notice], until=lambda: True) == [], "handled, not failed"
+    assert transport.sent == []
+    engine.services.sweep.run()
+    assert transport.sequences("http://127.0.0.1/a") == [sequence]

@@ -27,15 +27,18 @@ with container_init():
     services = Services.build(get_settings())
 
 
-# Stop sweeping this long before Lambda's deadline, so a batch in flight can finish: a sender starts
-# attempts for `RUN_SECONDS`, and its last one may take the whole delivery deadline.
-_SWEEP_MARGIN_MS = int((RUN_SECONDS + services.settings.webhook_timeout_seconds + 10) * 1000)
+# Start no sender run (sweep, or dispatch left to the sweep) this long before Lambda's deadline, so the
+# runs in flight can finish: a sender starts attempts for `RUN_SECONDS`, and its last one may take the
+# whole delivery deadline.
+_RUN_MARGIN_MS = int((RUN_SECONDS + services.settings.webhook_timeout_seconds + 10) * 1000)
 
 
 @logger.inject_lambda_context
 def stream_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     notices = event_notices(event.get("Records", []))
-    failed = services.dispatcher.dispatch(notices)
+    failed = services.dispatcher.dispatch(
+        notices, until=lambda: context.get_remaining_time_in_millis() < _RUN_MARGIN_MS
+    )
     if failed:
         logger.warning("wake-up dispatch incomplete", extra={"failed": len(failed), "notices": len(notices)})
     # Records are retried from the earliest failure on; its sequence number says where.
@@ -45,6 +48,6 @@ def stream_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
 
 @logger.inject_lambda_context
 def sweep_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    handed = services.sweep.run(until=lambda: context.get_remaining_time_in_millis() < _SWEEP_MARGIN_MS)
+    handed = services.sweep.run(until=lambda: context.get_remaining_time_in_millis() < _RUN_MARGIN_MS)
     logger.info("wake-up retries swept", extra={"handed": handed})
     return {"handed": handed}

@@ -28,6 +28,10 @@ SENDER_THREADS = 64
 SWEEP_BATCH = 100
 
 
+def _never() -> bool:
+    return False
+
+
 class Dispatcher:
     """Stream notices to senders.
 
@@ -55,13 +59,17 @@ class Dispatcher:
         """This dispatcher, handing deliveries to `senders` without waiting for them."""
         return Dispatcher(self._subscriptions, self._sender, self._clock, threads=self._threads, senders=senders)
 
-    def dispatch(self, notices: Sequence[EventNotice]) -> list[EventNotice]:
+    def dispatch(self, notices: Sequence[EventNotice], *, until: Callable[[], bool] = _never) -> list[EventNotice]:
         """Hand each address's subscriptions that want one of its new events to a sender.
 
         Returns the notices of addresses that could not be handled (storage
         trouble), for the caller to retry: Lambda reports them as batch item
         failures, `cairn serve` reads them again. A delivery's own failure is
         no such trouble: it is an attempt recorded, retried by the sweep.
+        A delivery not yet started once `until()` is true is left to the sweep
+        (its events are noted): more deliveries are owed than the threads can
+        run before Lambda's deadline, which would cut them off and send the
+        whole batch again.
         """
         by_address: dict[str, list[EventNotice]] = defaultdict(list)
         for notice in notices:
@@ -74,7 +82,7 @@ class Dispatcher:
                 self._senders.submit(self._deliver_detached, address_id, subscription_id)
         elif owed:
             with ThreadPoolExecutor(max_workers=min(len(owed), self._threads)) as pool:
-                runs = [(address, pool.submit(self._sender.deliver, address, sub_id)) for address, sub_id in owed]
+                runs = [(address, pool.submit(self._deliver_by, address, sub_id, until)) for address, sub_id in owed]
             for address_id, run in runs:
                 if run.exception() is not None:
                     logger.warning("wake-up delivery failed for an address", exc_info=run.exception())
@@ -108,6 +116,12 @@ class Dispatcher:
         for subscription_id in wanted:
             self._subscriptions.note_event(address_id, subscription_id, last)
         return wanted
+
+    def _deliver_by(self, address_id: str, subscription_id: str, until: Callable[[], bool]) -> None:
+        if until():
+            self._subscriptions.schedule(address_id, subscription_id, self._clock())
+            return
+        self._sender.deliver(address_id, subscription_id)
 
     def _deliver_detached(self, address_id: str, subscription_id: str) -> None:
         try:
