@@ -63,6 +63,7 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "max_idempotency_key_length": 255,
     "min_expires_in_seconds": 60,
     "max_expires_in_seconds": 365 * 86_400,
+    "default_expires_in_seconds": 0,
     "create_rate_per_minute": 20,
     "poll_rate_per_minute": 30,
     "email_rate_per_minute": 60,
@@ -93,7 +94,7 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
 }
 
 # Zero means "never wait", and "no reserve": the limits for which zero makes sense.
-_LIMIT_MINIMUMS = {"max_wait_seconds": 0, "owner_reserved_events": 0}
+_LIMIT_MINIMUMS = {"max_wait_seconds": 0, "owner_reserved_events": 0, "default_expires_in_seconds": 0}
 # The application's upper bounds (its `MAX_EVENTS_LIMIT`: a feed's head counts its events in blocks).
 _LIMIT_MAXIMUMS = {"max_events": 100_000}
 

@@ -75,6 +75,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_idempotency_key_length: Annotated[int, Meta(ge=1)] = 255
     min_expires_in_seconds: Annotated[int, Meta(ge=1)] = 60
     max_expires_in_seconds: Annotated[int, Meta(ge=1)] = 365 * DAY_SECONDS
+    # The lifetime of an address created without `expires_in_seconds`; 0: it never expires, as with
+    # AgentAddress. Anyone may create addresses: an operator bounds what they keep by setting it.
+    default_expires_in_seconds: Annotated[int, Meta(ge=0)] = 0
 
     create_rate_per_minute: Annotated[int, Meta(ge=1)] = 20
     poll_rate_per_minute: Annotated[int, Meta(ge=1)] = 30
@@ -168,6 +171,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 msgspec.structs.force_setattr(self, name, converted)  # the field's own type, e.g. 500 for "500"
         if self.owner_reserved_events >= self.max_events:
             raise InvalidSetting("owner_reserved_events must be below max_events")
+        if self.default_expires_in_seconds and not (
+            self.min_expires_in_seconds <= self.default_expires_in_seconds <= self.max_expires_in_seconds
+        ):
+            raise InvalidSetting("default_expires_in_seconds must be 0 or between the min and max expires_in_seconds")
         # Mail named like inbox posts or state changes could not be told from them.
         if self.email_ingress_surface in RESERVED_SURFACES:
             raise InvalidSetting(f"email_ingress_surface must not be one of {sorted(RESERVED_SURFACES)}")

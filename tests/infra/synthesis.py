@@ -42,6 +42,7 @@ FULL_CONTEXT = {
     "max_idempotency_key_length": 128,
     "min_expires_in_seconds": 120,
     "max_expires_in_seconds": 86_400 * 90,
+    "default_expires_in_seconds": 86_400 * 30,
     "create_rate_per_minute": 7,
     "poll_rate_per_minute": 90,
     "email_rate_per_minute": 45,

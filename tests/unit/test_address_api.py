@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import boto3
 import pytest
 
 from cairn import errors, jsontext
-from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient, path_of
+from cairn.settings import InvalidSetting
+from tests.support.lambda_client import LAMBDA_ANSWER_LIMIT, LambdaClient, path_of, settings_for_tests
 
 INBOX_LIMIT = 1_000_000
 
@@ -62,6 +64,22 @@ def test_configured_public_base_url_wins(clock):
     api = LambdaClient.in_memory(clock, public_base_url="https://cairn.example.com/prod/")
     created = api.provision()
     assert created["endpoints"]["events_url"].startswith("https://cairn.example.com/prod/api/v1/addresses/")
+
+
+def test_an_operator_may_give_addresses_created_without_a_lifetime_one(clock):
+    default = LambdaClient.in_memory(clock).provision()
+    assert default["address"]["expires_at"] is None, "as with AgentAddress, by default"
+    api = LambdaClient.in_memory(clock, default_expires_in_seconds=3600)
+    created = api.provision()
+    expires = datetime.fromisoformat(created["address"]["expires_at"]).timestamp()
+    assert expires == int(clock()) + 3600
+    asked = api.provision(expires_in_seconds=120)
+    assert datetime.fromisoformat(asked["address"]["expires_at"]).timestamp() == int(clock()) + 120
+    assert (
+        api.request("GET", "/.well-known/agentaddress.json").json()["limits"]["expires_in_seconds"]["default"] == 3600
+    )
+    with pytest.raises(InvalidSetting):
+        settings_for_tests(default_expires_in_seconds=30)
 
 
 def test_creation_is_rate_limited_per_client_ip(clock):

@@ -114,13 +114,14 @@ class Provisioning:
             inbox_secret = credentials.derived_inbox_secret(seed, address_id)
             asked = [task_id, name, expires_in_seconds, None if keep_headers is None else sorted(inbox.keep_headers)]
             claim = ProvisionClaim(credentials.digest(idempotency_key), credentials.digest(jsontext.canonical(asked)))
+        lifetime = expires_in_seconds or settings.default_expires_in_seconds or None
         record = AddressRecord(
             id=address_id,
             task_id=task_id,
             name=name,
             email=f"{address_id}@{settings.email_domain}",
             created_at=round(now, 3),
-            expires_at=None if expires_in_seconds is None else int(now) + expires_in_seconds,
+            expires_at=None if lifetime is None else int(now) + lifetime,
             read_token_digest=credentials.digest(read_token),
             inbox_secret_digest=credentials.digest(inbox_secret),
             inbox=inbox,

@@ -110,7 +110,11 @@ def capabilities(settings: Settings, *, outbound_configured: bool = False) -> di
             "poll_rate_per_minute_per_address": settings.poll_rate_per_minute,
             "max_attachment_bytes": settings.email_attachment_max_bytes,
             "max_stored_bytes_per_address": settings.storage_max_bytes,
-            "expires_in_seconds": {"min": settings.min_expires_in_seconds, "max": settings.max_expires_in_seconds},
+            "expires_in_seconds": {
+                "min": settings.min_expires_in_seconds,
+                "max": settings.max_expires_in_seconds,
+                "default": settings.default_expires_in_seconds or None,
+            },
         },
         "state": {
             "max_keys": settings.state_max_keys,
