@@ -158,6 +158,20 @@ def test_mail_past_an_address_rate_is_refused_at_rcpt_for_that_address_only(tmp_
                 assert smtp.sendmail("a@example.org", listed, "Subject: three\r\n\r\n3\r\n") == {}
             twice_events = client.get(twice["endpoints"]["events_url"], headers=auth(twice)).json()["events"]
             assert [event["data"]["subject"] for event in twice_events] == ["three"]
+            # Two senders both named it while its rate was left: the second message is refused, not lost.
+            raced = provision(client)
+            with (
+                smtplib.SMTP("127.0.0.1", server.smtp_port, timeout=10) as first,
+                smtplib.SMTP("127.0.0.1", server.smtp_port, timeout=10) as second,
+            ):
+                for smtp in (first, second):
+                    smtp.ehlo()
+                    assert smtp.mail("a@example.org")[0] == 250
+                    assert smtp.rcpt(raced["address"]["email"])[0] == 250
+                assert first.data("Subject: first\r\n\r\n1\r\n")[0] == 250
+                assert second.data("Subject: second\r\n\r\n2\r\n")[0] == 450
+            raced_events = client.get(raced["endpoints"]["events_url"], headers=auth(raced)).json()["events"]
+            assert [event["data"]["subject"] for event in raced_events] == ["first"]
 
 
 def test_stored_mail_goes_with_its_address_and_mail_for_no_address_is_not_kept(served: ServeProcess):

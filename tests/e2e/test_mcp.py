@@ -234,7 +234,8 @@ def test_stdio_answers_every_line_that_is_no_message_and_goes_on(served: ServePr
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
     }
     command = [sys.executable, "-m", "cairn.cli", "mcp", "--url", served.base_url]
-    sent = "\n".join([*lines, json.dumps(initialize)]) + "\n"
+    # Blank lines between messages are no messages and get no answer.
+    sent = "\n".join(["", *lines, "   ", json.dumps(initialize)]) + "\n"
     with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write(sent)

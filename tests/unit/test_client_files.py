@@ -147,3 +147,5 @@ def test_a_document_that_is_not_an_address_is_refused():
     for document in ([], {"address": []}, {**DOCUMENT, "credentials": {"read_token": 7}}):
         with pytest.raises(ValueError, match="Not a Cairn address"):
             Address(document)
+    endpoints = {**DOCUMENT["endpoints"], "viewer_url": None}
+    assert Address({**DOCUMENT, "endpoints": endpoints}).id == "addr_x", "an endpoint it does not use may be anything"

@@ -28,7 +28,7 @@ from cairn.settings import Settings
 from cairn.wakeups.aws_targets import AwsTargets
 from cairn.wakeups.models import EventNotice, Subscription, Target, TargetKind
 from cairn.wakeups.payload import event_delivery
-from cairn.wakeups.transports import Transports
+from cairn.wakeups.transports import Transports, send_once
 from cairn.wakeups.webhook import WebhookTransport
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply
@@ -378,3 +378,32 @@ def test_openapi_offers_the_target_with_its_one_parameter(deployment: Deployment
     assert target["properties"]["kind"]["const"] == "lambda_durable_callback"
     assert target["required"] == ["kind", "callback_id"]
     assert target["additionalProperties"] is False
+
+
+class Raising:
+    """A transport with a defect whose error quotes what it was sending to."""
+
+    def send(self, subscription: Subscription, delivery: Any, now: float) -> Any:
+        raise RuntimeError(f"could not reach /durable-execution-callbacks/{quote(CALLBACK_ID, safe='')}/succeed")
+
+
+def test_an_unforeseen_error_shows_no_callback_id_either(caplog: pytest.LogCaptureFixture):
+    target = Target(TargetKind.LAMBDA_DURABLE_CALLBACK, {"callback_id": CALLBACK_ID})
+    subscription = Subscription(
+        id="sub_1", address_id="addr_1", target=target, types=(), description=None, created_at=0
+    )
+    event = Event(
+        id="evt_1",
+        sequence=1,
+        type="job.done",
+        source="x",
+        data_json="{}",
+        created_at=0.0,
+        expires_at=1.0,
+        ingress_surface="http",
+    )
+    delivery = event_delivery("addr_1", "sub_1", event)
+    outcome = send_once(Raising(), subscription, delivery, 0.0)
+    assert outcome.error is not None and outcome.error.startswith("RuntimeError")
+    for text in (outcome.error, caplog.text):
+        assert CALLBACK_ID not in text and quote(CALLBACK_ID, safe="") not in text

@@ -221,7 +221,7 @@ def test_what_an_error_repeats_of_a_request_stays_short(api: LambdaClient):
         assert len(reply.text) < 1_000
 
 
-def test_tool_arguments_are_as_strict_as_the_rest_bodies(api: LambdaClient):
+def test_a_revision_is_an_integer_for_tools_as_for_rest(api: LambdaClient):
     """`true` and `"1"` passed as revision 1: a client's mistake became a write it never meant."""
     creds = credentials(call(api, "create_return_address"))
     assert call(api, "set_state", **creds, key="plan", value="v1")["isError"] is False
@@ -231,7 +231,8 @@ def test_tool_arguments_are_as_strict_as_the_rest_bodies(api: LambdaClient):
         deleted = call(api, "delete_state", **creds, key="plan", if_revision=revision)
         assert deleted["isError"] is True
     assert call(api, "get_state", **creds, key="plan")["structuredContent"]["value"] == "v1"
-    assert call(api, "poll_events", **creds, wait=0)["isError"] is False, "a whole number of seconds is a number"
+    assert call(api, "poll_events", **creds, wait=0, after=0.0, limit="10")["isError"] is False, "as REST takes them"
+    assert call(api, "create_return_address", expires_in_seconds=3600.0)["isError"] is False
     long_types = ["t" * 257]
     target = {"kind": "webhook", "url": "https://hooks.example.com/x"}
     refused = call(api, "create_subscription", **creds, target=target, types=long_types)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from cairn.addresses import state as state_module
 from cairn.addresses.state import PER_KEY_OVERHEAD, entry_size
 from tests.support.lambda_client import LambdaClient, path_of
 
@@ -230,6 +232,18 @@ def test_keys_no_url_can_name_are_refused_in_a_batch(state: StateClient, key: st
     assert state.keys().json()["keys"] == []
     fine = [{"op": "set", "key": other, "value": 1} for other in ("...", ".x", "x..")]
     assert state.batch(fine).status == 200, "other dotted keys are fine"
+
+
+def test_a_dot_key_an_older_version_let_a_batch_set_can_still_be_deleted(
+    state: StateClient, monkeypatch: pytest.MonkeyPatch
+):
+    with monkeypatch.context() as older:
+        older.setattr(state_module, "KEY_PATTERN", re.compile(r"[A-Za-z0-9._:-]{1,128}"))
+        assert state.batch([{"op": "set", "key": "..", "value": 1}]).status == 200
+    assert [entry["key"] for entry in state.keys().json()["keys"]] == [".."]
+    assert state.batch([{"op": "set", "key": "..", "value": 2}]).status == 400, "never set again"
+    assert state.batch([{"op": "delete", "key": ".."}]).status == 200
+    assert state.keys().json()["keys"] == []
 
 
 def test_byte_limit_is_exact(state: StateClient):

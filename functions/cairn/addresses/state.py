@@ -44,6 +44,8 @@ from cairn.settings import Settings
 
 # `.` and `..` are left out: clients resolve them as path segments, so no URL names them.
 KEY_PATTERN = re.compile(r"(?!\.\.?$)[A-Za-z0-9._:-]{1,128}")
+# What a batch may delete: keys of either name that older versions let a batch set included.
+_STORED_KEY_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 PER_KEY_OVERHEAD = 32
 EVENT_TYPE = "state.updated"
 EVENT_SOURCE = "state"
@@ -189,7 +191,8 @@ class AddressState:
         seen: set[str] = set()
         prepared = []
         for operation in operations:
-            validate_key(operation.key)
+            if operation.op != "delete" or not _STORED_KEY_PATTERN.fullmatch(operation.key):
+                validate_key(operation.key)
             if operation.key in seen:
                 raise InvalidRequest(f"Key {operation.key!r} appears twice.", field="operations", key=operation.key)
             seen.add(operation.key)

@@ -43,7 +43,8 @@ class Address:
             raise ValueError(f"Not a Cairn address: missing {error}.") from error
         except TypeError as error:
             raise ValueError("Not a Cairn address: not an object with address, credentials and endpoints.") from error
-        if not all(isinstance(text, str) for text in (self.id, self.read_token, *endpoints.values())):
+        used = (self.id, self.read_token, self.events_url, self.state_url, self.address_url)
+        if not all(isinstance(text, str) for text in used):
             raise ValueError("Not a Cairn address: its id, read token and endpoints are not all text.")
         self._document = copy.deepcopy(dict(document))
         self._owns_http = http is None

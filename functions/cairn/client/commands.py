@@ -21,7 +21,7 @@ from typing import Any
 from cairn.client.address import Address
 from cairn.client.events import MAX_WAIT
 from cairn.client.http import HttpClient
-from cairn.client.private import UnsafeFile
+from cairn.client.private import UnsafeFile, read_private
 from cairn.client.tasks import TaskStore
 from cairn.errors import CairnError
 
@@ -279,8 +279,9 @@ def run_provision(args: argparse.Namespace, context: Context) -> dict[str, Any]:
         path = context.tasks.save(args.task, address)
     except BaseException as error:
         # Kept nowhere, the address is of no use to anyone: give it back, then say why.
-        with suppress(CairnError):
-            address.delete()
+        if not _kept(context.tasks, args.task, address):
+            with suppress(CairnError):
+                address.delete()
         if isinstance(error, FileExistsError):
             message = f"Task {args.task!r} got an address meanwhile."
             raise CommandError("task_exists", message, EXIT_CONFLICT) from error
@@ -297,6 +298,15 @@ def run_provision(args: argparse.Namespace, context: Context) -> dict[str, Any]:
         "note": "The read token is kept in credentials_file (owner-only) and never printed. "
         "inbox_url is write-only: hand it to whoever should call back.",
     }
+
+
+def _kept(tasks: TaskStore, task: str, address: Address) -> bool:
+    """Whether the task's file holds `address` after all (a save interrupted once it was in place)."""
+    try:
+        saved = json.loads(read_private(tasks.address_path(task)))
+        return isinstance(saved, dict) and saved.get("address", {}).get("id") == address.id
+    except (OSError, ValueError, UnsafeFile, AttributeError):
+        return False
 
 
 def run_state_get(args: argparse.Namespace, context: Context) -> Any:
@@ -359,7 +369,8 @@ def _acknowledged_through(address: Address, cursor: int, sequence: int) -> int:
     """
     if sequence <= cursor + 1:
         return sequence
-    page = address.events.poll(after=cursor, limit=min(sequence - cursor - 1, ACK_LOOKBACK))
+    # Through the acknowledged event itself, so a page that reaches it says nothing is left before it.
+    page = address.events.poll(after=cursor, limit=min(sequence - cursor, ACK_LOOKBACK))
     for event in page["events"]:
         if event["sequence"] >= sequence:
             return sequence

@@ -10,7 +10,6 @@ the group or the world.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import secrets
 import stat
@@ -64,6 +63,8 @@ def write_private(path: str | Path, data: bytes, *, exclusive: bool = False) -> 
 @contextmanager
 def locked(path: str | Path) -> Iterator[None]:
     """Hold an exclusive lock for `path` (on an owner-only `.<name>.lock` beside it) until the block ends."""
+    import fcntl  # POSIX: `cairn.client` stays importable where it is missing
+
     path = Path(path)
     descriptor = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:

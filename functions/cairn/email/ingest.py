@@ -51,6 +51,9 @@ class Delivery(msgspec.Struct, frozen=True):
     message_id: str
     recipients: Sequence[str]
     verdicts: Verdicts = msgspec.field(default_factory=Verdicts)
+    # None: ingest counts each address against its mail rate. Else the receiver counted them
+    # before it took the message (`cairn serve`'s SMTP listener), and these were over the rate.
+    over_rate: frozenset[str] | None = None
 
 
 def email_claims(message_id: str, internet_message_id: str | None) -> list[IdempotencyClaim]:
@@ -124,7 +127,7 @@ class EmailIngest:
         missing from storage are raised, so the receiver retries and,
         failing that, keeps the delivery.
         """
-        address_ids = self._address_ids(delivery)
+        address_ids = self._address_ids(delivery.recipients)
         if not address_ids:
             self._discard(delivery.message_id)
             return {}
@@ -141,7 +144,10 @@ class EmailIngest:
         refusals: set[str] = set()
         for address_id in address_ids:
             try:
-                self.count_message(address_id)
+                if delivery.over_rate is None:
+                    self.count_message(address_id)
+                elif address_id in delivery.over_rate:
+                    raise self._rate_spent(60)
                 results[address_id] = self._append(address_id, claims, event)
             except (Unauthorized, QuotaExceeded, RateLimited) as refusal:
                 refusals.add(refusal.code)
@@ -160,10 +166,30 @@ class EmailIngest:
 
     def count_message(self, address_id: str) -> None:
         """One message against the address's mail rate; `RateLimited` when it is spent for this minute."""
-        limit = self._settings.email_rate_per_minute
-        retry_after = self._limiter.hit("email", address_id, limit=limit, now=self._clock())
+        retry_after = self._limiter.hit(
+            "email", address_id, limit=self._settings.email_rate_per_minute, now=self._clock()
+        )
         if retry_after is not None:
-            raise RateLimited(f"At most {limit} messages per address per minute.", retry_after=retry_after)
+            raise self._rate_spent(retry_after)
+
+    def count_recipients(self, recipients: Sequence[str]) -> tuple[list[str], frozenset[str]]:
+        """One message against the rate of each address `recipients` name (once each); the addresses, and those over.
+
+        For a receiver that counts before it takes the message, so that it can
+        refuse it (and the sender keep it) when it would reach no address.
+        """
+        address_ids = self._address_ids(recipients)
+        over = set()
+        for address_id in address_ids:
+            try:
+                self.count_message(address_id)
+            except RateLimited:
+                over.add(address_id)
+        return address_ids, frozenset(over)
+
+    def _rate_spent(self, retry_after: int) -> RateLimited:
+        limit = self._settings.email_rate_per_minute
+        return RateLimited(f"At most {limit} messages per address per minute.", retry_after=retry_after)
 
     def message_rate_spent(self, address_id: str) -> bool:
         """Whether the address's mail rate is spent for this minute; counts nothing.
@@ -196,13 +222,13 @@ class EmailIngest:
         event = self._event(message_id, message, Verdicts())
         return self._append(address_id, email_claims(message_id, mime.message_id(message)), event)
 
-    def _address_ids(self, delivery: Delivery) -> list[str]:
+    def _address_ids(self, recipients: Sequence[str]) -> list[str]:
         """Recipients that are Cairn addresses, each once, in envelope order."""
         found: dict[str, None] = {}  # ordered, and each looked up at once: an envelope may list thousands
-        for recipient in delivery.recipients:
+        for recipient in recipients:
             local = self.recipient_address(recipient)
             if local is None:
-                logger.info("email for a stranger", extra={"message_id": delivery.message_id, "recipient": recipient})
+                logger.info("email for a stranger", extra={"recipient": recipient})
             else:
                 found[local] = None
         return list(found)

@@ -76,17 +76,25 @@ class MailHandler:
         raw = received_header(session, message_id, envelope.rcpt_tos, self._domain) + content
         try:
             # Storage calls block; the listener keeps serving other clients meanwhile.
-            await asyncio.get_running_loop().run_in_executor(
+            taken = await asyncio.get_running_loop().run_in_executor(
                 None, self._deliver, message_id, raw, list(envelope.rcpt_tos)
             )
         except Exception:
             logger.exception("email not stored", extra={"message_id": message_id})
             return "451 4.3.0 Temporary failure; try again later"
+        if not taken:
+            return "450 4.7.1 Too many messages for its addresses; try again later"
         return f"250 2.0.0 OK: queued as {message_id}"
 
-    def _deliver(self, message_id: str, raw: bytes, recipients: list[str]) -> None:
+    def _deliver(self, message_id: str, raw: bytes, recipients: list[str]) -> bool:
+        """Store and ingest the message, counted against each address's mail rate; False when no address
+        has any rate left (RCPT asked, but other messages took it since): nothing is stored, the sender retries."""
+        address_ids, over_rate = self._ingest.count_recipients(recipients)
+        if address_ids and over_rate.issuperset(address_ids):
+            return False
         self._raw_messages.save(message_id, raw)
-        self._ingest.ingest(Delivery(message_id=message_id, recipients=recipients))
+        self._ingest.ingest(Delivery(message_id=message_id, recipients=recipients, over_rate=over_rate))
+        return True
 
 
 def received_header(session: Session, message_id: str, recipients: list[str], domain: str) -> bytes:

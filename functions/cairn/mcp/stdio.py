@@ -177,9 +177,16 @@ async def _screen(
     async with readable:
         async for item in lines:
             if isinstance(item, Exception):
-                await replies.send(SessionMessage(_unreadable(item)))
+                if not _blank(item):  # a blank line between messages is no message, and asks no answer
+                    await replies.send(SessionMessage(_unreadable(item)))
             else:
                 await readable.send(item)
+
+
+def _blank(error: Exception) -> bool:
+    if not isinstance(error, ValidationError):
+        return False
+    return all(isinstance(problem.get("input"), str) and not problem["input"].strip() for problem in error.errors())
 
 
 def _unreadable(error: Exception) -> JSONRPCError:

@@ -61,8 +61,7 @@ EventType = Annotated[str, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]
 
 
 class Arguments(BaseModel):
-    # Strict, as the REST bodies are: `true` or `"2"` is no revision (a client's mistake became a write).
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class CreateReturnAddress(Arguments):
@@ -102,15 +101,20 @@ class StateKeyArguments(AddressArguments):
     key: str = Field(description="State key: 1 to 128 characters of A-Z a-z 0-9 . _ : -")
 
 
+# Integers only, as the REST bodies take it: `true` or `"2"` is no revision (a client's mistake became a write).
+
+
 class SetState(StateKeyArguments):
     value: Any = Field(description="Any JSON value.")
     if_revision: int | None = Field(
-        default=None, ge=0, description="0: create only; N: write only if the key is still at revision N."
+        default=None, ge=0, strict=True, description="0: create only; N: write only if the key is still at revision N."
     )
 
 
 class DeleteState(StateKeyArguments):
-    if_revision: int | None = Field(default=None, ge=0, description="Delete only if the key is at revision N.")
+    if_revision: int | None = Field(
+        default=None, ge=0, strict=True, description="Delete only if the key is at revision N."
+    )
 
 
 class ContactArguments(AddressArguments):

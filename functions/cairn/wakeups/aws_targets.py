@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -32,8 +31,6 @@ _GONE_TASK_CODES = {"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"}
 _GONE_CALLBACK_CODES = {"CallbackTimeoutException", "ResourceNotFoundException", "InvalidParameterValueException"}
 # Errors of an attempt whose request may have reached the service without its answer reaching us.
 _UNANSWERED_ERRORS = ("ReadTimeoutError", "ConnectionClosedError")
-# The parameters that are a one-shot target's secret: whoever holds one can complete the wait.
-_SECRET_PARAMS = ("callback_id", "task_token")
 
 
 class AwsTargets:
@@ -51,7 +48,7 @@ class AwsTargets:
         except ClientError as error:
             details = error.response.get("Error", {})
             code = details.get("Code", "")
-            text = _without_secrets(f"{code}: {details.get('Message')}", subscription)
+            text = f"{code}: {details.get('Message')}"
             if kind is TargetKind.STEP_FUNCTIONS and code in _GONE_TASK_CODES:
                 return Outcome(delivered=False, gone=True, error=text)
             if kind is TargetKind.LAMBDA_DURABLE_CALLBACK and code in _GONE_CALLBACK_CODES:
@@ -62,8 +59,7 @@ class AwsTargets:
                 return Outcome(delivered=False, permanent=True, error=text)
             return Outcome(delivered=False, error=text)
         except BotoCoreError as error:
-            # botocore names the request's URL, where a durable callback's id is a path segment.
-            return Outcome(delivered=False, error=_without_secrets(f"{type(error).__name__}: {error}", subscription))
+            return Outcome(delivered=False, error=f"{type(error).__name__}: {error}")
 
     def _deliver(self, subscription: Subscription, delivery: Delivery, body: str) -> Outcome:
         kind = subscription.target.kind
@@ -118,16 +114,6 @@ class AwsTargets:
 def _may_have_completed(subscription: Subscription) -> bool:
     """Whether an earlier attempt may have completed this one-shot target though it was never told so."""
     return any(attempt.error and attempt.error.startswith(_UNANSWERED_ERRORS) for attempt in subscription.attempts)
-
-
-def _without_secrets(text: str, subscription: Subscription) -> str:
-    """`text` with the target's secret, as given or percent-encoded, taken out: attempts are shown to the owner
-    and a failure's reason goes into the feed, but the id or token is never shown again once subscribed."""
-    params = subscription.target.params
-    for secret in (params[name] for name in _SECRET_PARAMS if params.get(name)):
-        for form in {secret, quote(secret, safe=""), quote(secret)}:
-            text = text.replace(form, "<secret>")
-    return text
 
 
 def _detail_type(event_type: str) -> str:

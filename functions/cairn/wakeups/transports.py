@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from typing import Protocol
+from urllib.parse import quote
 
 import msgspec
 
@@ -15,6 +16,8 @@ logger = logging.getLogger(__name__)
 
 # An attempt keeps this much of an unexpected error's text (it is shown with the subscription).
 _MAX_ERROR_TEXT = 300
+# The parameters that are a one-shot target's secret: whoever holds one can complete the wait.
+_SECRET_PARAMS = ("callback_id", "task_token")
 
 
 class Transport(Protocol):
@@ -36,7 +39,8 @@ class Transports:
 
 
 def send_once(transport: Transport, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
-    """`transport.send`, with anything it raises made a failed attempt like any other, and its error's text cut.
+    """`transport.send`, with anything it raises made a failed attempt like any other, and its error's text
+    cut and rid of the target's secret (botocore names the request's URL, where a callback id is a segment).
 
     Left to rise, an unforeseen error (a defect, or a stored target no request
     can carry) would leave the subscription active with no attempt recorded
@@ -48,8 +52,19 @@ def send_once(transport: Transport, subscription: Subscription, delivery: Delive
     try:
         outcome = transport.send(subscription, delivery, now)
     except Exception as error:
-        logger.exception("a wake-up transport raised instead of answering with an outcome")
-        return Outcome(delivered=False, error=f"{type(error).__name__}: {error}"[:_MAX_ERROR_TEXT])
-    if outcome.error is not None and len(outcome.error) > _MAX_ERROR_TEXT:
-        return msgspec.structs.replace(outcome, error=outcome.error[:_MAX_ERROR_TEXT])
+        text = without_secrets(f"{type(error).__name__}: {error}", subscription)
+        logger.error("a wake-up transport raised instead of answering with an outcome: %s", text[:_MAX_ERROR_TEXT])
+        outcome = Outcome(delivered=False, error=text)
+    if outcome.error is not None:
+        return msgspec.structs.replace(outcome, error=without_secrets(outcome.error, subscription)[:_MAX_ERROR_TEXT])
     return outcome
+
+
+def without_secrets(text: str, subscription: Subscription) -> str:
+    """`text` with the target's secret, as given or percent-encoded, taken out: attempts are shown to the owner
+    and a failure's reason goes into the feed, but the id or token is never shown again once subscribed."""
+    params = subscription.target.params
+    for secret in (params[name] for name in _SECRET_PARAMS if params.get(name)):
+        for form in {secret, quote(secret, safe=""), quote(secret)}:
+            text = text.replace(form, "<secret>")
+    return text
