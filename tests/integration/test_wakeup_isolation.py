@@ -26,6 +26,9 @@ class Context:
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:wake"
     aws_request_id = "req"
 
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
 
 @pytest.fixture
 def handler():

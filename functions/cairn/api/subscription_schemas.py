@@ -4,6 +4,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from cairn.addresses.inbox_bodies import MAX_LABEL_LENGTH
 from cairn.api.schemas import Schema
 
 
@@ -59,7 +60,7 @@ TargetIn = Annotated[
     | LambdaDurableCallbackTargetIn,
     Field(discriminator="kind"),
 ]
-EventType = Annotated[str, Field(min_length=1, max_length=256)]
+EventType = Annotated[str, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]
 
 
 class SubscriptionCreateRequest(Schema):
