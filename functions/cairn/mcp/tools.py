@@ -98,7 +98,7 @@ class AcknowledgeEvent(AddressArguments):
 
 
 class StateKeyArguments(AddressArguments):
-    key: str = Field(description="State key: 1 to 128 characters of A-Z a-z 0-9 . _ : -")
+    key: str = Field(description="State key: 1 to 128 characters of A-Z a-z 0-9 . _ : -, other than `.` and `..`")
 
 
 # Integers only, as the REST bodies take it: `true` or `"2"` is no revision (a client's mistake became a write).
