@@ -421,7 +421,7 @@ def test_a_request_head_past_64_kib_is_refused_unread_and_one_within_it_is_serve
 @pytest.mark.parametrize(
     "path, status, code",
     [
-        # The path as sent, percent-encoding kept (as API Gateway passes it): no key is spelled with `%`.
+        # The path as given (as API Gateway passes it), decoded once by the routes: no key holds `/`, `\` or `%`.
         ("/state/..%2F..%2F..%2Fhealthz", 400, "invalid_request"),
         ("/state/%2E%2E", 400, "invalid_request"),
         ("/state/..%252F..%252Fplan", 400, "invalid_request"),
@@ -434,10 +434,9 @@ def test_a_request_head_past_64_kib_is_refused_unread_and_one_within_it_is_serve
 def test_path_traversal_in_keys_and_attachment_ids_reaches_nothing(target: Target, path: str, status: int, code: str):
     before = target.snapshot()
     assert_refused(target.client.get(f"/api/v1/addresses/{target.id}{path}", headers=target.auth), status, code)
-    assert_refused(
-        target.client.delete(f"/api/v1/addresses/{target.id}{path}", headers=target.auth),
-        *((status, code) if path.startswith("/state/") else (404, "not_found")),
-    )
+    # A deletion may name `..`, a key older versions let a batch set: here there is none.
+    deleted = (404, "not_found") if path == "/state/%2E%2E" or not path.startswith("/state/") else (status, code)
+    assert_refused(target.client.delete(f"/api/v1/addresses/{target.id}{path}", headers=target.auth), *deleted)
     assert target.snapshot() == before
 
 
