@@ -38,8 +38,10 @@ if TYPE_CHECKING:
     from cairn.addresses.provisioning import Provisioning
     from cairn.agent_sessions.conversations import AgentSessions
     from cairn.agent_sessions.strands import StrandsSessions
+    from cairn.checkpoints.models import Owner
     from cairn.checkpoints.threads import Checkpoints
     from cairn.dynamodb.contact_table import ContactTable
+    from cairn.dynamodb.graph_store_table import GraphStoreTable
     from cairn.dynamodb.subscription_table import SubscriptionTable
     from cairn.email.attachments import EmailAttachments
     from cairn.email.contacts import Contacts
@@ -186,7 +188,9 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.checkpoints.threads import Checkpoints
         from cairn.dynamodb.checkpoint_table import CheckpointTable
 
-        store = CheckpointTable(self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes)
+        store = CheckpointTable(
+            self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes, reclaim=self._reclaim
+        )
         return Checkpoints(self.table, store, self.clock)
 
     @cached_property
@@ -194,7 +198,7 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.agent_sessions.conversations import AgentSessions
         from cairn.dynamodb.agent_session_table import AgentSessionTable
 
-        store = AgentSessionTable(self.client, self.settings.table_name)
+        store = AgentSessionTable(self.client, self.settings.table_name, reclaim=self._reclaim)
         return AgentSessions(self.table, store, self.clock, max_bytes=self.settings.storage_max_bytes)
 
     @cached_property
@@ -202,23 +206,33 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.agent_sessions.strands import StrandsSessions
         from cairn.dynamodb.strands_session_table import StrandsSessionTable
 
-        store = StrandsSessionTable(self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes)
+        store = StrandsSessionTable(
+            self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes, reclaim=self._reclaim
+        )
         return StrandsSessions(self.table, store, self.clock)
 
     @cached_property
     def graph_store(self) -> GraphStore:
-        from cairn.dynamodb.graph_store_table import GraphStoreTable
         from cairn.graphstore.batches import GraphStore
 
-        store = GraphStoreTable(self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes)
-        return GraphStore(self.table, store, self.clock)
+        return GraphStore(self.table, self._graph_store_table, self.clock)
+
+    @cached_property
+    def _graph_store_table(self) -> GraphStoreTable:
+        from cairn.dynamodb.graph_store_table import GraphStoreTable
+
+        return GraphStoreTable(self.client, self.settings.table_name, max_bytes=self.settings.storage_max_bytes)
+
+    def _reclaim(self, owner: Owner, now: float) -> bool:
+        """Room given back to a full address: its store items whose TTL passed, which every writer's bytes share."""
+        return self._graph_store_table.remove_ended(owner, now)
 
     @cached_property
     def files(self) -> Files:
         from cairn.dynamodb.file_table import FileTable
         from cairn.files.files import Files
 
-        store = FileTable(self.client, self.settings.table_name)
+        store = FileTable(self.client, self.settings.table_name, reclaim=self._reclaim)
         return Files(self.table, store, self.clock, max_bytes=self.settings.storage_max_bytes)
 
     @cached_property

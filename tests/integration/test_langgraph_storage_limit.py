@@ -203,3 +203,31 @@ def test_racing_processes_take_the_room_of_ended_items_once_and_put_exactly_what
     assert counted(settings, address_id) == FITTING * cost == counted_items(settings, address_id)
     found = api.services.graph_store.batch(address_id, token, [SearchOp(NS, limit=100)])[0]
     assert sorted(item.key for item in found) == sorted(landed)
+
+
+def test_store_items_past_their_ttl_give_their_room_to_every_writer(dynamodb_local, local_table: str):
+    """They counted until a store put needed their room: a file, a session or a checkpoint was refused it."""
+    clock = FakeClock()
+    limit = 1_000_000
+    services = make_services(
+        clock=clock, table_name=local_table, dynamodb_endpoint=dynamodb_local.endpoint, storage_max_bytes=limit
+    )
+    api = LambdaClient(services)
+    writes: dict[str, Callable[[str, str], object]] = {
+        "file": lambda address_id, token: services.files.write(address_id, token, "report.bin", os.urandom(200_000)),
+        "session": lambda address_id, token: services.agent_sessions.add(
+            address_id, token, "chat", [{"role": "user", "content": "x" * 200_000}]
+        ),
+        "checkpoint": lambda address_id, token: services.checkpoints.put(
+            address_id, token, first_checkpoint("thread", 200_000)
+        ),
+    }
+    for kind, write in writes.items():
+        created = api.provision()
+        address_id, token = created["address"]["id"], created["credentials"]["read_token"]
+        services.graph_store.batch(address_id, token, [PutOp(NS, "memo", store_value(850_000), ttl_minutes=1)])
+        clock.advance(120)
+        write(address_id, token)  # refused before: the ended item's 850 KB still counted
+        with pytest.raises(StorageLimitExceeded):  # and now full, with nothing left to give back
+            services.files.write(address_id, token, "more.bin", os.urandom(850_000))
+        assert services.graph_store.batch(address_id, token, [SearchOp(NS, limit=10)])[0] == [], kind

@@ -59,9 +59,11 @@ class Growth:
 
 
 class AgentSessionTable:
-    def __init__(self, client: DynamoDBClient, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str, *, reclaim: storage_usage.Reclaim | None = None) -> None:
+        """`reclaim`: what gives a full address room back (see `storage_usage.with_room`)."""
         self._client = client
         self._table = table
+        self._reclaim = reclaim
 
     # -- writes --------------------------------------------------------------
 
@@ -202,6 +204,22 @@ class AgentSessionTable:
         raise Unavailable("The session is too busy right now; retry shortly.")
 
     def _commit(
+        self,
+        owner: Owner,
+        session_id: str,
+        move: tuple[Head, Head],
+        actions: list[Item],
+        *,
+        now: float,
+        claimed: bool = False,
+        growth: Growth | None = None,
+    ) -> None:
+        commit = lambda: self._commit_once(  # noqa: E731
+            owner, session_id, move, actions, now=now, claimed=claimed, growth=growth
+        )
+        storage_usage.with_room(self._reclaim if growth else None, owner, now, commit)
+
+    def _commit_once(
         self,
         owner: Owner,
         session_id: str,

@@ -65,15 +65,24 @@ class Dropped(Enum):
 
 
 class CheckpointTable:
-    def __init__(self, client: DynamoDBClient, table: str, *, max_bytes: int) -> None:
-        """`max_bytes`: what an address may store in all (files, sessions and these)."""
+    def __init__(
+        self, client: DynamoDBClient, table: str, *, max_bytes: int, reclaim: storage_usage.Reclaim | None = None
+    ) -> None:
+        """`max_bytes`: what an address may store in all (files, sessions and these).
+
+        `reclaim`: what gives a full address room back (see `storage_usage.with_room`).
+        """
         self._client = client
         self._table = table
         self._max_bytes = max_bytes
+        self._reclaim = reclaim
 
     # -- writes --------------------------------------------------------------
 
     def put(self, owner: Owner, checkpoint: NewCheckpoint, *, now: float) -> None:
+        return storage_usage.with_room(self._reclaim, owner, now, lambda: self._put(owner, checkpoint, now=now))
+
+    def _put(self, owner: Owner, checkpoint: NewCheckpoint, *, now: float) -> None:
         parts = list(dict.fromkeys(checkpoint.checkpoint.parts))
         stored = checkpoint_items.checkpoint_put(self._table, owner, checkpoint, now=now)
         growth = storage_usage.counted(stored["Put"]["Item"])
@@ -125,6 +134,11 @@ class CheckpointTable:
         return get_s(item or {}, HEAD)
 
     def put_writes(self, owner: Owner, checkpoint: CheckpointRef, writes: Sequence[Write], *, now: float) -> None:
+        return storage_usage.with_room(
+            self._reclaim, owner, now, lambda: self._put_writes(owner, checkpoint, writes, now=now)
+        )
+
+    def _put_writes(self, owner: Owner, checkpoint: CheckpointRef, writes: Sequence[Write], *, now: float) -> None:
         pending = list(writes)
         for _ in range(_ATTEMPTS):
             pending = self._write_once(owner, checkpoint, pending, now=now)
@@ -203,6 +217,11 @@ class CheckpointTable:
         return [] if charge is None else [charge]
 
     def put_part(self, owner: Owner, thread_id: str, digest: str, data: bytes, *, now: float) -> None:
+        return storage_usage.with_room(
+            self._reclaim, owner, now, lambda: self._put_part(owner, thread_id, digest, data, now=now)
+        )
+
+    def _put_part(self, owner: Owner, thread_id: str, digest: str, data: bytes, *, now: float) -> None:
         # Named by its digest: a part already there holds these bytes, and is left as it is.
         part, *pieces = checkpoint_items.part_items(owner, thread_id, digest, data)
         growth = storage_usage.counted(part)
@@ -263,6 +282,11 @@ class CheckpointTable:
     # -- copies, prunes and deletions by run -----------------------------------
 
     def copy_thread(self, owner: Owner, source_thread_id: str, target_thread_id: str, *, now: float) -> int:
+        return storage_usage.with_room(
+            self._reclaim, owner, now, lambda: self._copy_thread(owner, source_thread_id, target_thread_id, now=now)
+        )
+
+    def _copy_thread(self, owner: Owner, source_thread_id: str, target_thread_id: str, *, now: float) -> int:
         pk = keys.address_pk(owner.address_id)
         source_heads = keys.thread_heads_prefix(source_thread_id)
         # Each namespace as far as its head: what a later writer adds is not copied, so the copy's newest

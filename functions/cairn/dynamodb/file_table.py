@@ -34,11 +34,17 @@ _ATTEMPTS = 8
 
 
 class FileTable:
-    def __init__(self, client: DynamoDBClient, table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str, *, reclaim: storage_usage.Reclaim | None = None) -> None:
+        """`reclaim`: what gives a full address room back (see `storage_usage.with_room`)."""
         self._client = client
         self._table = table
+        self._reclaim = reclaim
 
     def write(self, owner: Owner, file_key: str, data: bytes, *, now: float, max_bytes: int) -> None:
+        write = lambda: self._write(owner, file_key, data, now=now, max_bytes=max_bytes)  # noqa: E731
+        storage_usage.with_room(self._reclaim, owner, now, write)
+
+    def _write(self, owner: Owner, file_key: str, data: bytes, *, now: float, max_bytes: int) -> None:
         pk, sk = keys.address_pk(owner.address_id), keys.file_sk(file_key)
         for attempt in range(_ATTEMPTS):
             _pause(attempt)

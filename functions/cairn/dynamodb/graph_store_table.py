@@ -26,7 +26,7 @@ from cairn.dynamodb import blobs, keys, storage_usage, table_ops
 from cairn.dynamodb import graph_store_items as store_items
 from cairn.dynamodb.checkpoint_items import address_check
 from cairn.dynamodb.items import error_code, get_int, get_n, get_s, key, n
-from cairn.errors import StorageLimitExceeded, StoreVersionConflict, Unavailable
+from cairn.errors import StoreVersionConflict, Unavailable
 from cairn.graphstore.models import Namespace, PutOp, StoredItem
 
 if TYPE_CHECKING:
@@ -106,12 +106,7 @@ class GraphStoreTable:
     # -- writes --------------------------------------------------------------
 
     def put(self, owner: Owner, op: PutOp, *, now: float) -> int:
-        try:
-            return self._put(owner, op, now=now)
-        except StorageLimitExceeded:
-            if not self._remove_ended(owner, now=now):
-                raise
-        return self._put(owner, op, now=now)
+        return storage_usage.with_room(self.remove_ended, owner, now, lambda: self._put(owner, op, now=now))
 
     def _put(self, owner: Owner, op: PutOp, *, now: float) -> int:
         pk, sk = keys.address_pk(owner.address_id), keys.store_item_sk(op.namespace, op.key)
@@ -172,7 +167,7 @@ class GraphStoreTable:
         ]
         return actions
 
-    def _remove_ended(self, owner: Owner, *, now: float) -> bool:
+    def remove_ended(self, owner: Owner, now: float) -> bool:
         """Replace each of the address's items whose TTL has passed with a marker, releasing what it counted.
 
         Each goes in a transaction of its own, under the condition that it

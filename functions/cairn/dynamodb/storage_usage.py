@@ -12,7 +12,7 @@ changes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -23,7 +23,13 @@ from cairn.errors import StorageLimitExceeded
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
+    from cairn.checkpoints.models import Owner
+
 Item = dict[str, Any]
+T = TypeVar("T")
+# Gives a full address room back, whether any: its LangGraph store items whose TTL has passed, which
+# count until something removes them (`GraphStoreTable.remove_ended`).
+Reclaim = Callable[["Owner", float], bool]
 
 _BYTES = "stored_bytes"
 # On an item that keeps what it counts (a checkpoint's, say): a deletion releases exactly that.
@@ -33,6 +39,20 @@ ROW_OVERHEAD = 128
 # Deletions per transaction, beside the release of what they counted (DynamoDB: 100 actions).
 _DELETES = 99
 _ATTEMPTS = 10
+
+
+def with_room(reclaim: Reclaim | None, owner: Owner, now: float, write: Callable[[], T]) -> T:
+    """`write()`, and once more when the address was full and `reclaim` gave room back.
+
+    Without it, store items no read could see any more refused a file, a
+    session or a checkpoint the room they held.
+    """
+    try:
+        return write()
+    except StorageLimitExceeded:
+        if reclaim is None or not reclaim(owner, now):
+            raise
+    return write()
 
 
 def charge(table: str, address_id: str, growth: int, *, max_bytes: int, expiry: Item) -> Item | None:

@@ -41,11 +41,17 @@ _ATTEMPTS = 10
 
 
 class StrandsSessionTable:
-    def __init__(self, client: DynamoDBClient, table: str, *, max_bytes: int) -> None:
-        """`max_bytes`: what an address may store in all (files and sessions with these)."""
+    def __init__(
+        self, client: DynamoDBClient, table: str, *, max_bytes: int, reclaim: storage_usage.Reclaim | None = None
+    ) -> None:
+        """`max_bytes`: what an address may store in all (files and sessions with these).
+
+        `reclaim`: what gives a full address room back (see `storage_usage.with_room`).
+        """
         self._client = client
         self._table = table
         self._max_bytes = max_bytes
+        self._reclaim = reclaim
 
     # -- writes --------------------------------------------------------------
 
@@ -179,6 +185,18 @@ class StrandsSessionTable:
         return head, strands_session_items.message_puts(self._table, owner, session_id, agent_id, message_id, text)
 
     def _commit(
+        self,
+        owner: Owner,
+        actions: list[Item],
+        *,
+        now: float,
+        refused: Callable[[Item | None], Exception | None],
+        growth: int,
+    ) -> None:
+        commit = lambda: self._commit_once(owner, actions, now=now, refused=refused, growth=growth)  # noqa: E731
+        storage_usage.with_room(self._reclaim, owner, now, commit)
+
+    def _commit_once(
         self,
         owner: Owner,
         actions: list[Item],
