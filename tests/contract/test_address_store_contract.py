@@ -14,6 +14,7 @@ import pytest
 from msgspec.structs import replace
 
 from cairn import credentials
+from cairn.addresses.access import is_live
 from cairn.addresses.inbox_settings import InboxSettings, Verifier
 from cairn.addresses.inmem import (
     AddressMemory,
@@ -197,6 +198,26 @@ def test_create_load_delete(stores: Stores) -> None:
     assert stores.addresses.list_events(record.id, after=0, limit=10, now=NOW, max_bytes=10_000).events == []
     with pytest.raises(Unauthorized):
         append(stores.addresses, record, now=NOW)
+
+
+def test_what_runs_before_the_sweep_sees_the_address_closed_and_its_events_still_there(stores: Stores) -> None:
+    """Mail retention reads the events to find what else the address holds; nothing may be added meanwhile."""
+    record = new_address(stores, now=NOW)
+    append(stores.addresses, record, event(1), event(2), now=NOW)
+    seen: dict[str, object] = {}
+
+    def before_sweep() -> None:
+        page = stores.addresses.list_events(record.id, after=0, limit=10, now=NOW, max_bytes=10_000)
+        seen["events"] = [item.sequence for item in page.events]
+        seen["live"] = is_live(stores.addresses, record.id, now=NOW)
+        with pytest.raises(Unauthorized):
+            append(stores.addresses, record, event(3), now=NOW)
+
+    assert stores.addresses.delete(record.id, record.read_token_digest, before_sweep=before_sweep) is True
+    assert seen == {"events": [1, 2], "live": False}
+    assert stores.addresses.list_events(record.id, after=0, limit=10, now=NOW, max_bytes=10_000).events == []
+    refused = stores.addresses.delete(record.id, credentials.digest("wrong"), before_sweep=lambda: seen.clear())
+    assert refused is False and seen, "nothing runs for a refused deletion"
 
 
 def test_an_expired_address_can_still_be_deleted_by_its_owner_and_no_one_else(stores: Stores) -> None:

@@ -305,6 +305,23 @@ def test_a_message_missing_from_the_bucket_is_raised_so_the_delivery_is_kept_for
     assert event["data"]["message_id"] == message_id
 
 
+def test_mail_arriving_while_its_address_is_deleted_is_not_kept(mail: Mailroom, monkeypatch: pytest.MonkeyPatch):
+    """The stored mail was forgotten before the address closed: a message taken in between stayed 30 days."""
+    created = mail.api.provision()
+    mail.receive(fixture_message("alternative.eml", email_of(created)), [email_of(created)])
+    retention = mail.api.services.mail_retention
+    forget = retention.forget_address
+
+    def then_mail_arrives(address_id: str) -> None:
+        forget(address_id)
+        mail.receive(fixture_message("html_only.eml", email_of(created)), [email_of(created)])
+
+    monkeypatch.setattr(retention, "forget_address", then_mail_arrives)
+    token = created["credentials"]["read_token"]
+    assert mail.api.request("DELETE", path_of(created["endpoints"]["address_url"]), token=token).status == 200
+    assert mail.s3.list_objects_v2(Bucket=BUCKET, Prefix=PREFIX).get("KeyCount") == 0
+
+
 def test_mail_only_for_strangers_needs_no_stored_message(mail: Mailroom):
     mail.invoke(ses_event(new_message_id(), [STRANGER]))
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hmac
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from msgspec.structs import replace
@@ -160,14 +160,21 @@ class InMemoryAddressStore:
                 address.read_window, address.read_hits = window, 1
             return address.record
 
-    def delete(self, address_id: str, read_token_digest: str) -> bool:
-        """Everything under the address goes at once; an expired address still admits its owner."""
+    def delete(
+        self, address_id: str, read_token_digest: str, *, before_sweep: Callable[[], None] | None = None
+    ) -> bool:
+        """Closed (expired from now on), then `before_sweep`, then everything under it goes; an expired address
+        still admits its owner."""
         with self._memory.lock:
             address = self._memory.addresses.get(address_id)
             if address is None or not hmac.compare_digest(address.record.read_token_digest, read_token_digest):
                 return False
-            del self._memory.addresses[address_id]
-            return True
+            address.record = replace(address.record, expires_at=0)
+        if before_sweep is not None:
+            before_sweep()
+        with self._memory.lock:
+            self._memory.addresses.pop(address_id, None)
+        return True
 
     def save_inbox_settings(
         self, address_id: str, read_token_digest: str, settings: InboxSettings, *, now: float

@@ -9,7 +9,7 @@ against every implementation.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -204,8 +204,15 @@ class AddressStore(Protocol):
         `limit`, in one write. `Unauthorized` for an unknown, expired or deleted address or another digest
         (one refusal, nothing counted); `RateSpent` when the digest opens it but the rate is used up."""
 
-    def delete(self, address_id: str, read_token_digest: str) -> bool:
-        """Remove the address and all it holds if the digest opens it, expired or not; False when refused."""
+    def delete(
+        self, address_id: str, read_token_digest: str, *, before_sweep: Callable[[], None] | None = None
+    ) -> bool:
+        """Remove the address and all it holds if the digest opens it, expired or not; False when refused.
+
+        The address is closed first (nothing more is appended to it, and it
+        reads as gone), then `before_sweep` runs, while its events can still
+        be read, then everything goes.
+        """
 
     def append(self, request: AppendRequest) -> models.AppendResult:
         """Append atomically with consecutive sequences.

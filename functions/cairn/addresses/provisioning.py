@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -195,12 +196,10 @@ class Provisioning:
         require_well_formed(address_id)
         if not read_token:
             raise Unauthorized()
-        record = self._table.load(address_id)
-        # Before the table's sweep, which takes the events that say what else the address holds. A retry
-        # after a mark the sweep did not finish finds no head, but this ran before the mark.
-        if record is not None and credentials.matches(read_token, record.read_token_digest):
-            self._before_delete(address_id)
-        if not self._table.delete(address_id, credentials.digest(read_token)):
+        # Once the address is closed, so nothing is added to what it holds meanwhile, and before the table's
+        # sweep, which takes the events that say what else it holds.
+        closing = functools.partial(self._before_delete, address_id)
+        if not self._table.delete(address_id, credentials.digest(read_token), before_sweep=closing):
             raise Unauthorized()
 
 

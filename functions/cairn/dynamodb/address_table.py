@@ -18,6 +18,7 @@ import hmac
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -246,14 +247,17 @@ class AddressTable:
             return record
         raise Unavailable("The address is too busy right now; retry shortly.")
 
-    def delete(self, address_id: str, read_token_digest: str) -> bool:
+    def delete(
+        self, address_id: str, read_token_digest: str, *, before_sweep: Callable[[], None] | None = None
+    ) -> bool:
         """Close the address at once, then remove everything under it.
 
         The head is marked first, so no append can commit after the sweep
-        starts; the head itself goes last. The read token is the one
-        condition of the mark: a head already marked still admits its owner
-        (a sweep that a storage fault cut short is finished by the owner's
-        retry), and so does an expired one that TTL has not reclaimed yet.
+        starts (nor after `before_sweep` reads the events); the head itself
+        goes last. The read token is the one condition of the mark: a head
+        already marked still admits its owner (a sweep that a storage fault
+        cut short is finished by the owner's retry), and so does an expired
+        one that TTL has not reclaimed yet.
         """
         try:
             self._client.update_item(
@@ -268,6 +272,8 @@ class AddressTable:
             if error_code(error) == "ConditionalCheckFailedException":
                 return False
             raise
+        if before_sweep is not None:
+            before_sweep()
         pk = keys.address_pk(address_id)
         item_keys = [
             {"pk": item["pk"], "sk": item["sk"]}
