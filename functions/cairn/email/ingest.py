@@ -19,6 +19,7 @@ import msgspec
 from aws_lambda_powertools import Logger
 
 from cairn import credentials, jsontext
+from cairn.addresses import rate_windows
 from cairn.addresses.access import authenticate, is_live
 from cairn.addresses.models import AppendResult, IdempotencyClaim, NewEvent
 from cairn.addresses.ports import AddressStore, AppendRequest, RateLimiter, Waiter
@@ -147,7 +148,7 @@ class EmailIngest:
                 if delivery.over_rate is None:
                     self.count_message(address_id)
                 elif address_id in delivery.over_rate:
-                    raise self._rate_spent(60)
+                    raise self._rate_spent(rate_windows.retry_after(self._clock()))
                 results[address_id] = self._append(address_id, claims, event)
             except (Unauthorized, QuotaExceeded, RateLimited) as refusal:
                 refusals.add(refusal.code)
@@ -195,8 +196,8 @@ class EmailIngest:
         """Whether the address's mail rate is spent for this minute; counts nothing.
 
         A receiver that can refuse a recipient asks before taking a message:
-        the message itself is counted when it is ingested, so naming an
-        address and then dropping the message costs the address nothing.
+        the message itself is counted when it is taken (`count_recipients`),
+        so naming an address and then dropping the message costs it nothing.
         """
         limit = self._settings.email_rate_per_minute
         return self._limiter.spent("email", address_id, limit=limit, now=self._clock()) is not None

@@ -54,8 +54,8 @@ class MailHandler:
             return f"452 4.5.3 Too many recipients: at most {MAX_RECIPIENTS} a message"
         address_id = self._ingest.recipient_address(address)
         if address_id is not None:
-            # Only asked here: the message is counted once ingested, so a sender that names
-            # an address and then drops the message (RSET, QUIT) spends none of its rate.
+            # Only asked here: the message is counted at DATA, so a sender that names an
+            # address and then drops the message (RSET, QUIT) spends none of its rate.
             try:
                 spent = await asyncio.get_running_loop().run_in_executor(
                     None, self._ingest.message_rate_spent, address_id
