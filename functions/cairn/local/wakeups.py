@@ -37,6 +37,10 @@ RETRY_SECONDS = 1.0
 SWEEP_SECONDS = 1.0
 # How often the reader looks for new shards (DynamoDB Local rolls shards over now and then).
 DESCRIBE_SECONDS = 5.0
+# Reads of one batch that the dispatcher keeps failing for some address, before the reader leaves it
+# (as Lambda leaves a record once its retries are spent): one address that fails every time must not
+# stop the wake-ups of every other address on the server.
+MAX_DISPATCH_TRIES = 50
 
 
 class StreamFollower:
@@ -53,6 +57,7 @@ class StreamFollower:
         self._dispatcher = dispatcher
         self._iterators: dict[str, str] = {}
         self._finished: set[str] = set()
+        self._failed_tries: dict[str, int] = {}
         self._parents: dict[str, str | None] = {}
 
     def run(self, stop: threading.Event) -> None:
@@ -99,9 +104,15 @@ class StreamFollower:
         for shard_id, iterator in list(self._iterators.items()):
             answer = self._streams.get_records(ShardIterator=iterator, Limit=1000)
             records = answer.get("Records", [])
-            if records and self._dispatcher.dispatch(event_notices(records)):
+            failed = self._dispatcher.dispatch(event_notices(records)) if records else []
+            if failed and self._failed_tries.get(shard_id, 0) + 1 < MAX_DISPATCH_TRIES:
                 # Keep the iterator: the same records are read (and dispatched) again.
+                self._failed_tries[shard_id] = self._failed_tries.get(shard_id, 0) + 1
                 continue
+            if failed:
+                addresses = sorted({notice.address_id for notice in failed})
+                logger.error("wake-ups left undelivered after %d tries: %s", MAX_DISPATCH_TRIES, addresses)
+            self._failed_tries.pop(shard_id, None)
             busy = busy or bool(records)
             following = answer.get("NextShardIterator")
             if following:
