@@ -214,22 +214,6 @@ class AgentSessionTable:
         claimed: bool = False,
         growth: Growth | None = None,
     ) -> None:
-        commit = lambda: self._commit_once(  # noqa: E731
-            owner, session_id, move, actions, now=now, claimed=claimed, growth=growth
-        )
-        storage_usage.with_room(self._reclaim if growth else None, owner, now, commit)
-
-    def _commit_once(
-        self,
-        owner: Owner,
-        session_id: str,
-        move: tuple[Head, Head],
-        actions: list[Item],
-        *,
-        now: float,
-        claimed: bool = False,
-        growth: Growth | None = None,
-    ) -> None:
         """Commit `actions` with the address check, the head's move from what was read to its new state, and
         the address's count of stored bytes moved by what the session's rows count more or less.
 
@@ -251,19 +235,25 @@ class AgentSessionTable:
                 self._table, owner.address_id, grown, max_bytes=growth.max_bytes, expiry=expiry
             )
         counted = [meter] if meter else []
-        try:
-            table_ops.transact_owned(
-                self._client, checkpoint_items.address_check(self._table, owner, now=now), [head, *actions, *counted]
-            )
-        except table_ops.Cancelled as cancelled:
-            reason = cancelled.failed(1) if claimed else None
-            if reason is not None:
-                raise _Claimed(reason.get("Item")) from cancelled
-            refused = cancelled.failed(1 + len(actions)) if counted else None
-            if growth is not None and refused is not None and cancelled.failed(0) is None:
-                raise storage_usage.refusal(refused, grown, max_bytes=growth.max_bytes) from cancelled
-            # The head moved, an item another pop took, or another transaction held one: read again.
-            raise _Moved() from cancelled
+
+        def transact() -> None:
+            try:
+                table_ops.transact_owned(
+                    self._client,
+                    checkpoint_items.address_check(self._table, owner, now=now),
+                    [head, *actions, *counted],
+                )
+            except table_ops.Cancelled as cancelled:
+                reason = cancelled.failed(1) if claimed else None
+                if reason is not None:
+                    raise _Claimed(reason.get("Item")) from cancelled
+                refused = cancelled.failed(1 + len(actions)) if counted else None
+                if growth is not None and refused is not None and cancelled.failed(0) is None:
+                    raise storage_usage.refusal(refused, grown, max_bytes=growth.max_bytes) from cancelled
+                # The head moved, an item another pop took, or another transaction held one: read again.
+                raise _Moved() from cancelled
+
+        storage_usage.with_room(self._reclaim if growth else None, owner, now, transact)
 
     # -- reads ---------------------------------------------------------------
 

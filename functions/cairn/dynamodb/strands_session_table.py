@@ -193,18 +193,6 @@ class StrandsSessionTable:
         refused: Callable[[Item | None], Exception | None],
         growth: int,
     ) -> None:
-        commit = lambda: self._commit_once(owner, actions, now=now, refused=refused, growth=growth)  # noqa: E731
-        storage_usage.with_room(self._reclaim, owner, now, commit)
-
-    def _commit_once(
-        self,
-        owner: Owner,
-        actions: list[Item],
-        *,
-        now: float,
-        refused: Callable[[Item | None], Exception | None],
-        growth: int,
-    ) -> None:
         """Commit `actions` after the address check, with the address's count moved by `growth` bytes.
 
         `refused` words the first action's failed condition from the item it returned, or answers None when
@@ -216,22 +204,26 @@ class StrandsSessionTable:
             self._table, owner.address_id, growth, max_bytes=self._max_bytes, expiry=expiry(owner)
         )
         counted = [*actions, *([meter] if meter else [])]
-        for attempt in range(_ATTEMPTS):
-            try:
-                table_ops.transact_owned(self._client, check, counted)
-                return
-            except table_ops.Cancelled as cancelled:
-                failed = cancelled.failed(0)
-                if failed is not None:
-                    refusal = refused(failed.get("Item"))
-                    if refusal is None:
-                        return
-                    raise refusal from cancelled
-                over = cancelled.failed(len(actions)) if meter else None
-                if over is not None:
-                    raise storage_usage.refusal(over, growth, max_bytes=self._max_bytes) from cancelled
-            table_ops.pause_after_conflict(attempt)
-        raise Unavailable("The session is too busy right now; retry shortly.")
+
+        def transact() -> None:
+            for attempt in range(_ATTEMPTS):
+                try:
+                    table_ops.transact_owned(self._client, check, counted)
+                    return
+                except table_ops.Cancelled as cancelled:
+                    failed = cancelled.failed(0)
+                    if failed is not None:
+                        refusal = refused(failed.get("Item"))
+                        if refusal is None:
+                            return
+                        raise refusal from cancelled
+                    over = cancelled.failed(len(actions)) if meter else None
+                    if over is not None:
+                        raise storage_usage.refusal(over, growth, max_bytes=self._max_bytes) from cancelled
+                table_ops.pause_after_conflict(attempt)
+            raise Unavailable("The session is too busy right now; retry shortly.")
+
+        storage_usage.with_room(self._reclaim, owner, now, transact)
 
     # -- reads ---------------------------------------------------------------
 

@@ -236,30 +236,18 @@ def _register(app: ConcurrentRestResolver, services: Services, endpoint: Endpoin
             body=json.dumps(reply.message, ensure_ascii=False),
         )
 
-    @app.get(
-        endpoint.path,
-        summary="No server-to-client stream: this MCP endpoint is stateless",
-        tags=["mcp"],
-        status_code=405,
-        responses=NO_STREAM,
-        enable_validation=False,
-    )
-    def mcp_stream() -> Response[str]:
-        return _post_only()
-
-    @app.delete(
-        endpoint.path,
-        summary="No session to end: this MCP endpoint is stateless",
-        tags=["mcp"],
-        status_code=405,
-        responses=NO_STREAM,
-        enable_validation=False,
-    )
-    def mcp_end_session() -> Response[str]:
-        return _post_only()
+    # A stateless endpoint offers no stream (GET) and has no session to end (DELETE).
+    for register, summary in (
+        (app.get, "No server-to-client stream: this MCP endpoint is stateless"),
+        (app.delete, "No session to end: this MCP endpoint is stateless"),
+    ):
+        register(
+            endpoint.path, summary=summary, tags=["mcp"], status_code=405, responses=NO_STREAM, enable_validation=False
+        )(mcp_stream)
 
 
-def _post_only() -> Response[str]:
+def mcp_stream() -> Response[str]:
+    """405: POST one JSON-RPC message per request; this endpoint offers no stream and keeps no session."""
     return error_response(
         405,
         "method_not_allowed",
