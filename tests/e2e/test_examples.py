@@ -121,7 +121,8 @@ def approval(*args: str, url: str | None = None, background: bool = False) -> An
 class ApprovalRunner:
     """`approval.py runner` in the background: its JSON lines, each read within a deadline."""
 
-    def __init__(self, saved: str, thread: str) -> None:
+    def __init__(self, saved: str, thread: str, served: ServeProcess) -> None:
+        self._served, self._saved = served, saved
         self.process: subprocess.Popen = approval("runner", "--address", saved, "--thread", thread, background=True)
         self._lines: queue.Queue[str] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -142,7 +143,27 @@ class ApprovalRunner:
         try:
             return json.loads(self._lines.get(timeout=timeout))
         except queue.Empty:
-            raise AssertionError(f"the runner printed nothing more; exit code {self.process.poll()}") from None
+            raise AssertionError(self._silent()) from None
+
+    def _silent(self) -> str:
+        """Why a line never came: the runner's own errors (it is stopped for them) and what the server logged."""
+        exit_code = self.process.poll()
+        if exit_code is None:
+            self.process.send_signal(signal.SIGABRT)  # faulthandler prints where each of its threads was
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.__exit__()
+        errors = self.process.stderr.read()[-4000:] if self.process.stderr else ""
+        served = "".join(self._served.output[-60:])
+        try:
+            subscription = Address.restore(self._saved).subscriptions.get(self.ready["subscription"])
+        except Exception as error:  # noqa: BLE001 (a diagnosis, whatever it finds)
+            subscription = repr(error)
+        return (
+            f"the runner printed nothing more; exit code {exit_code}\nits subscription: {subscription}\n"
+            f"its stderr:\n{errors}\nthe server's last lines:\n{served}"
+        )
 
     def stop(self) -> list[dict[str, Any]]:
         """Ctrl-C: it ends its subscription and waits for its runs; the lines it had not been asked for."""
@@ -184,7 +205,7 @@ def test_a_langgraph_graph_waiting_for_a_callback_is_finished_by_the_run_its_wak
     assert started["waiting_for"] == [{"question": "Release 1.4: 3 fixes, 1 migration. Ship it?"}]
     waiting = len(_history(saved, thread))
 
-    with ApprovalRunner(saved, thread) as runner:
+    with ApprovalRunner(saved, thread, served) as runner:
         # Not signed by the subscription's secret: refused, and no run starts.
         forged = {
             "webhook-id": "evt_forged",
@@ -230,7 +251,7 @@ def test_a_callback_delivered_twice_finishes_the_graph_once(served: ServeProcess
     started = approval("start", "--address", saved, "--thread", thread, url=served.base_url)
     waiting = len(_history(saved, thread))
 
-    with ApprovalRunner(saved, thread) as one, ApprovalRunner(saved, thread) as other:
+    with ApprovalRunner(saved, thread, served) as one, ApprovalRunner(saved, thread, served) as other:
         posted = httpx.post(started["inbox_url"], json=DECIDED, headers={"Idempotency-Key": "decided"}).json()
         runs = [one.next_line(), other.next_line()]
         assert one.stop() == [] and other.stop() == []
