@@ -1,8 +1,13 @@
-"""`cairn serve`'s stream reader: a batch whose dispatch fails is read again, but not forever."""
+"""`cairn serve`'s stream reader: a batch whose dispatch fails is read again, but not forever; a lost
+iterator, or an open shard answered without a next one (as DynamoDB Local does), ends no wake-up."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
 
 from cairn.local.wakeups import MAX_DISPATCH_TRIES, StreamFollower
 from cairn.wakeups.models import EventNotice
@@ -67,3 +72,114 @@ def test_an_address_that_always_fails_does_not_stop_the_others_wake_ups():
     read(StreamFollower(stream, "arn", dispatcher), MAX_DISPATCH_TRIES + 2)  # type: ignore[arg-type]
     assert stream.reads.count("at-1") == MAX_DISPATCH_TRIES
     assert dispatcher.handled == ["addr_fine"], "the batch behind it is dispatched"
+
+
+@dataclass
+class Shard:
+    records: list[dict[str, Any]]
+    parent: str | None = None
+    closed: bool = False
+
+
+@dataclass
+class Streams:
+    """The Streams API over shards held here: an iterator is a shard and a position in it.
+
+    `lose` names iterators GetRecords refuses (once each) with an error code; `without_next` names
+    iterators it answers without a next one although the shard is open, as DynamoDB Local may.
+    """
+
+    shards: dict[str, Shard]
+    lose: dict[str, str] = field(default_factory=dict)
+    without_next: set[str] = field(default_factory=set)
+    gone: set[str] = field(default_factory=set)
+
+    def describe_stream(self, **_: Any) -> dict[str, Any]:
+        described = []
+        for shard_id, shard in self.shards.items():
+            if shard_id in self.gone:
+                continue
+            span = {"StartingSequenceNumber": "1", **({"EndingSequenceNumber": "9"} if shard.closed else {})}
+            described.append({"ShardId": shard_id, "SequenceNumberRange": span, "ParentShardId": shard.parent})
+        return {"StreamDescription": {"Shards": described}}
+
+    def get_shard_iterator(self, ShardId: str, ShardIteratorType: str, SequenceNumber: str = "", **_: Any) -> Any:  # noqa: N803
+        if ShardId in self.gone:
+            raise refusal("ResourceNotFoundException")
+        records = self.shards[ShardId].records
+        position = 0
+        if ShardIteratorType == "AFTER_SEQUENCE_NUMBER":
+            position = next(
+                i + 1 for i, found in enumerate(records) if found["dynamodb"]["SequenceNumber"] == SequenceNumber
+            )
+        return {"ShardIterator": f"{ShardId}@{position}"}
+
+    def get_records(self, ShardIterator: str, Limit: int) -> dict[str, Any]:  # noqa: N803 (boto3's names)
+        if ShardIterator in self.lose:
+            raise refusal(self.lose.pop(ShardIterator))
+        shard_id, position = ShardIterator.split("@")
+        shard = self.shards[shard_id]
+        records = shard.records[int(position) : int(position) + 2]
+        following = f"{shard_id}@{int(position) + len(records)}"
+        if ShardIterator in self.without_next or (shard.closed and int(position) + len(records) == len(shard.records)):
+            return {"Records": records}
+        return {"Records": records, "NextShardIterator": following}
+
+
+def refusal(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "Invalid ShardId in ShardIterator"}}, "GetRecords")
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.handled: list[tuple[str, int]] = []
+
+    def dispatch(self, notices: list[EventNotice]) -> list[EventNotice]:
+        self.handled.extend((notice.address_id, notice.sequence) for notice in notices)
+        return []
+
+
+def events(address: str, first: int, last: int) -> list[dict[str, Any]]:
+    return [record(address, sequence) for sequence in range(first, last + 1)]
+
+
+def follow(streams: Streams, reads: int = 10) -> list[tuple[str, int]]:
+    dispatcher = Recording()
+    read(StreamFollower(streams, "arn", dispatcher), reads)  # type: ignore[arg-type]
+    return dispatcher.handled
+
+
+@pytest.mark.parametrize(
+    "code", ["ResourceNotFoundException", "ExpiredIteratorException", "TrimmedDataAccessException"]
+)
+def test_a_refused_iterator_is_replaced_and_the_shard_read_on_after_its_last_handled_record(code: str):
+    streams = Streams({"shard-1": Shard(events("a", 1, 5))}, lose={"shard-1@2": code})
+    assert follow(streams) == [("a", sequence) for sequence in range(1, 6)], "every event once, in order"
+
+
+def test_an_open_shard_answered_without_a_next_iterator_is_still_read():
+    streams = Streams({"shard-1": Shard(events("a", 1, 3))}, without_next={"shard-1@2"})
+    follower = StreamFollower(streams, "arn", dispatcher := Recording())  # type: ignore[arg-type]
+    read(follower, 3)
+    streams.shards["shard-1"].records += events("a", 4, 5)  # committed later, to the same open shard
+    read(follower, 3)
+    assert dispatcher.handled == [("a", sequence) for sequence in range(1, 6)]
+
+
+def test_a_closed_shard_read_to_its_end_hands_over_to_its_child():
+    streams = Streams(
+        {"shard-1": Shard(events("a", 1, 3), closed=True), "shard-2": Shard(events("a", 4, 5), "shard-1")}
+    )
+    assert follow(streams) == [("a", sequence) for sequence in range(1, 6)], "the parent first, then the child"
+
+
+def test_a_shard_that_vanished_under_its_iterator_hands_over_to_its_child():
+    streams = Streams(
+        {"shard-1": Shard(events("a", 1, 4)), "shard-2": Shard(events("a", 5, 6), "shard-1")},
+        lose={"shard-1@2": "ResourceNotFoundException"},
+    )
+    follower = StreamFollower(streams, "arn", dispatcher := Recording())  # type: ignore[arg-type]
+    read(follower, 1)
+    streams.gone.add("shard-1")
+    read(follower, 5)
+    assert dispatcher.handled == [("a", 1), ("a", 2), ("a", 5), ("a", 6)]

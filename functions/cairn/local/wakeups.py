@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from cairn.dynamodb.items import error_code
 from cairn.dynamodb.stream_records import event_notices
 from cairn.wakeups.dispatcher import SENDER_THREADS, Dispatcher, Sweep
 
@@ -41,6 +42,9 @@ DESCRIBE_SECONDS = 5.0
 # (as Lambda leaves a record once its retries are spent): one address that fails every time must not
 # stop the wake-ups of every other address on the server.
 MAX_DISPATCH_TRIES = 50
+# What GetRecords answers for an iterator that can no longer be read: it lapsed, what it pointed at was
+# trimmed, or (DynamoDB Local) its shard is no longer known. The shard is read on with a new iterator.
+LOST_ITERATOR = frozenset({"ExpiredIteratorException", "TrimmedDataAccessException", "ResourceNotFoundException"})
 
 
 class StreamFollower:
@@ -49,6 +53,13 @@ class StreamFollower:
     Starting at the oldest retained record means events committed while the
     server was down are dispatched when it starts again; the dispatcher is
     safe to repeat (subscriptions keep their own cursors).
+
+    DynamoDB Local's shards come and go more freely than DynamoDB's: an
+    iterator may be refused as naming a shard it no longer knows, and an open
+    shard may answer without a next iterator. Either would silently end every
+    wake-up on the server, so the reader keeps, for each shard, the sequence
+    number of the last record it handled, and reads on from just after it
+    with a new iterator; a shard is left only once the stream says it is closed.
     """
 
     def __init__(self, streams: DynamoDBStreamsClient, stream_arn: str, dispatcher: Dispatcher) -> None:
@@ -56,7 +67,9 @@ class StreamFollower:
         self._arn = stream_arn
         self._dispatcher = dispatcher
         self._iterators: dict[str, str] = {}
+        self._handled_through: dict[str, str] = {}
         self._finished: set[str] = set()
+        self._open: set[str] = set()
         self._failed_tries: dict[str, int] = {}
         self._parents: dict[str, str | None] = {}
 
@@ -78,31 +91,76 @@ class StreamFollower:
             stop.wait(pause)
             clock += pause
 
-    def _discover(self) -> None:
+    def _describe(self) -> None:
+        """Learn the stream's shards: each one's parent, and which are still open."""
         request: dict[str, Any] = {"StreamArn": self._arn}
+        still_open: set[str] = set()
         while True:
             description = self._streams.describe_stream(**request)["StreamDescription"]
             for shard in description.get("Shards", []):
                 shard_id = shard["ShardId"]
                 if shard_id not in self._parents:
                     self._parents[shard_id] = shard.get("ParentShardId")
+                if "EndingSequenceNumber" not in shard.get("SequenceNumberRange", {}):
+                    still_open.add(shard_id)
             last = description.get("LastEvaluatedShardId")
             if not last:
                 break
             request["ExclusiveStartShardId"] = last
-        for shard_id, parent in self._parents.items():
+        self._open = still_open
+
+    def _discover(self) -> None:
+        """Start reading every shard not read yet whose parent, if still known, has been read to its end."""
+        self._describe()
+        for shard_id, parent in list(self._parents.items()):
             waiting = parent is not None and parent in self._parents and parent not in self._finished
             if shard_id in self._iterators or shard_id in self._finished or waiting:
                 continue
-            self._iterators[shard_id] = self._streams.get_shard_iterator(
-                StreamArn=self._arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
+            self._reopen(shard_id)
+
+    def _reopen(self, shard_id: str) -> None:
+        """Read `shard_id` on from just after its last handled record (from its oldest, if none was)."""
+        handled = self._handled_through.get(shard_id)
+        position: dict[str, Any] = {"ShardIteratorType": "TRIM_HORIZON"}
+        if handled is not None:
+            position = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": handled}
+        try:
+            iterator = self._streams.get_shard_iterator(StreamArn=self._arn, ShardId=shard_id, **position).get(
+                "ShardIterator"
+            )
+        except ClientError as error:
+            if error_code(error) == "TrimmedDataAccessException" and handled is not None:
+                # What followed the last handled record has been trimmed: read on from the oldest kept.
+                del self._handled_through[shard_id]
+                self._reopen(shard_id)
+                return
+            if error_code(error) != "ResourceNotFoundException":
+                raise
+            iterator = None
+        if iterator:
+            self._iterators[shard_id] = iterator
+        else:
+            # Gone, or closed with nothing after the last handled record.
+            self._close(shard_id)
+
+    def _close(self, shard_id: str) -> None:
+        """A shard read to its end: its children may start."""
+        self._iterators.pop(shard_id, None)
+        self._finished.add(shard_id)
+        self._discover()
 
     def _read_all(self) -> bool:
         """One read of every open shard; True if any returned records."""
         busy = False
         for shard_id, iterator in list(self._iterators.items()):
-            answer = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+            try:
+                answer = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+            except ClientError as error:
+                if error_code(error) not in LOST_ITERATOR:
+                    raise
+                logger.warning("the stream refused shard %s's iterator (%s); reading on", shard_id, error_code(error))
+                self._reopen(shard_id)
+                continue
             records = answer.get("Records", [])
             failed = self._dispatcher.dispatch(event_notices(records)) if records else []
             if failed and self._failed_tries.get(shard_id, 0) + 1 < MAX_DISPATCH_TRIES:
@@ -113,15 +171,19 @@ class StreamFollower:
                 addresses = sorted({notice.address_id for notice in failed})
                 logger.error("wake-ups left undelivered after %d tries: %s", MAX_DISPATCH_TRIES, addresses)
             self._failed_tries.pop(shard_id, None)
-            busy = busy or bool(records)
+            if records:
+                busy = True
+                self._handled_through[shard_id] = str(records[-1].get("dynamodb", {}).get("SequenceNumber", ""))
             following = answer.get("NextShardIterator")
             if following:
                 self._iterators[shard_id] = following
+                continue
+            self._describe()
+            if shard_id in self._open:
+                # No next iterator for a shard still open (DynamoDB Local): a new one reads on.
+                self._reopen(shard_id)
             else:
-                # A closed shard, read to its end: its children may start.
-                del self._iterators[shard_id]
-                self._finished.add(shard_id)
-                self._discover()
+                self._close(shard_id)
         return busy
 
 
