@@ -54,12 +54,15 @@ class StreamFollower:
     server was down are dispatched when it starts again; the dispatcher is
     safe to repeat (subscriptions keep their own cursors).
 
-    DynamoDB Local's shards come and go more freely than DynamoDB's: an
-    iterator may be refused as naming a shard it no longer knows, and an open
-    shard may answer without a next iterator. Either would silently end every
-    wake-up on the server, so the reader keeps, for each shard, the sequence
-    number of the last record it handled, and reads on from just after it
-    with a new iterator; a shard is left only once the stream says it is closed.
+    An iterator can be refused: it expired, or (DynamoDB Local, which numbers
+    the records of all its tables with one counter) it was taken on an empty
+    shard, and a write to another table or a cancelled transaction took a
+    number before the shard's first record, which DynamoDB Local then calls
+    trimmed. An open shard may also be answered without a next iterator.
+    Either would end every wake-up on the server, so the reader keeps, for
+    each shard, the sequence number of the last record it handled, and reads
+    on from just after it with a new iterator; a shard is left only once the
+    stream says it is closed.
     """
 
     def __init__(self, streams: DynamoDBStreamsClient, stream_arn: str, dispatcher: Dispatcher) -> None:
@@ -82,7 +85,8 @@ class StreamFollower:
                     self._discover()
                     described_at = clock
                 busy = self._read_all()
-            except (ClientError, BotoCoreError):
+            except Exception:
+                # Storage trouble, or anything unforeseen: a reader that stopped would end every wake-up here.
                 logger.warning("reading the table's stream failed; retrying", exc_info=True)
                 stop.wait(RETRY_SECONDS)
                 clock += RETRY_SECONDS
