@@ -93,6 +93,37 @@ def test_the_subscription_limit_holds_under_concurrent_creates(dynamodb_local, l
     assert len(listed.json()["subscriptions"]) == 5
 
 
+DURABLE_EXECUTIONS = "arn:aws:lambda:us-east-1:123456789012:function:release:*/durable-execution/*"
+
+
+def test_one_callback_subscribed_by_many_requests_at_once_is_one_subscription(
+    dynamodb_local, local_table, clock: FakeClock
+):
+    """A durable step run again while its first run is still subscribing: two subscriptions would
+    complete the callback once and fail once."""
+    _, api = build(dynamodb_local, local_table, clock, Recording(), wake_target_arns=(DURABLE_EXECUTIONS,))
+    created = api.provision()
+    base = f"/api/v1/addresses/{created['address']['id']}/subscriptions"
+    target = {"kind": "lambda_durable_callback", "callback_id": "Y2FsbGJhY2stMDAx"}
+    together = threading.Barrier(8)
+
+    def subscribe_callback(_: int) -> tuple[int, str]:
+        together.wait()
+        reply = api.request("POST", base, json_body={"target": target}, token=created["credentials"]["read_token"])
+        return reply.status, reply.json()["subscription"]["id"]
+
+    for _ in range(3):
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(subscribe_callback, range(8)))
+        listed = api.request("GET", base, token=created["credentials"]["read_token"]).json()["subscriptions"]
+        assert [item["id"] for item in listed] == [answers[0][1]], "one subscription, named in every answer"
+        assert {sub_id for _, sub_id in answers} == {answers[0][1]}
+        assert sorted(status for status, _ in answers) == [200] * 7 + [201], "one was created, the rest found it"
+        # Gone, it may be subscribed again: the next round starts from none.
+        deleted = api.request("DELETE", f"{base}/{answers[0][1]}", token=created["credentials"]["read_token"])
+        assert deleted.status == 200
+
+
 def test_the_stream_follower_hands_new_events_to_the_dispatcher(dynamodb_local, streamed_table, clock: FakeClock):
     transport = Recording()
     services, api = build(dynamodb_local, streamed_table, clock, transport)

@@ -40,7 +40,7 @@ from cairn.dynamodb.subscription_items import (
 )
 from cairn.errors import SubscriptionLimitExceeded, Unauthorized, Unavailable
 from cairn.wakeups.models import Attempt, SigningSecret, Subscription, SubscriptionStatus, TargetKind
-from cairn.wakeups.ports import CursorMoved, DueRetry, Progress
+from cairn.wakeups.ports import CursorMoved, DueRetry, Progress, SubscriptionExists
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -83,6 +83,8 @@ class SubscriptionTable:
                 raise SubscriptionLimitExceeded(
                     f"An address has at most {max_per_address} subscriptions.", limit=max_per_address
                 ) from None
+            if reasons[2:3] == ["ConditionalCheckFailed"]:
+                raise SubscriptionExists() from None
             raise _busy(error) from None
 
     def of_address(self, address_id: str) -> list[Subscription]:

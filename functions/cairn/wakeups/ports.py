@@ -35,6 +35,10 @@ class CursorMoved(Exception):
     """The address took an event after the subscription's cursor was read: read it again."""
 
 
+class SubscriptionExists(Exception):
+    """A subscription with the new one's id is already stored (a one-shot target's id is its target's)."""
+
+
 class SubscriptionStore(Protocol):
     def create(self, subscription: Subscription, *, max_per_address: int, expires_at: float | None) -> None:
         """Store a new subscription of a live address (gone with it at `expires_at`).
@@ -42,7 +46,8 @@ class SubscriptionStore(Protocol):
         Only while the address's last event is still the subscription's cursor
         (`CursorMoved` otherwise), so an event committed meanwhile is neither
         owed to the subscription nor missed by the dispatcher.
-        `SubscriptionLimitExceeded` at the limit; `Unauthorized` once the address is deleted.
+        `SubscriptionLimitExceeded` at the limit; `Unauthorized` once the address is deleted;
+        `SubscriptionExists` when its id is taken.
         """
 
     def of_address(self, address_id: str) -> list[Subscription]:

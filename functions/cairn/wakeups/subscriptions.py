@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import re
 import secrets
 from collections.abc import Iterable, Sequence
@@ -24,7 +26,7 @@ from cairn.wakeups.models import (
     TargetKind,
 )
 from cairn.wakeups.payload import probe_delivery
-from cairn.wakeups.ports import CursorMoved, SubscriptionStore
+from cairn.wakeups.ports import CursorMoved, SubscriptionExists, SubscriptionStore
 from cairn.wakeups.sender import ATTEMPTS_KEPT
 from cairn.wakeups.targets import check_target, deployment_origins
 from cairn.wakeups.transports import Transport, send_once
@@ -38,6 +40,16 @@ _CREATE_ATTEMPTS = 8
 # Test deliveries an address may send a minute, over all its subscriptions: each is sent at
 # once, while the request waits, to a target the owner chose.
 TESTS_PER_MINUTE = 10
+
+
+def one_shot_id(address_id: str, target: Target) -> str:
+    """The id of an address's subscription to a one-shot target, the same however often it is subscribed.
+
+    So the store itself keeps two requests at once from subscribing a target
+    twice: one subscription would complete the wait, and the other fail.
+    """
+    identity = json.dumps([address_id, target.kind, sorted(target.params.items())], separators=(",", ":"))
+    return f"sub_{hashlib.sha256(identity.encode()).hexdigest()[:24]}"
 
 
 def new_secret() -> str:
@@ -97,7 +109,7 @@ class Subscriptions:
         room_made = False
         for _ in range(_CREATE_ATTEMPTS):
             subscription = Subscription(
-                id=f"sub_{secrets.token_hex(12)}",
+                id=one_shot_id(address_id, target) if target.one_shot else f"sub_{secrets.token_hex(12)}",
                 address_id=address_id,
                 target=target,
                 types=tuple(dict.fromkeys(types)),
@@ -115,6 +127,12 @@ class Subscriptions:
                 )
             except CursorMoved:
                 record = self._open(address_id, read_token)
+                continue
+            except SubscriptionExists:
+                # The same one-shot target subscribed at once by another request: its subscription serves both.
+                taken = self._store.get(address_id, subscription.id)
+                if taken is not None:
+                    return Created(taken, None, existing=True)
                 continue
             except SubscriptionLimitExceeded:
                 if room_made or not self._remove_ended(address_id):
