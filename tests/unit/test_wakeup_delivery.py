@@ -238,6 +238,33 @@ def test_a_deleted_subscription_receives_nothing(engine: Engine, transport: Scri
     assert transport.sent == []
 
 
+def test_events_noted_then_trimmed_before_delivery_let_the_sender_go(
+    engine: Engine, transport: ScriptedTransport, monkeypatch: pytest.MonkeyPatch
+):
+    """The owner trims events the dispatcher noted but no sender has delivered: nothing is left to list,
+    and the sender must give its lease back rather than list and try to let go for ever."""
+    releases = []
+    release = SubscriptionTable.release
+
+    def counted(self: SubscriptionTable, *args: Any, **kwargs: Any) -> int | None:
+        releases.append(kwargs.get("cursor"))
+        assert len(releases) < 20, "the sender never lets go"
+        return release(self, *args, **kwargs)
+
+    monkeypatch.setattr(SubscriptionTable, "release", counted)
+    sub_id = engine.subscribe("http://127.0.0.1/a")
+    held = engine.table.acquire(engine.address_id, sub_id, "crashed-sender", now=engine.clock(), lease_seconds=120)
+    assert held is not None
+    engine.post(2)  # noted (through 2), not delivered: the lease is held
+    path = f"/api/v1/addresses/{engine.address_id}/events?through=2&include_unacknowledged=true"
+    assert engine.api.request("DELETE", path, token=engine.token).status == 200
+    engine.clock.advance(121)
+    engine.services.sweep.run()
+    assert transport.sent == []
+    engine.post(1)
+    assert transport.sequences("http://127.0.0.1/a") == [3], "later events are delivered as before"
+
+
 class Raising(ScriptedTransport):
     """A transport with a defect: it raises for one URL instead of answering with an outcome."""
 

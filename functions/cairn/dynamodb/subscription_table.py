@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from cairn.dynamodb import keys, table_ops
 from cairn.dynamodb.address_items import DELETED, LAST_SEQUENCE, SUBSCRIBERS, UNCOUNTED_SUBSCRIBERS
-from cairn.dynamodb.items import cancellation_reasons, error_code, get_s, key, n, s
+from cairn.dynamodb.items import cancellation_reasons, error_code, get_int, get_s, key, n, s
 from cairn.dynamodb.subscription_items import (
     ATTEMPTS,
     COUNT,
@@ -224,7 +224,7 @@ class SubscriptionTable:
             is not None
         )
 
-    def release(self, address_id: str, subscription_id: str, owner: str, *, cursor: int) -> bool:
+    def release(self, address_id: str, subscription_id: str, owner: str, *, cursor: int) -> int | None:
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -244,9 +244,11 @@ class SubscriptionTable:
             if error_code(error) != "ConditionalCheckFailedException":
                 raise
             old = cast("dict[str, Any]", error.response.get("Item") or {})
+            if get_s(old, LEASE_OWNER) != owner:
+                return None
             # Still ours: events were noted after the cursor, so the holder keeps going.
-            return get_s(old, LEASE_OWNER) != owner
-        return True
+            return get_int(old, THROUGH)
+        return None
 
     def schedule(self, address_id: str, subscription_id: str, at: float) -> None:
         self._client.put_item(

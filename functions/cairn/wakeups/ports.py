@@ -75,8 +75,9 @@ class SubscriptionStore(Protocol):
     def advance(self, address_id: str, subscription_id: str, owner: str, progress: Progress) -> bool:
         """Write progress under the lease; False once the lease (or the subscription) is gone."""
 
-    def release(self, address_id: str, subscription_id: str, owner: str, *, cursor: int) -> bool:
-        """Give the lease back unless events after `cursor` were noted meanwhile (then False: keep going)."""
+    def release(self, address_id: str, subscription_id: str, owner: str, *, cursor: int) -> int | None:
+        """Give the lease back (None, also when it was no longer held) unless events after `cursor` were
+        noted meanwhile: then the last sequence noted, and the holder keeps going."""
 
     def schedule(self, address_id: str, subscription_id: str, at: float) -> None:
         """Have the sweep hand the subscription to a sender at `at`."""

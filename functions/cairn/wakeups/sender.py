@@ -83,13 +83,20 @@ class Sender:
         saved = subscription.cursor
         cursor = subscription.cursor
         sent = 0
+        unlisted: int | None = None
         while True:
             page = self._addresses.list_events(
                 address_id, after=cursor, limit=PAGE_SIZE, now=self._clock(), max_bytes=self._settings.max_page_bytes
             )
             if not page.events:
-                if self._subscriptions.release(address_id, subscription_id, owner, cursor=cursor):
+                noted = self._subscriptions.release(address_id, subscription_id, owner, cursor=cursor)
+                if noted is None:
                     return Run.DELIVERED
+                if noted == unlisted:
+                    # Noted, then listed twice and not there: trimmed or expired before they were delivered.
+                    cursor = noted
+                # Noted after the last list, it is committed: the next list has it.
+                unlisted = noted
                 continue
             for event in page.events:
                 if subscription.wants(event.type):
