@@ -331,6 +331,26 @@ def test_the_sdk_reads_each_event_whole_whatever_breaks_its_text_holds(api: Lamb
     assert streamed[0]["data"] == {"note": "a\u2028b\x85c"}
 
 
+def test_a_follower_goes_on_when_the_event_it_handed_out_expired_or_was_trimmed(api: LambdaClient, clock: FakeClock):
+    """Its acknowledgement finds nothing (404): before, every later `next()` sent it again and raised."""
+    created = api.provision()
+    api.post_inbox(created, {"type": "old"})
+    clock.advance(api.services.settings.event_retention_seconds - 60)
+    for kind in ("trimmed", "new"):
+        api.post_inbox(created, {"type": kind})
+    with Address(created, http=HttpClient(transport=httpx.MockTransport(api.handle))) as address:
+        follower = address.events.follow(wait=0)
+        assert next(follower)["type"] == "old"
+        clock.advance(120)  # handled for two minutes: it expired meanwhile
+        assert next(follower)["type"] == "trimmed"
+        trim = f"/api/v1/addresses/{created['address']['id']}/events?through=2&include_unacknowledged=true"
+        assert api.request("DELETE", trim, token=created["credentials"]["read_token"]).status == 200
+        assert next(follower)["type"] == "new"
+        assert follower.position == 2
+        follower.stop()
+    assert [event["type"] for event in api.poll(created).json()["events"]] == ["new"]
+
+
 def test_follow_falls_back_to_long_polls_when_the_server_does_not_stream(api: LambdaClient):
     created = api.provision()
     api.post_inbox(created, {"type": "one"})

@@ -183,3 +183,24 @@ def test_a_shard_that_vanished_under_its_iterator_hands_over_to_its_child():
     streams.gone.add("shard-1")
     read(follower, 5)
     assert dispatcher.handled == [("a", 1), ("a", 2), ("a", 5), ("a", 6)]
+
+
+class Unpaged(Streams):
+    """A stream that names a last shard but ignores where the next page should start (as LocalStack once did)."""
+
+    def __init__(self, shards: dict[str, Shard]) -> None:
+        super().__init__(shards)
+        self.pages = 0
+
+    def describe_stream(self, **request: Any) -> dict[str, Any]:
+        self.pages += 1
+        assert self.pages < 10, "the reader asks for the same page again and again"
+        described = super().describe_stream(**request)
+        described["StreamDescription"]["LastEvaluatedShardId"] = "shard-1"
+        return described
+
+
+def test_a_stream_that_pages_no_further_is_described_once():
+    streams = Unpaged({"shard-1": Shard(events("a", 1, 2))})
+    assert follow(streams, reads=1) == [("a", 1), ("a", 2)]
+    assert streams.pages == 2, "the first page, and the one that did not move on"

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from cairn.dynamodb import keys
 from cairn.dynamodb.client import make_client
@@ -19,6 +20,7 @@ from cairn.dynamodb.table import ensure_table
 from cairn.dynamodb.waiters import NotifyingWaiter
 from cairn.services import Services
 from cairn.settings import Settings
+from cairn.wakeups.dispatcher import SWEEP_BATCH
 from cairn.wakeups.models import Delivery, EventNotice, Outcome, Subscription
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient
@@ -263,6 +265,27 @@ def test_events_noted_then_trimmed_before_delivery_let_the_sender_go(
     assert transport.sent == []
     engine.post(1)
     assert transport.sequences("http://127.0.0.1/a") == [3], "later events are delivered as before"
+
+
+def test_a_sweep_that_can_hand_over_nothing_leaves_the_batch_to_its_next_run(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+):
+    """Storage trouble on every delivery of a full batch: read again at once, the same batch would be
+    tried until the deadline (in `cairn serve`, for ever), a Query and a hundred updates a turn."""
+    for index in range(SWEEP_BATCH):
+        engine.table.schedule(engine.address_id, f"sub_{index:024x}", engine.clock() - 1)
+
+    def throttled(self: SubscriptionTable, *args: Any, **kwargs: Any) -> None:
+        raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}}, "Update")
+
+    monkeypatch.setattr(SubscriptionTable, "acquire", throttled)
+    reads = []
+    due = SubscriptionTable.due
+    monkeypatch.setattr(SubscriptionTable, "due", lambda self, now, limit: reads.append(now) or due(self, now, limit))
+    checks = iter(range(1000))
+    assert engine.services.sweep.run(until=lambda: next(checks) >= 20) == 0
+    assert len(reads) == 1, "the batch waits for the next run"
+    assert len(engine.table.due(engine.clock(), SWEEP_BATCH)) == SWEEP_BATCH, "and is still due then"
 
 
 class Raising(ScriptedTransport):

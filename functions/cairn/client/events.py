@@ -14,7 +14,7 @@ from cairn.client.cursor import CursorFile, feed_position
 from cairn.client.http import HttpClient
 from cairn.client.models import Ack, Event, Page
 from cairn.client.paths import segment
-from cairn.errors import RateLimited, StreamUnavailable
+from cairn.errors import NotFound, RateLimited, StreamUnavailable
 
 MAX_WAIT = 25
 EVENT_STREAM = "text/event-stream"
@@ -171,7 +171,11 @@ class Follower:
         if self._current is None:
             return
         position = feed_position(self._current["sequence"])
-        self._events.ack(self._current)
+        try:
+            self._events.ack(self._current)
+        except NotFound:
+            # Expired or trimmed while it was handled: nothing is left to acknowledge, and the follower goes on.
+            pass
         self.position = position
         if self._cursor is not None:
             self._cursor.advance(self.position)

@@ -108,7 +108,8 @@ class StreamFollower:
                 if "EndingSequenceNumber" not in shard.get("SequenceNumberRange", {}):
                     still_open.add(shard_id)
             last = description.get("LastEvaluatedShardId")
-            if not last:
+            if not last or last == request.get("ExclusiveStartShardId"):
+                # The end, or a stream that pages no further (an emulator ignoring where to start): no spin.
                 break
             request["ExclusiveStartShardId"] = last
         self._open = still_open

@@ -150,6 +150,7 @@ class Sweep:
             due = self._subscriptions.due(self._clock(), SWEEP_BATCH)
             if not due:
                 return handed
+            before = handed
             with ThreadPoolExecutor(max_workers=min(len(due), SENDER_THREADS)) as pool:
                 runs = {pool.submit(self._sender.deliver, item.address_id, item.subscription_id): item for item in due}
                 for run, item in runs.items():
@@ -158,6 +159,8 @@ class Sweep:
                         handed += 1
                     else:
                         logger.warning("wake-up retry failed", exc_info=run.exception())
-            if len(due) < SWEEP_BATCH:
+            # A short batch was the last; one of which nothing could be handed over (storage trouble) is left to
+            # the next run, rather than read again at once until the deadline.
+            if len(due) < SWEEP_BATCH or handed == before:
                 return handed
         return handed
