@@ -1,10 +1,11 @@
 """The deployment's own secret (`cairn.server_secret`), kept in Secrets Manager.
 
 It derives the credentials of addresses provisioned under an `Idempotency-Key`
-and seals inbox verifier secrets, so it lives and goes with the table: a new
-secret would leave those sealed secrets unreadable and those retries
-unanswerable. Only the API function, which provisions and checks signatures,
-may read it.
+and seals inbox verifier and webhook secrets, so it lives and goes with the
+table: a new secret would leave those sealed secrets unreadable and those
+retries unanswerable. Only the API function, which provisions and checks
+signatures, and the wake-up dispatcher and sweep, which sign deliveries, may
+read it.
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ class ServerSecret(Construct):
         self.secret = secretsmanager.Secret(
             self,
             "Secret",
-            description="Cairn's server secret: derives provisioning credentials, seals inbox verifier secrets",
+            description="Cairn's server secret: derives provisioning credentials, seals verifier and webhook secrets",
             generate_secret_string=secretsmanager.SecretStringGenerator(password_length=64, exclude_punctuation=True),
             removal_policy=config.removal_policy,
         )
         acknowledge(
             self.secret,
             "AwsSolutions-SMG4",
-            "Rotating it would make the inbox verifier secrets sealed under it unreadable and the credentials "
-            "derived from it unanswerable on retry; it never leaves the API function, and lives as long as the table.",
+            "Rotating it would make the verifier and webhook secrets sealed under it unreadable and the credentials "
+            "derived from it unanswerable on retry; only the functions that need it read it, and it lives as long "
+            "as the table.",
         )
 
     def grant_read(self, function: lambda_.Function) -> None:

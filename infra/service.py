@@ -95,7 +95,7 @@ class CairnService(Construct):
         )
         api_function = api_service.function
         storage.grant_store_access(api_function, function="api")
-        # Provisioning under a key and inbox verifiers need it; no other function does.
+        # Provisioning under a key and inbox verifiers need it, and the functions that sign webhook deliveries.
         self.server_secret = ServerSecret(self, "ServerSecret", config=config)
         self.server_secret.grant_read(api_function)
         streaming = StreamingFunction(self, "StreamingFunction", base=base, config=config).function
@@ -108,6 +108,9 @@ class CairnService(Construct):
         functions.update(self.wakeups.functions)
         # Who delivers wake-ups: every grant_wake_target reaches exactly these.
         self._wake_senders = [api_function, self.wakeups.dispatcher, self.wakeups.sweep]
+        # Webhook secrets are stored sealed (`cairn.wakeups.webhook_secrets`): a sender opens them to sign.
+        self.server_secret.grant_read(self.wakeups.dispatcher)
+        self.server_secret.grant_read(self.wakeups.sweep)
         self._granted_targets: list[str] = []
 
         self.email: InboundEmail | None = None

@@ -10,7 +10,8 @@ Two things need a secret that no client holds and no copy of the table shows:
 - An inbox verifier's secret must be usable, since an HMAC is checked with its
   key, so it cannot be kept as a digest: it is stored sealed with AES-256-GCM
   under a key derived from this secret, bound to the address and the verifier
-  it belongs to (`seal`, `unseal`).
+  it belongs to (`seal`, `unseal`). So is a webhook subscription's signing
+  secret (`cairn.wakeups.webhook_secrets`).
 
 Each use has its own key, derived with HKDF-SHA256 (RFC 5869). The secret is
 configuration (`Settings.server_secret`, or `server_secret_arn` naming the
@@ -46,8 +47,9 @@ class ServerSecretUnavailable(RuntimeError):
 class ServerSecret:
     """The keys derived from one deployment secret, loaded by `load` on first use."""
 
-    def __init__(self, load: Callable[[], str]) -> None:
+    def __init__(self, load: Callable[[], str], *, configured: bool = True) -> None:
         self._load = load
+        self.configured = configured
         self._lock = threading.Lock()
         self._root: bytes | None = None
         self._keys: dict[str, bytes] = {}
@@ -60,7 +62,7 @@ class ServerSecret:
             return cls(lambda: given)
         if arn:
             return cls(lambda: _stored_secret(arn, region))
-        return cls(_unconfigured)
+        return cls(_unconfigured, configured=False)
 
     def provisioning_key(self, idempotency_key: str) -> bytes:
         """The key an address provisioned under `idempotency_key` derives its credentials with."""

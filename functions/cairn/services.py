@@ -255,6 +255,7 @@ class Services(msgspec.Struct, frozen=True, dict=True):
             timeout=settings.webhook_timeout_seconds,
             allow_local=settings.webhook_allow_local,
             own_origins=deployment_origins(settings),
+            server_secret=self.server_secret,
         )
         return Transports(webhook, AwsTargets(lambda service: _aws_client(settings, service)))
 
@@ -271,7 +272,13 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         from cairn.wakeups.subscriptions import Subscriptions
 
         return Subscriptions(
-            self.table, self._subscription_table, self._wake_transport, self.limiter, self.settings, self.clock
+            self.table,
+            self._subscription_table,
+            self._wake_transport,
+            self.limiter,
+            self.settings,
+            self.clock,
+            self.server_secret,
         )
 
     @cached_property

@@ -1,7 +1,9 @@
-"""The server secret: made by the stack, kept with the table, readable by the API function alone."""
+"""The server secret: made by the stack, kept with the table, readable by the API function and the wake-up
+functions that sign webhook deliveries alone."""
 
 from __future__ import annotations
 
+from infra.wakeups import DISPATCH_HANDLER, SWEEP_HANDLER
 from tests.infra.synthesis import Synthesis
 from tests.infra.test_functions import API_HANDLER, as_list, cairn_functions, policy_statements, role_of
 
@@ -18,14 +20,15 @@ def readers(synthesis: Synthesis, secret_id: str) -> set[str]:
     }
 
 
-def test_the_stack_makes_a_random_secret_that_only_the_api_function_reads(full: Synthesis) -> None:
+def test_the_stack_makes_a_random_secret_that_only_the_api_and_the_webhook_signers_read(full: Synthesis) -> None:
     secret_id, secret = full.only(SECRET)
     generated = secret["Properties"]["GenerateSecretString"]
     assert generated["PasswordLength"] >= 43
-    assert readers(full, secret_id) == {API_HANDLER}
+    signers = {API_HANDLER, DISPATCH_HANDLER, SWEEP_HANDLER}
+    assert readers(full, secret_id) == signers
     for resource in cairn_functions(full).values():
         variables = resource["Properties"]["Environment"]["Variables"]
-        expected = {"Ref": secret_id} if resource["Properties"]["Handler"] == API_HANDLER else None
+        expected = {"Ref": secret_id} if resource["Properties"]["Handler"] in signers else None
         assert variables.get("CAIRN_SERVER_SECRET_ARN") == expected
     full.template.resource_count_is("AWS::SecretsManager::RotationSchedule", 0)
 

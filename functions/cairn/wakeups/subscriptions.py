@@ -14,7 +14,9 @@ from cairn.addresses.models import AddressRecord
 from cairn.addresses.ports import AddressStore, RateLimiter
 from cairn.clock import Clock
 from cairn.errors import RateLimited, SubscriptionLimitExceeded, SubscriptionNotFound, TargetRefused, Unavailable
+from cairn.server_secret import ServerSecret
 from cairn.settings import Settings
+from cairn.wakeups import webhook_secrets
 from cairn.wakeups.models import (
     MAX_SIGNING_SECRETS,
     Attempt,
@@ -66,6 +68,7 @@ class Subscriptions:
         limiter: RateLimiter,
         settings: Settings,
         clock: Clock,
+        server_secret: ServerSecret,
     ) -> None:
         self._addresses = addresses
         self._limiter = limiter
@@ -73,6 +76,7 @@ class Subscriptions:
         self._transport = transport
         self._settings = settings
         self._clock = clock
+        self._server_secret = server_secret
 
     def create(
         self,
@@ -108,8 +112,10 @@ class Subscriptions:
         secret = new_secret() if target.kind is TargetKind.WEBHOOK else None
         room_made = False
         for _ in range(_CREATE_ATTEMPTS):
+            subscription_id = one_shot_id(address_id, target) if target.one_shot else f"sub_{secrets.token_hex(12)}"
+            stored = webhook_secrets.seal(self._server_secret, address_id, subscription_id, secret) if secret else None
             subscription = Subscription(
-                id=one_shot_id(address_id, target) if target.one_shot else f"sub_{secrets.token_hex(12)}",
+                id=subscription_id,
                 address_id=address_id,
                 target=target,
                 types=tuple(dict.fromkeys(types)),
@@ -117,7 +123,7 @@ class Subscriptions:
                 # Milliseconds, as stored, so the creation answer and later reads agree.
                 created_at=round(self._clock(), 3),
                 cursor=record.last_sequence,
-                secrets=(SigningSecret(secret),) if secret else (),
+                secrets=(SigningSecret(stored),) if stored else (),
             )
             try:
                 self._store.create(
@@ -186,7 +192,8 @@ class Subscriptions:
             for item in current.secrets
             if item.valid(now)
         ][: MAX_SIGNING_SECRETS - 1]
-        rotated = self._store.rotate(address_id, subscription_id, [SigningSecret(secret), *kept])
+        stored = webhook_secrets.seal(self._server_secret, address_id, subscription_id, secret)
+        rotated = self._store.rotate(address_id, subscription_id, [SigningSecret(stored), *kept])
         if rotated is None:
             raise _not_found(subscription_id)
         return Created(rotated, secret)

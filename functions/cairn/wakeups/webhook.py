@@ -13,10 +13,16 @@ from standardwebhooks.webhooks import Webhook
 
 from cairn.addresses.inbox import WAKEUP_HEADER
 from cairn.errors import TargetRefused
-from cairn.wakeups import egress
+from cairn.server_secret import ServerSecret
+from cairn.wakeups import egress, webhook_secrets
 from cairn.wakeups.models import Delivery, Outcome, Subscription
 
 USER_AGENT = "Cairn-Webhooks/1"
+# Why nothing is sent when no secret of the subscription can be opened (the server secret changed).
+UNREADABLE_SECRET = (
+    "the subscription's signing secret was sealed under another server secret: rotate it "
+    "(POST .../subscriptions/{id}/rotate) to sign its deliveries again"
+)
 # What no answer from a target can be anything but: a connection, TLS, a refused address, a broken answer.
 _FAILURES = (OSError, egress.EgressRefused, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol)
 
@@ -40,10 +46,18 @@ class WebhookTransport:
     `own_origins` are this deployment's fixed URLs, refused at delivery too.
     """
 
-    def __init__(self, *, timeout: float, allow_local: bool, own_origins: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float,
+        allow_local: bool,
+        own_origins: Iterable[str] = (),
+        server_secret: ServerSecret | None = None,
+    ) -> None:
         self._timeout = timeout
         self._allow_local = allow_local
         self._own_origins = tuple(own_origins)
+        self._server_secret = server_secret
         self._tls = ssl.create_default_context()
 
     def send(self, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
@@ -53,6 +67,9 @@ class WebhookTransport:
             parts = egress.check_url(url, allow_local=self._allow_local, own_origins=self._own_origins)
         except TargetRefused as error:
             return Outcome(delivered=False, error=str(error))
+        keys = self._signing_keys(subscription, now)
+        if not keys:
+            return Outcome(delivered=False, error=UNREADABLE_SECRET)
         timestamp = int(now)
         body = delivery.body.encode()
         headers = {
@@ -64,9 +81,7 @@ class WebhookTransport:
             WAKEUP_HEADER: subscription.id,
             "webhook-id": delivery.message_id,
             "webhook-timestamp": str(timestamp),
-            "webhook-signature": signature(
-                subscription.signing_secrets(now), delivery.message_id, timestamp, delivery.body
-            ),
+            "webhook-signature": signature(keys, delivery.message_id, timestamp, delivery.body),
         }
         try:
             status = anyio.run(self._post, parts, headers, body)
@@ -75,6 +90,18 @@ class WebhookTransport:
         except _FAILURES as error:
             return Outcome(delivered=False, error=f"{type(error).__name__}: {error}")
         return Outcome(delivered=200 <= status < 300, gone=status == 410, status_code=status)
+
+    def _signing_keys(self, subscription: Subscription, now: float) -> list[str]:
+        """The subscription's signing secrets in force, opened; one sealed under another server secret is left out."""
+        if self._server_secret is None:
+            return subscription.signing_secrets(now)
+        keys = []
+        for stored in subscription.signing_secrets(now):
+            try:
+                keys.append(webhook_secrets.opened(self._server_secret, subscription, stored))
+            except ValueError:
+                continue
+        return keys
 
     async def _post(self, parts: SplitResult, headers: dict[str, str], body: bytes) -> int:
         """The answer's status; its body is not read (the connection closes)."""
