@@ -4,7 +4,6 @@ integration tests, and `cairn serve` processes for end-to-end tests."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,12 +20,11 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 # long runs, cost about a fifth of the suite's processor time. The bench keeps the JVM's defaults.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
-from cairn.dynamodb.client import make_client  # noqa: E402
-from cairn.dynamodb.table import ensure_table  # noqa: E402
 from cairn.local.dynamodb_local import DynamoDBLocal  # noqa: E402
 from tests.support.fakes import FakeClock  # noqa: E402
 from tests.support.lambda_client import LambdaClient, make_services  # noqa: E402
 from tests.support.serve import ServeProcess  # noqa: E402
+from tests.support.tables import RunTables  # noqa: E402
 
 # The slowest tiers first, so that under pytest-xdist the long modules start early and the many
 # short unit modules fill the workers' last minutes.
@@ -85,37 +83,30 @@ def memory_api(clock: FakeClock) -> LambdaClient:
 
 
 @pytest.fixture(scope="session")
-def dynamodb_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DynamoDBLocal]:
-    """One DynamoDB Local for the whole run, its data in memory (the folder holds its log)."""
+def run_tables(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunTables]:
+    """One DynamoDB Local for the whole run, its data in memory (the folder holds its log), and the
+    streamed tables its tests will take, made before any test writes (`tests/support/tables.py`)."""
     with DynamoDBLocal(tmp_path_factory.mktemp("dynamodb"), in_memory=True) as database:
-        yield database
+        yield RunTables(database)
 
 
-def new_table(dynamodb_local: DynamoDBLocal, *, stream: bool) -> str:
-    """The name of a new, empty table on the session's DynamoDB Local."""
-    from cairn.settings import Settings
-
-    name = f"cairn-{uuid.uuid4().hex[:12]}"
-    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), name, stream=stream)
-    return name
+@pytest.fixture(scope="session")
+def dynamodb_local(run_tables: RunTables) -> DynamoDBLocal:
+    return run_tables.database
 
 
 @pytest.fixture
-def local_table(dynamodb_local: DynamoDBLocal) -> str:
-    """A fresh table on DynamoDB Local for one test, with no stream.
-
-    DynamoDB Local keeps every stream a day, even past its table, and each one
-    slows the writes and table creations after it: a run's thousands of tables
-    would make it crawl. `cairn serve` adds a stream to the table it serves;
-    tests that read a stream make their table with one.
-    """
-    return new_table(dynamodb_local, stream=False)
+def local_table(run_tables: RunTables) -> str:
+    """A fresh table on DynamoDB Local for one test, with no stream: its writes add no stream
+    records, which DynamoDB Local keeps a day, even past their table. Tests that start `cairn serve`
+    (which streams its table) or read a stream take a `streamed_table`."""
+    return run_tables.plain()
 
 
 @pytest.fixture
-def streamed_table(dynamodb_local: DynamoDBLocal) -> str:
+def streamed_table(run_tables: RunTables) -> str:
     """A fresh table on DynamoDB Local with its stream, as `cairn serve` and the stack make it."""
-    return new_table(dynamodb_local, stream=True)
+    return run_tables.streamed()
 
 
 @pytest.fixture
@@ -132,21 +123,21 @@ def served(request: pytest.FixtureRequest, dynamodb_local: DynamoDBLocal, tmp_pa
     if request.node.get_closest_marker("one_server"):
         yield request.getfixturevalue("module_served")
         return
-    table = request.getfixturevalue("local_table")
+    table = request.getfixturevalue("streamed_table")
     with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=table) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def module_served(dynamodb_local: DynamoDBLocal, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+def module_served(run_tables: RunTables, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     """One `cairn serve` for a whole module whose tests each work on addresses of their own.
 
     Marked `one_server`, a module's tests get it as `served`: a server takes a
-    second or two to start, and the stream it adds to its table slows DynamoDB
-    Local for the rest of the run.
+    second or two to start and stop.
     """
-    table = new_table(dynamodb_local, stream=False)
     with ServeProcess(
-        tmp_path_factory.mktemp("served"), dynamodb_endpoint=dynamodb_local.endpoint, table=table
+        tmp_path_factory.mktemp("served"),
+        dynamodb_endpoint=run_tables.database.endpoint,
+        table=run_tables.streamed(),
     ) as server:
         yield server

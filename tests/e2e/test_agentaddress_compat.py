@@ -104,12 +104,12 @@ def _mailbox(value: str) -> str:
 
 
 def test_only_mail_carries_the_mail_surface_an_agent_checks(
-    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path
+    dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path
 ):
     # A deployment moving from AgentAddress names mail's surface as its agents expect.
     env = {"CAIRN_EMAIL_INGRESS_SURFACE": "resend"}
     with (
-        ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as served,
+        ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as served,
         httpx.Client(timeout=TIMEOUT) as http,
     ):
         body = http.post(f"{served.base_url}/api/v1/addresses", json={"name": "verify", "task_id": "verify"}).json()

@@ -101,11 +101,11 @@ def test_a_rebound_host_name_is_refused_and_local_names_are_served(served: Serve
 
 
 def test_forwarded_headers_are_ignored_unless_a_proxy_is_trusted(
-    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path
+    dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path
 ):
     """Any local client could claim another IP (escaping the create limit) or a `javascript:` scheme for URLs."""
     env = {"CAIRN_CREATE_RATE_PER_MINUTE": "2"}
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as server:
         with server.client() as client:
             spoofed = {"X-Forwarded-For": "203.0.113.1", "X-Forwarded-Proto": "javascript"}
             created = client.post("/api/v1/addresses", json={}, headers=spoofed)

@@ -31,9 +31,8 @@ import httpx
 import pytest
 
 from cairn.client import Address
-from cairn.local.dynamodb_local import DynamoDBLocal
-from tests.conftest import new_table
 from tests.support.serve import ServeProcess, wait_until
+from tests.support.tables import RunTables
 
 _CALLBACK_PATH = re.compile(r"/2025-12-01/durable-execution-callbacks/([^/]+)/succeed")
 _CLOSED = "The callback ID token has either expired or the callback associated with the token has already been closed."
@@ -113,7 +112,7 @@ def durable_lambda() -> Iterator[tuple[DurableLambda, str]]:
 
 @pytest.fixture(scope="module")
 def served(
-    dynamodb_local: DynamoDBLocal, durable_lambda: tuple[DurableLambda, str], tmp_path_factory: pytest.TempPathFactory
+    run_tables: RunTables, durable_lambda: tuple[DurableLambda, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServeProcess]:
     """One `cairn serve` that completes durable callbacks through the stand-in; its tests use addresses of their own."""
     _, endpoint = durable_lambda
@@ -125,9 +124,9 @@ def served(
             ["arn:aws:lambda:us-east-1:123456789012:function:release:*/durable-execution/*"]
         ),
     }
-    table = new_table(dynamodb_local, stream=False)
+    table = run_tables.streamed()
     with ServeProcess(
-        tmp_path_factory.mktemp("durable"), dynamodb_endpoint=dynamodb_local.endpoint, table=table, env=env
+        tmp_path_factory.mktemp("durable"), dynamodb_endpoint=run_tables.database.endpoint, table=table, env=env
     ) as server:
         yield server
 

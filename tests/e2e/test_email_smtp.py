@@ -131,9 +131,9 @@ def test_a_message_sent_twice_makes_one_event_and_mail_without_message_id_makes_
         assert replayed.json() == {"duplicate": True, "event": {"id": approval["id"], "sequence": approval["sequence"]}}
 
 
-def test_mail_past_an_address_rate_is_refused_at_rcpt_for_that_address_only(tmp_path, dynamodb_local, local_table):
+def test_mail_past_an_address_rate_is_refused_at_rcpt_for_that_address_only(tmp_path, dynamodb_local, streamed_table):
     env = {"CAIRN_EMAIL_RATE_PER_MINUTE": "1"}
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as server:
         with server.client() as client:
             busy, quiet = provision(client), provision(client)
             recipients = [busy["address"]["email"], quiet["address"]["email"]]

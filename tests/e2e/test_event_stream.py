@@ -21,13 +21,13 @@ STREAM_SECONDS = 6
 
 
 @pytest.fixture
-def streaming(dynamodb_local, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
+def streaming(dynamodb_local, streamed_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
     """`cairn serve` with a one-second heartbeat and six-second streams, so a test sees both."""
     env = {
         "CAIRN_STREAM_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
         "CAIRN_MAX_STREAM_SECONDS": str(STREAM_SECONDS),
     }
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as server:
         yield server
 
 
@@ -187,11 +187,11 @@ def test_the_sdk_follows_over_the_stream_across_server_ended_streams(address: Ad
     assert all(event["acknowledged_at"] for event in address.events.poll(after=0)["events"])
 
 
-def test_every_one_of_many_concurrent_streams_gets_every_event_in_order(dynamodb_local, local_table, tmp_path):
+def test_every_one_of_many_concurrent_streams_gets_every_event_in_order(dynamodb_local, streamed_table, tmp_path):
     # Every stream outlasts the test, and the address may hold all twenty at once.
     env = {"CAIRN_MAX_STREAM_SECONDS": "120", "CAIRN_MAX_STREAMS_PER_ADDRESS": "20"}
     with (
-        ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server,
+        ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as server,
         Address.provision(server.base_url, expires_in=3600) as address,
     ):
         readers = [Reader(address) for _ in range(20)]
@@ -242,7 +242,7 @@ def test_an_address_holds_at_most_its_streams_and_a_closed_one_frees_its_slot(st
                 reader.close()
 
 
-def test_an_address_holds_at_most_its_waiting_polls(streaming: ServeProcess, dynamodb_local, local_table: str):
+def test_an_address_holds_at_most_its_waiting_polls(streaming: ServeProcess, dynamodb_local, streamed_table: str):
     """Ten waiting long-polls by default: the eleventh is a 429 before it waits; a poll that need not
     wait is never refused, and the slots come back when the polls return."""
     from cairn.dynamodb.client import make_client
@@ -257,7 +257,7 @@ def test_an_address_holds_at_most_its_waiting_polls(streaming: ServeProcess, dyn
 
         def held() -> int:
             head = table.get_item(
-                TableName=local_table, Key={"pk": {"S": f"A#{address.id}"}, "sk": {"S": "META"}}, ConsistentRead=True
+                TableName=streamed_table, Key={"pk": {"S": f"A#{address.id}"}, "sk": {"S": "META"}}, ConsistentRead=True
             )["Item"]
             return len(head.get("held_waits", {}).get("M", {}))
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import os
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,12 +26,9 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from cairn.dynamodb.client import make_client
-from cairn.dynamodb.table import ensure_table
-from cairn.local.dynamodb_local import DynamoDBLocal
 from cairn.runtime.methods import METHODS
-from cairn.settings import Settings
 from tests.support.serve import ServeProcess
+from tests.support.tables import RunTables
 
 # Long or many tests with cheap fixtures: spread over the workers (`tests/conftest.py`).
 pytestmark = pytest.mark.spread
@@ -87,14 +83,13 @@ MEMORY_IDS = {"agent_id": "fuzz.agent", "run_id": "fuzz-run"}
 
 
 @pytest.fixture(scope="module")
-def fuzzed_server(dynamodb_local: DynamoDBLocal, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+def fuzzed_server(run_tables: RunTables, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     """One server for every generated case: starting one per operation would cost more than the cases."""
-    table = f"cairn-{uuid.uuid4().hex[:12]}"
-    ensure_table(make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint)), table, stream=False)
+    table = run_tables.streamed()
     workdir: Path = tmp_path_factory.mktemp("fuzz")
     # A one-second long-poll ceiling keeps generated `wait` values from stalling the run.
     env = {"CAIRN_MAX_WAIT_SECONDS": "1"}
-    with ServeProcess(workdir, dynamodb_endpoint=dynamodb_local.endpoint, table=table, env=env) as server:
+    with ServeProcess(workdir, dynamodb_endpoint=run_tables.database.endpoint, table=table, env=env) as server:
         yield server
 
 

@@ -64,12 +64,12 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
 
 
 @pytest.fixture
-def relayed(dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path) -> Iterator[tuple[ServeProcess, Relay]]:
+def relayed(dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path) -> Iterator[tuple[ServeProcess, Relay]]:
     """A `cairn serve` of its own that hands outbound mail to a real SMTP relay, and the relay."""
     with running_relay() as (relay, port):
         relaying = ["--smtp-relay", f"127.0.0.1:{port}"]
         with ServeProcess(
-            tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=relaying
+            tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, extra_args=relaying
         ) as served:
             yield served, relay
 

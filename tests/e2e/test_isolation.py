@@ -179,7 +179,7 @@ def scan_text(dynamodb_endpoint: str, table: str) -> str:
 
 
 def test_the_table_holds_no_read_token_or_inbox_secret_in_plaintext(
-    served: ServeProcess, dynamodb_local: DynamoDBLocal, local_table: str
+    served: ServeProcess, dynamodb_local: DynamoDBLocal, streamed_table: str
 ):
     with served.client() as client:
         addresses = [provision(client, f"scan-{n}") for n in range(3)]
@@ -191,7 +191,7 @@ def test_the_table_holds_no_read_token_or_inbox_secret_in_plaintext(
             headers=bearer(read_token(provision_then_delete)),
         )
         assert deleted.status_code == 200
-    text = scan_text(dynamodb_local.endpoint, local_table)
+    text = scan_text(dynamodb_local.endpoint, streamed_table)
     for created in [*addresses, provision_then_delete]:
         assert read_token(created) not in text
         assert inbox_secret(created) not in text
@@ -288,9 +288,12 @@ def test_unknown_wrong_deleted_and_missing_credentials_are_indistinguishable(ser
 
 
 @pytest.fixture
-def keyed_server(dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path):
+def keyed_server(dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path):
     with ServeProcess(
-        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=["--runtime-key", "s3cret"]
+        tmp_path,
+        dynamodb_endpoint=dynamodb_local.endpoint,
+        table=streamed_table,
+        extra_args=["--runtime-key", "s3cret"],
     ) as server:
         yield server
 
@@ -314,10 +317,10 @@ def test_every_runtime_and_memory_route_needs_the_runtime_key(keyed_server: Serv
                 assert reply.json()["error"]["code"] == "unauthorized"
 
 
-def test_rate_limits_answer_429_with_retry_after(dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path):
+def test_rate_limits_answer_429_with_retry_after(dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path):
     """Recovery after the one-minute window is proven with a fake clock in tests/unit/test_address_api.py."""
     env = {"CAIRN_POLL_RATE_PER_MINUTE": "3", "CAIRN_CREATE_RATE_PER_MINUTE": "3"}
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as server:
         with server.client() as client:
             addresses = [provision(client, f"limit-{n}") for n in range(3)]
             refused = client.post("/api/v1/addresses", json={})

@@ -12,7 +12,6 @@ import asyncio
 import base64
 import hashlib
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from cairn.client import Address, HttpClient
 from cairn.integrations.langgraph import CairnSaver, CheckpointStale
 from cairn.integrations.langgraph.saver import MAX_INLINE_CHECKPOINT_BYTES
 from tests.support import langgraph_runs
+from tests.support.processes import process_context
 from tests.support.serve import ServeProcess
 
 # Each test works on addresses of its own, so they share one server.
@@ -90,10 +90,10 @@ def test_of_two_processes_resuming_one_checkpoint_one_commits_and_the_other_is_r
     thread = generate_config("race")
     root = saver.put(thread, generate_checkpoint(), generate_metadata(step=0), {})
 
-    spawn = multiprocessing.get_context("spawn")
-    barrier, results = spawn.Barrier(2), spawn.Queue()
+    context = process_context()
+    barrier, results = context.Barrier(2), context.Queue()
     args = (served.base_url, address.id, address.read_token, "race", rounds, barrier, results)
-    workers = [spawn.Process(target=langgraph_runs.race, args=args) for _ in range(2)]
+    workers = [context.Process(target=langgraph_runs.race, args=args) for _ in range(2)]
     for worker in workers:
         worker.start()
     outcomes = [results.get(timeout=240) for _ in workers]

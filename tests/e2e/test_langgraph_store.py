@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import io
 import json
-import multiprocessing
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from langgraph.store.memory import InMemoryStore
 from cairn.client import Address
 from cairn.integrations.langgraph import CairnStore
 from tests.support import docs, langgraph_runs
+from tests.support.processes import process_context
 from tests.support.serve import ServeProcess, wait_until
 
 # Each test works on addresses of its own, so they share one server.
@@ -182,10 +182,10 @@ def test_of_two_processes_writing_one_item_under_the_version_read_one_wins_each_
     cairn = CairnStore(address)
     cairn.put(("race",), "counter", {"n": 0})
 
-    spawn = multiprocessing.get_context("spawn")
-    barrier, results = spawn.Barrier(2), spawn.Queue()
+    context = process_context()
+    barrier, results = context.Barrier(2), context.Queue()
     args = (served.base_url, address.id, address.read_token, rounds, barrier, results)
-    workers = [spawn.Process(target=langgraph_runs.store_race, args=args) for _ in range(2)]
+    workers = [context.Process(target=langgraph_runs.store_race, args=args) for _ in range(2)]
     for worker in workers:
         worker.start()
     outcomes = [results.get(timeout=240) for _ in workers]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from agents import Runner, SessionSettings, set_tracing_disabled
 from cairn.client import Address
 from cairn.integrations.openai_agents import CairnSession
 from tests.support import openai_agents_runs
+from tests.support.processes import process_context
 from tests.support.serve import ServeProcess
 
 # Each test works on addresses of its own, so they share one server.
@@ -185,10 +185,10 @@ def test_processes_adding_and_popping_at_once_lose_nothing_and_pop_nothing_twice
     address: Address, served: ServeProcess
 ):
     workers, rounds = 4, 12
-    spawn = multiprocessing.get_context("spawn")
-    barrier, results = spawn.Barrier(workers), spawn.Queue()
+    context = process_context()
+    barrier, results = context.Barrier(workers), context.Queue()
     processes = [
-        spawn.Process(
+        context.Process(
             target=openai_agents_runs.churn,
             args=(served.base_url, address.id, address.read_token, "shared", worker, rounds, barrier, results),
         )

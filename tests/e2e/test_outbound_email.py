@@ -33,11 +33,11 @@ def relay() -> Iterator[tuple[Relay, int]]:
 
 @pytest.fixture
 def relayed(
-    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path, relay: tuple[Relay, int]
+    dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path, relay: tuple[Relay, int]
 ) -> Iterator[ServeProcess]:
     _, port = relay
     extra = ["--smtp-relay", f"127.0.0.1:{port}"]
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=extra) as s:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, extra_args=extra) as s:
         yield s
 
 
@@ -92,11 +92,13 @@ def test_verify_send_and_read_the_answer_in_one_feed(relayed: ServeProcess, rela
 
 
 def test_a_send_the_relay_refused_goes_out_on_retry_once(
-    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path
+    dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path
 ):
     with running_relay() as (refusing, port):
         extra = ["--smtp-relay", f"127.0.0.1:{port}"]
-        serving = ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=extra)
+        serving = ServeProcess(
+            tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, extra_args=extra
+        )
         with serving as served, served.client() as client:
             created = provision(client)
             root = created["endpoints"]["address_url"]
@@ -128,12 +130,12 @@ def test_a_send_the_relay_refused_goes_out_on_retry_once(
 
 
 def test_with_an_operator_sender_mail_goes_from_it_and_answers_reach_the_address(
-    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path
+    dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path
 ):
     with running_relay() as (mailbox, port):
         options = {
             "dynamodb_endpoint": dynamodb_local.endpoint,
-            "table": local_table,
+            "table": streamed_table,
             "extra_args": ["--smtp-relay", f"127.0.0.1:{port}"],
             "env": {"CAIRN_OUTBOUND_FROM": "agents@cairn.localhost"},
         }

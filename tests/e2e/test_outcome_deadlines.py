@@ -112,12 +112,12 @@ def events_once(client: httpx.Client, created: dict, done) -> list[dict]:
 
 
 def test_sends_whose_outcome_never_comes_end_as_outcome_unknown_once_each(
-    dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path, relay: tuple[HoldingRelay, int]
+    dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path, relay: tuple[HoldingRelay, int]
 ) -> None:
     handler, port = relay
     options = {
         "dynamodb_endpoint": dynamodb_local.endpoint,
-        "table": local_table,
+        "table": streamed_table,
         "env": {"CAIRN_OUTBOUND_OUTCOME_DEADLINE_SECONDS": str(DEADLINE_SECONDS)},
         "extra_args": ["--smtp-relay", f"127.0.0.1:{port}"],
     }

@@ -51,10 +51,10 @@ curl() {
 
 
 @pytest.fixture
-def served(dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
+def served(dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
     """`cairn serve` whose event streams end after 2 s, so the tour's `curl -N` returns."""
     env = {"CAIRN_MAX_STREAM_SECONDS": "2"}
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as server:
         yield server
 
 

@@ -16,7 +16,7 @@ from tests.support.serve import ServeProcess
 
 
 @pytest.fixture
-def keyed_server(dynamodb_local, local_table, tmp_path: Path):
+def keyed_server(dynamodb_local, streamed_table, tmp_path: Path):
     """The key comes from a file: on the command line every local user could read it in the process list."""
     key_file = tmp_path / "runtime-key"
     key_file.write_text("s3cret\n")
@@ -24,22 +24,22 @@ def keyed_server(dynamodb_local, local_table, tmp_path: Path):
     with ServeProcess(
         tmp_path,
         dynamodb_endpoint=dynamodb_local.endpoint,
-        table=local_table,
+        table=streamed_table,
         extra_args=["--runtime-key-file", str(key_file)],
     ) as server:
         yield server
         assert not (server.data_dir / "runtime-key").exists(), "a given key wins: none is made"
 
 
-def test_a_key_on_the_command_line_works_with_a_warning(dynamodb_local, local_table, tmp_path: Path):
+def test_a_key_on_the_command_line_works_with_a_warning(dynamodb_local, streamed_table, tmp_path: Path):
     args = ["--runtime-key", "s3cret"]
     with ServeProcess(
-        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, extra_args=args
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, extra_args=args
     ) as server:
         assert any("process list" in line for line in server.output), server.output
         store = HttpRuntimeStore(server.base_url, runtime_key="s3cret")
         assert store.create_session("warned", T0).id == "warned"
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table) as quiet:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table) as quiet:
         assert not any("process list" in line for line in quiet.output)
 
 
@@ -97,10 +97,12 @@ def test_requests_are_signed_with_sigv4_when_given_aws_credentials():
     assert "x-amz-date" in seen[0].headers
 
 
-def test_serve_given_no_key_makes_one_keeps_it_owner_only_and_requires_it(dynamodb_local, local_table, tmp_path: Path):
+def test_serve_given_no_key_makes_one_keeps_it_owner_only_and_requires_it(
+    dynamodb_local, streamed_table, tmp_path: Path
+):
     data_dir = tmp_path / "data"
     with ServeProcess(
-        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, data_dir=data_dir
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, data_dir=data_dir
     ) as server:
         key_file = data_dir / "runtime-key"
         assert any(str(key_file) in line for line in server.output), server.output
@@ -116,7 +118,7 @@ def test_serve_given_no_key_makes_one_keeps_it_owner_only_and_requires_it(dynamo
                 assert refused.status_code == 401, (path, headers)
         assert HttpRuntimeStore(server.base_url, runtime_key=key).create_session("keyed", T0).id == "keyed"
     with ServeProcess(
-        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, data_dir=data_dir
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, data_dir=data_dir
     ) as again:
         assert again.runtime_key == key, "a restart keeps the key workers were given"
         assert HttpRuntimeStore(again.base_url, runtime_key=key).load_session("keyed").id == "keyed"

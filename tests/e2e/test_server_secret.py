@@ -16,7 +16,7 @@ BODY = b'{"action": "opened"}'
 
 
 def test_retries_and_verifiers_survive_a_restart_and_no_secret_is_stored_in_the_clear(
-    dynamodb_local, local_table: str, tmp_path: Path
+    dynamodb_local, streamed_table: str, tmp_path: Path
 ):
     data_dir = tmp_path / "data"
     key = secrets.token_urlsafe(32)
@@ -32,7 +32,7 @@ def test_retries_and_verifiers_survive_a_restart_and_no_secret_is_stored_in_the_
         return httpx.post(url, content=BODY, headers=headers)
 
     with ServeProcess(
-        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, data_dir=data_dir
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, data_dir=data_dir
     ) as first:
         created = provision(first)
         assert created.status_code == 201, created.text
@@ -56,12 +56,12 @@ def test_retries_and_verifiers_survive_a_restart_and_no_secret_is_stored_in_the_
         aws_access_key_id="local",
         aws_secret_access_key="local",
     )
-    dump = str(table.scan(TableName=local_table)["Items"])
+    dump = str(table.scan(TableName=streamed_table)["Items"])
     for secret in (key, token, provider_secret, server_secret):
         assert secret not in dump
 
     with ServeProcess(
-        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, data_dir=data_dir
+        tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, data_dir=data_dir
     ) as again:
         assert secret_file.read_text().strip() == server_secret
         retried = provision(again)

@@ -280,10 +280,10 @@ def report(ledger: Ledger, elapsed: float) -> str:
 
 
 @pytest.fixture
-def soak_server(dynamodb_local, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
+def soak_server(dynamodb_local, streamed_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
     """`cairn serve` whose feeds hold the whole soak (the rate limits are high in every ServeProcess)."""
     env = {"CAIRN_MAX_EVENTS": str(MAX_EVENTS_LIMIT)}
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as server:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as server:
         yield server
 
 

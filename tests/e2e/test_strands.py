@@ -10,7 +10,6 @@ state kept between runs.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from strands.multiagent import GraphBuilder
 from cairn.client import Address
 from cairn.integrations.strands import CairnSessionManager, CairnSessionRepository
 from tests.support import strands_runs
+from tests.support.processes import process_context
 from tests.support.serve import ServeProcess
 
 # Each test works on addresses of its own, so they share one server.
@@ -72,9 +72,9 @@ def test_a_run_that_starts_while_another_is_running_is_refused_and_stores_nothin
     address: Address, served: ServeProcess
 ):
     assert run_in_new_process(served, address, "busy", "first turn") == {"answer": "heard: first turn"}
-    spawn = multiprocessing.get_context("spawn")
-    entered, proceed, results = spawn.Event(), spawn.Event(), spawn.Queue()
-    running = spawn.Process(
+    context = process_context()
+    entered, proceed, results = context.Event(), context.Event(), context.Queue()
+    running = context.Process(
         target=strands_runs.held_turn,
         args=(served.base_url, address.id, address.read_token, "busy", "A speaks", entered, proceed, results),
     )
@@ -103,10 +103,10 @@ def test_a_run_that_starts_while_another_is_running_is_refused_and_stores_nothin
 
 def race(served: ServeProcess, address: Address, session_id: str, round_: int) -> list:
     """Runs A and B of one session in two new processes, loaded before either goes on; their outcomes."""
-    spawn = multiprocessing.get_context("spawn")
-    barrier, results = spawn.Barrier(2), spawn.Queue()
+    context = process_context()
+    barrier, results = context.Barrier(2), context.Queue()
     runs = [
-        spawn.Process(
+        context.Process(
             target=strands_runs.racing_turn,
             args=(
                 served.base_url,

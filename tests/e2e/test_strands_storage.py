@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from strands.types.exceptions import StorageError
 from cairn.client import Address
 from cairn.integrations.strands.storage import MAX_FILE_BYTES, CairnStorage
 from tests.support import strands_runs
+from tests.support.processes import process_context
 from tests.support.serve import ServeProcess
 
 pytestmark = pytest.mark.one_server
@@ -92,7 +92,7 @@ def test_a_file_read_while_others_replace_it_is_always_one_writes_bytes(address:
     sizes = [100_000, 1_000_000, MAX_FILE_BYTES]
     plans = [[(fill, sizes[(fill + round_) % 3]) for round_ in range(6)] for fill in (0x41, 0x42)]
     written = {(fill, size) for plan in plans for fill, size in plan}
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     # The writers start once the readers read, however long each process takes to start.
     ready, stop, results = context.Barrier(4), context.Event(), context.Queue()
     readers = [context.Process(target=strands_runs.file_reader, args=(*where, ready, stop, results)) for _ in range(2)]

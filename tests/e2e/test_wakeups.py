@@ -20,11 +20,11 @@ from tests.support.webhooks import Received, holding_receiver, receiver
 
 
 @pytest.fixture
-def server(dynamodb_local: DynamoDBLocal, local_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
+def server(dynamodb_local: DynamoDBLocal, streamed_table: str, tmp_path: Path) -> Iterator[ServeProcess]:
     """`cairn serve` whose retries start after 1 s (then 2 s, 4 s, ...), and whose delivery deadline
     (60 s) outlasts what a test waits for: a held answer is cut by nothing but the test."""
     env = {"CAIRN_WAKE_RETRY_BASE_SECONDS": "1", "CAIRN_WEBHOOK_TIMEOUT_SECONDS": "60"}
-    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=local_table, env=env) as running:
+    with ServeProcess(tmp_path, dynamodb_endpoint=dynamodb_local.endpoint, table=streamed_table, env=env) as running:
         yield running
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
 from collections.abc import Callable, Iterator
 from multiprocessing.pool import Pool
@@ -26,6 +25,7 @@ from cairn.errors import StorageLimitExceeded
 from cairn.graphstore.models import PutOp, SearchOp
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services
+from tests.support.processes import process_context
 from tests.support.storage_usage import counted, counted_items
 
 SIZE = 20_000
@@ -63,9 +63,8 @@ def put_own_threads(endpoint: str, table: str, limit: int, address_id: str, toke
 
 @pytest.fixture(scope="module")
 def processes() -> Iterator[Pool]:
-    """Racing processes started once for the tests that need no start of their own: each spends about a
-    second on its imports."""
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+    """Racing processes started once for the tests that need no start of their own."""
+    with process_context().Pool(PROCESSES) as pool:
         yield pool
 
 
@@ -192,7 +191,7 @@ def test_racing_processes_take_the_room_of_ended_items_once_and_put_exactly_what
     for number in range(ENDED):
         store.batch(address_id, token, [PutOp(NS, f"e{number:02d}", store_value(size), ttl_minutes=0.001)])
     assert limit - cost < counted(settings, address_id) <= limit
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
 
     with context.Manager() as manager, context.Pool(PROCESSES) as pool:  # each process starts well after 60 ms
         start = manager.Barrier(PROCESSES)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import uuid
 
 import pytest
@@ -14,6 +13,7 @@ from cairn.errors import Unauthorized
 from cairn.settings import Settings
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services, path_of
+from tests.support.processes import process_context
 
 CAP = 5
 NOW = 1_800_000_000.0
@@ -38,7 +38,7 @@ def api(dynamodb_local, local_table: str, clock: FakeClock) -> LambdaClient:
 
 def test_racing_processes_take_exactly_the_cap(dynamodb_local, local_table: str, api: LambdaClient):
     address_id = api.provision()["address"]["id"]
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     with context.Pool(4) as pool:
         taken = pool.starmap(take_many, [(dynamodb_local.endpoint, local_table, address_id, 4)] * 4)
     assert sum(sum(results) for results in taken) == CAP

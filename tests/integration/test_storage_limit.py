@@ -8,7 +8,6 @@ of stored bytes equals what its files and sessions hold, counted one by one.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Iterator
 from multiprocessing.pool import Pool
 from typing import Any
@@ -24,6 +23,7 @@ from cairn.files.ports import stored_bytes
 from cairn.jsontext import canonical, sent_size
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, make_services
+from tests.support.processes import process_context
 from tests.support.storage_usage import counted
 
 SIZE = 20_000
@@ -34,8 +34,8 @@ PROCESSES = 4
 
 @pytest.fixture(scope="module")
 def processes() -> Iterator[Pool]:
-    """The racing processes, started once for the module: each spends about a second on its imports."""
-    with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:
+    """The racing processes, started once for the module."""
+    with process_context().Pool(PROCESSES) as pool:
         yield pool
 
 

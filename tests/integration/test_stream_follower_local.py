@@ -12,10 +12,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from cairn.dynamodb.client import make_client, make_streams_client
-from cairn.local.dynamodb_local import DynamoDBLocal
 from cairn.local.wakeups import StreamFollower
 from cairn.settings import Settings
 from cairn.wakeups.models import EventNotice
+from tests.support.tables import RunTables
 
 
 class Seen:
@@ -31,10 +31,9 @@ def event(address: str, sequence: int) -> dict:
     return {"pk": {"S": f"A#{address}"}, "sk": {"S": f"E#{sequence:012d}"}, "type": {"S": "approval.decided"}}
 
 
-def test_the_first_event_is_dispatched_after_a_cancelled_transaction_took_a_number(
-    dynamodb_local: DynamoDBLocal, streamed_table: str
-):
-    settings = Settings(dynamodb_endpoint=dynamodb_local.endpoint)
+def test_the_first_event_is_dispatched_after_a_cancelled_transaction_took_a_number(run_tables: RunTables):
+    streamed_table = run_tables.unwritten_streamed()  # its shard empty, as a new `cairn serve`'s is
+    settings = Settings(dynamodb_endpoint=run_tables.database.endpoint)
     client = make_client(settings)
     arn = client.describe_table(TableName=streamed_table)["Table"]["LatestStreamArn"]
     follower = StreamFollower(make_streams_client(settings), arn, seen := Seen())  # type: ignore[arg-type]

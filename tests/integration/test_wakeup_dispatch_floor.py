@@ -9,7 +9,6 @@ whichever commits first, and the dispatcher passes it by without a read.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import Counter
 from typing import Any
 
@@ -22,6 +21,7 @@ from cairn.settings import Settings
 from cairn.wakeups.models import Delivery, EventNotice, Outcome, Subscription
 from tests.support import streams
 from tests.support.lambda_client import LambdaClient
+from tests.support.processes import process_context
 
 HOOK = "http://127.0.0.1:9/hook"
 
@@ -170,7 +170,7 @@ def test_no_event_owed_to_a_racing_subscription_is_marked_quiet(dynamodb_local, 
         head = client.get_item(TableName=streamed_table, Key=head_key, ConsistentRead=True)["Item"]
         return int(head[address_items.LAST_SEQUENCE]["N"])
 
-    context = multiprocessing.get_context("spawn")
+    context = process_context()
     with context.Pool(writers) as pool:
         posting = pool.starmap_async(post_many, [(endpoint, streamed_table, created, each)] * writers)
         while last_sequence() < writers * each // 4 and not posting.ready():
