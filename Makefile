@@ -70,11 +70,13 @@ docs: $(VENV)/.installed
 
 # Everything, in parallel. `check` and the docs run beside the suite, whose servers, browsers and
 # timers leave the cores idle at times; their output follows the suite's, and a finding fails the run
-# all the same (`make check` alone is the fast loop). A module's tests stay on one worker
-# (`tests/conftest.py`), so its fixtures are made once.
+# all the same (`make check` alone is the fast loop). Tests go one at a time to whichever worker is
+# free, in the order `tests/conftest.py` gives: measured, that beat handing out large slices of the
+# list, and keeping each module on one worker (which made its module fixtures once, but left a core
+# idle while a long module finished).
 test: setup chromium
 	@checks=$$(mktemp); $(MAKE) --no-print-directory check docs >$$checks 2>&1 & pid=$$!; \
-	$(BIN)/pytest -q -n $(WORKERS) --dist loadgroup $(ARGS); suite=$$?; \
+	$(BIN)/pytest -q -n $(WORKERS) --dist load --maxschedchunk 1 $(ARGS); suite=$$?; \
 	wait $$pid; checked=$$?; cat $$checks; rm -f $$checks; \
 	if [ $$checked -ne 0 ]; then echo "make test: check or docs failed" >&2; fi; \
 	[ $$suite -eq 0 ] && [ $$checked -eq 0 ]

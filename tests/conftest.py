@@ -32,22 +32,14 @@ _TIER_ORDER = ("e2e", "contract", "integration", "infra", "unit")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group each module's tests for pytest-xdist's `--dist loadgroup`: a module runs on one worker,
-    so its module fixtures (one `cairn serve`, say) are made once; the infra modules share one
-    worker, as they share the stacks their session fixtures synthesize. A module marked `spread`
-    has long tests or many of them, and module fixtures cheap enough to make once per worker:
-    its tests go wherever a worker is free."""
+    """Tiers in `_TIER_ORDER`, each module's tests together: `make test` has pytest-xdist hand them
+    out in this order, one at a time, to whichever worker is free."""
 
     def tier(item: pytest.Item) -> str:
         parts = item.path.relative_to(config.rootpath).parts
         return parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
 
     items.sort(key=lambda item: _TIER_ORDER.index(tier(item)) if tier(item) in _TIER_ORDER else len(_TIER_ORDER))
-    for item in items:
-        group = "infra" if tier(item) == "infra" else str(item.path.relative_to(config.rootpath))
-        if item.get_closest_marker("spread"):
-            group = item.nodeid
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
@@ -130,7 +122,8 @@ def served(request: pytest.FixtureRequest, dynamodb_local: DynamoDBLocal, tmp_pa
 
 @pytest.fixture(scope="module")
 def module_served(run_tables: RunTables, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    """One `cairn serve` for a whole module whose tests each work on addresses of their own.
+    """One `cairn serve` for the tests of a module whose tests each work on addresses of their own
+    (one on each worker that runs some of them).
 
     Marked `one_server`, a module's tests get it as `served`: a server takes a
     second or two to start and stop.

@@ -62,9 +62,6 @@ from tests.contract.builders import (
 )
 from tests.contract.checks import raises, records_of
 
-# Long or many tests with cheap fixtures: spread over the workers (`tests/conftest.py`).
-pytestmark = pytest.mark.spread
-
 # -- sessions -------------------------------------------------------------------
 
 

@@ -60,9 +60,6 @@ from tests.contract.builders import (
 )
 from tests.contract.checks import raises, records_of
 
-# Long or many tests with cheap fixtures: spread over the workers (`tests/conftest.py`).
-pytestmark = pytest.mark.spread
-
 
 def started_root(store, run_id: str = "run"):
     """goa-ai's `startSeedTestRun`: publish an empty literal seed, then start the root run attaching it."""

@@ -30,9 +30,6 @@ from cairn.runtime.methods import METHODS
 from tests.support.serve import ServeProcess
 from tests.support.tables import RunTables
 
-# Long or many tests with cheap fixtures: spread over the workers (`tests/conftest.py`).
-pytestmark = pytest.mark.spread
-
 # How deep the run goes: 1 in `make test`, more in `make fuzz` (which also draws new cases each run,
 # where `make test` replays the same ones).
 DEPTH = float(os.environ.get("CAIRN_FUZZ_DEPTH", "1"))

@@ -82,9 +82,6 @@ from tests.contract.builders import (
 from tests.contract.test_runtime_ended_session import canceled_completion
 from tests.support.faults import FAULTS, RUNTIME_KEY, FaultInjector, calls_made, faulty_api
 
-# Long or many tests with cheap fixtures: spread over the workers (`tests/conftest.py`).
-pytestmark = pytest.mark.spread
-
 ENDED_AT = T0 + timedelta(seconds=5)
 LATER = T0 + timedelta(hours=1)
 
