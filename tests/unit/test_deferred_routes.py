@@ -16,7 +16,7 @@ from cairn.api.app import create_app
 from cairn.api.resolver import ConcurrentRestResolver
 from cairn.services import Services
 from tests.support.fakes import FakeClock
-from tests.support.lambda_client import make_services
+from tests.support.lambda_client import LambdaClient, make_services
 
 
 def routes(app: ConcurrentRestResolver) -> set[tuple[str, str]]:
@@ -52,3 +52,10 @@ def test_each_deferred_route_registers_when_its_own_path_is_asked_for(services: 
         fresh = create_app(services)
         fresh._register_deferred(concrete(path))
         assert (method, path) in routes(fresh), f"{method} {path} is not registered by a request for it"
+
+
+def test_the_inbox_page_asked_for_with_a_trailing_slash_first_is_sent_to_the_page(services: Services) -> None:
+    """`/inbox/` is the page's address with a slash too many: a new container answered it with a 404
+    until someone had asked for `/inbox`, which registers the page's routes."""
+    reply = LambdaClient(services).request("GET", "/inbox/")
+    assert (reply.status, reply.headers.get("Location")) == (308, "../inbox")

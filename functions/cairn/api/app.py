@@ -44,7 +44,7 @@ DEFERRED_GROUPS = (
     ("store", ADDRESS + r"/store(/|$)"),
     ("files", ADDRESS + r"/files(/|$)"),
     ("discovery", r"^/(skill\.md|llms\.txt|llms-full\.txt|openapi\.json|\.well-known/|healthz$)"),
-    ("viewer", r"^/inbox(/[a-z]+\.(js|css|svg))?$"),
+    ("viewer", r"^/inbox(/|/[a-z]+\.(js|css|svg))?$"),
 )
 
 
