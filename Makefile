@@ -50,13 +50,10 @@ serve: setup
 	$(BIN)/cairn serve $(ARGS)
 
 # The fast loop: lint, format, types and a complexity gate (no function above radon's C), no test.
-# The OpenAI Agents example is typed apart, with a cache of its own (sharing one, each run would undo
-# the other's): the CDK example's module `agents` would hide the SDK's package.
 check: $(VENV)/.installed
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
-	$(BIN)/mypy --cache-dir .mypy_cache/openai-agents-example examples/openai-agents-session/openai_chat.py
 	$(BIN)/xenon --max-absolute C functions infra bench examples app.py
 
 # Unit tests only: no DynamoDB Local, no server, no browser.
@@ -94,7 +91,7 @@ bench: setup wrk
 # Lambda dependencies downloads Linux wheels from PyPI, so no Docker either.
 synth: $(VENV)/.installed
 	$(BIN)/python app.py
-	PYTHONPATH=functions:. $(BIN)/python examples/cdk-app/agents.py
+	PYTHONPATH=functions:. $(BIN)/python examples/cdk-app/team_app.py
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .cairn site

@@ -21,7 +21,7 @@ def test_the_example_app_synthesizes_cdk_nag_clean(tmp_path: Path) -> None:
     }
 
     result = subprocess.run(
-        [sys.executable, "examples/cdk-app/agents.py"],
+        [sys.executable, "examples/cdk-app/team_app.py"],
         cwd=PROJECT_DIR,
         env=env,
         capture_output=True,

@@ -4,7 +4,7 @@ reads the address's credentials and calls the runtime routes, and a state machin
 address's callback: its task subscribes the execution's task token to the address, and Cairn's wake-up
 completes the task (SendTaskSuccess) with the first `build.completed` event.
 
-`python examples/cdk-app/agents.py` synthesizes it (cdk-nag included) into cdk.out/examples/cdk-app.
+`python examples/cdk-app/team_app.py` synthesizes it (cdk-nag included) into cdk.out/examples/cdk-app.
 """
 
 from __future__ import annotations
