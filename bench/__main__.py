@@ -25,8 +25,10 @@ when it ends. What it measures, in the order printed:
    stream, counted as in 1.
    wake-ups by webhook: from the POST's answer to the webhook's arrival at a
    receiver on 127.0.0.1 (through DynamoDB Local's stream), deliveries per
-   second for a burst of posts, and DynamoDB table calls while a subscribed
-   agent waits 25 s idle beside one 25 s long-poll.
+   second for a burst of posts, the processor time of an idle `cairn serve`
+   and its DynamoDB Local, and DynamoDB table calls while a subscribed
+   agent waits 25 s idle beside one 25 s long-poll. `--only webhooks` runs
+   this part alone.
 4. Baseline: the inbox append's transaction (head Update with a condition +
    event Put) in raw boto3 at 1 and 8 threads on the same DynamoDB Local,
    with and without the idempotency record a post with an Idempotency-Key
@@ -198,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter runs and fewer trials (noisier figures)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     only_help = "run one part alone (integrations: with its calls floor rows)"
-    parts = ["integrations", "handler", "cold-starts", "runtime-calls", "side-by-side"]
+    parts = ["integrations", "handler", "cold-starts", "runtime-calls", "side-by-side", "webhooks"]
     parser.add_argument("--only", choices=parts, help=only_help)
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
@@ -211,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             "cold-starts": run_cold_starts,
             "runtime-calls": run_runtime_calls,
             "side-by-side": run_side_by_side,
+            "webhooks": run_webhooks,
         }
         tables = only[args.only](plan, Path(workdir)) if args.only else run(plan, Path(workdir))
     setup = {
@@ -259,7 +262,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
             _progress("7/16 state compare-and-set over HTTP")
             cas, cairn_cas = measure_cas(server, plan.seconds, plan.warmup)
             _progress(f"7b/16 wake-ups by webhook (with two {IDLE_SECONDS} s idle measurements)")
-            webhooks = measure_webhooks(server, settings.replace(table_name=WAKE_TABLE), plan.trials)
+            webhooks = measure_webhooks(server, database, settings.replace(table_name=WAKE_TABLE), plan.trials)
         _progress("7c/16 inbox posts against the raw transaction, side by side (wrk, a DynamoDB Local of its own)")
         posts_vs_raw = compare_posts(settings, workdir, plan.side_by_side)
         _progress("8/16 DynamoDB calls per runtime store operation")
@@ -317,6 +320,14 @@ def run_handler(plan: Plan, workdir: Path) -> list[Table]:
         HANDLER_TABLE,
         lambda settings: list(measure_handler(settings, HANDLER_TABLE, handler_requests(plan)).values()),
     )
+
+
+def run_webhooks(plan: Plan, workdir: Path) -> list[Table]:
+    """The wake-ups by webhook alone, on a `cairn serve` of their own."""
+    with DynamoDBLocal(workdir / "dynamodb") as database:
+        settings = _settings(database).replace(table_name=WAKE_TABLE)
+        with CairnServer(database.endpoint, SERVER_TABLE, workdir) as server:
+            return [measure_webhooks(server, database, settings, plan.trials)]
 
 
 def run_cold_starts(plan: Plan, workdir: Path) -> list[Table]:

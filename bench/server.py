@@ -90,6 +90,10 @@ class ServerProcess:
             process.kill()
             process.wait()
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
     def client(self) -> httpx.Client:
         """A keep-alive client of its own; proxies from the environment are ignored."""
         return httpx.Client(base_url=self.base_url, timeout=HTTP_TIMEOUT, trust_env=False)

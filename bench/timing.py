@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections import Counter
@@ -91,3 +92,11 @@ def _run_phase(operations: Sequence[Operation], seconds: float) -> LoadResult:
         latencies=all_latencies,
         outcomes=sum(outcomes, Counter()),
     )
+
+
+def processor_seconds(pid: int) -> float:
+    """Processor time (user and system) a running process has used so far (Linux's /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        # Fields after the command's name, which is in parentheses and may hold spaces.
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -1,8 +1,13 @@
 """`cairn serve`'s stream reader: a batch whose dispatch fails is read again, but not forever; a lost
-iterator, or an open shard answered without a next one (as DynamoDB Local does), ends no wake-up."""
+iterator, or an open shard answered without a next one (as DynamoDB Local does), ends no wake-up; an
+idle reader rests longer and longer, and a commit it is told of ends its rest."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from cairn.local.wakeups import MAX_DISPATCH_TRIES, StreamFollower
 from cairn.wakeups.models import EventNotice
+from tests.support.serve import wait_until
 
 
 def record(address: str, sequence: int) -> dict[str, Any]:
@@ -204,3 +210,46 @@ def test_a_stream_that_pages_no_further_is_described_once():
     streams = Unpaged({"shard-1": Shard(events("a", 1, 2))})
     assert follow(streams, reads=1) == [("a", 1), ("a", 2)]
     assert streams.pages == 2, "the first page, and the one that did not move on"
+
+
+@dataclass
+class CountedStreams(Streams):
+    reads: int = 0
+
+    def get_records(self, ShardIterator: str, Limit: int) -> dict[str, Any]:  # noqa: N803 (boto3's names)
+        self.reads += 1
+        return super().get_records(ShardIterator, Limit)
+
+
+@contextmanager
+def following(follower: StreamFollower) -> Iterator[None]:
+    """The reader on a thread of its own, as `cairn serve` runs it; stopped as the server stops it."""
+    stop = threading.Event()
+    thread = threading.Thread(target=follower.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        follower.read_soon()
+        thread.join(30)
+    assert not thread.is_alive(), "a reader at rest stops when the server does"
+
+
+def test_an_idle_reader_rests_longer_after_each_empty_read_up_to_a_second():
+    streams = CountedStreams({"shard-1": Shard([])})
+    with following(StreamFollower(streams, "arn", Recording())):  # type: ignore[arg-type]
+        time.sleep(3)
+    # Rests of 0.1, 0.2, 0.4 and 0.8 s, then 1 s: 6 reads in 3 s, where one every 0.1 s made 30.
+    assert 1 <= streams.reads <= 8
+
+
+def test_a_commit_the_reader_is_told_of_is_read_at_once_however_long_its_rest():
+    streams = CountedStreams({"shard-1": Shard([])})
+    follower = StreamFollower(streams, "arn", dispatcher := Recording(), first_rest=3600, longest_rest=3600)  # type: ignore[arg-type]
+    with following(follower):
+        assert wait_until(lambda: streams.reads == 1, timeout=30), "the first read, then an hour's rest"
+        streams.shards["shard-1"].records += events("a", 1, 2)
+        follower.read_soon()
+        assert wait_until(lambda: dispatcher.handled == [("a", 1), ("a", 2)], timeout=30)
+    assert streams.reads >= 2

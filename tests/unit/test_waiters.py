@@ -51,3 +51,14 @@ def test_polling_waiter_backs_off_but_never_sleeps_past_the_deadline(monkeypatch
         subscription.wait(0.03)
         subscription.wait(0.0)
     assert pauses == [0.01, 0.02, 0.04, 0.04, 0.04, 0.03, 0.0]
+
+
+def test_every_append_is_told_to_the_listeners_whatever_its_address():
+    # `cairn serve`'s stream reader listens, so that it reads the append's record at once.
+    waiter = NotifyingWaiter(recheck_seconds=30)
+    told: list[str] = []
+    waiter.listen(lambda: told.append("appended"))
+    with waiter.subscribe("a"):
+        waiter.notify("a")
+    waiter.notify("b")
+    assert told == ["appended", "appended"]

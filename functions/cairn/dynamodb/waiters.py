@@ -7,13 +7,14 @@ read and the wait still wakes it. Two implementations of
 * `PollingWaiter` (Lambda): no shared memory between instances, so the
   poll simply re-reads DynamoDB after a short, growing pause.
 * `NotifyingWaiter` (`cairn serve`): appends in this process notify the
-  subscribers of that address, which wake at once.
+  subscribers of that address, which wake at once, and the listeners of
+  every append (the server's stream reader).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from cairn.addresses.ports import Subscription
@@ -70,6 +71,11 @@ class NotifyingWaiter:
         self._recheck = recheck_seconds
         self._lock = threading.Lock()
         self._watchers: dict[str, set[_Signal]] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every append this process notifies, whatever its address."""
+        self._listeners.append(listener)
 
     @contextmanager
     def subscribe(self, address_id: str) -> Iterator[Subscription]:
@@ -91,3 +97,5 @@ class NotifyingWaiter:
             watchers = list(self._watchers.get(address_id, ()))
         for signal in watchers:
             signal.fire()
+        for listener in self._listeners:
+            listener()

@@ -107,6 +107,11 @@ class DynamoDBLocal:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The Java process's id while it runs."""
+        return self._process.pid if self._process is not None else None
+
     def start(self, timeout: float = 60.0) -> DynamoDBLocal:
         java = shutil.which("java")
         if java is None:

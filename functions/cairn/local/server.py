@@ -115,11 +115,13 @@ def run(args: argparse.Namespace) -> int:
             settings = settings.replace(server_secret=runtime_key_file.load_or_create(secret_path))
         client = make_client(settings)
         ensure_table(client, settings.table_name)
-        services = Services.build(settings, client=client, waiter=NotifyingWaiter(), mailer=mailer)
+        waiter = NotifyingWaiter()
+        services = Services.build(settings, client=client, waiter=waiter, mailer=mailer)
         app = create_app(services)
-        stack.enter_context(
+        wakeups = stack.enter_context(
             WakeupLoop(client, make_streams_client(settings), settings.table_name, services.dispatcher, services.sweep)
         )
+        waiter.listen(wakeups.read_soon)
         stack.enter_context(OutcomeSweepLoop(services.outcome_sweep))
         stored_mail = FileRawMessages(settings.email_blob_dir)
         stack.enter_context(StoredMailExpiry(stored_mail, settings.event_retention_seconds))
