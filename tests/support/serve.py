@@ -16,6 +16,11 @@ import httpx
 from cairn.local.dynamodb_local import free_port
 
 READY_LINE = "Cairn is serving on"
+# A free port is free when it is picked, not always when the server binds it: another process on the
+# machine (a client's connection, another test's server) may take it in between. The server then ends
+# saying so, and is started again on other ports.
+PORT_TAKEN = ("address already in use", "cannot listen for SMTP")
+PORT_ATTEMPTS = 3
 
 
 class ServeProcess:
@@ -32,29 +37,44 @@ class ServeProcess:
         extra_args: list[str] | None = None,
         cwd: Path | None = None,
     ) -> None:
-        self.port = free_port()
-        self.smtp_port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._take_ports()
         self.output: list[str] = []
-        command = [sys.executable, "-m", "cairn.cli", "serve", "--port", str(self.port)]
-        command += ["--smtp-port", str(self.smtp_port)]
+        arguments: list[str] = []
         if dynamodb_endpoint:
-            command += ["--dynamodb-endpoint", dynamodb_endpoint]
+            arguments += ["--dynamodb-endpoint", dynamodb_endpoint]
         if table:
-            command += ["--table", table]
+            arguments += ["--table", table]
         self.data_dir = data_dir or workdir / "data"
-        command += ["--data-dir", str(self.data_dir)]
-        self._command = command + (extra_args or [])
+        arguments += ["--data-dir", str(self.data_dir)]
+        self._arguments = arguments + (extra_args or [])
         self._env = {**os.environ, "CAIRN_POLL_RATE_PER_MINUTE": "100000", "CAIRN_CREATE_RATE_PER_MINUTE": "100000"}
         self._env.update(env or {})
         self._workdir = workdir
         self._cwd = cwd or Path(__file__).resolve().parents[2]
         self.process: subprocess.Popen | None = None
 
+    def _take_ports(self) -> None:
+        self.port = free_port()
+        self.smtp_port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+
     def start(self, timeout: float = 60.0) -> ServeProcess:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            if self._launch(timeout):
+                return self
+            output = "".join(self.output)
+            self.kill()
+            if attempt == PORT_ATTEMPTS or not any(sign in output for sign in PORT_TAKEN):
+                raise RuntimeError("cairn serve did not start:\n" + output)
+            self._take_ports()
+        raise AssertionError("unreachable")
+
+    def _launch(self, timeout: float) -> bool:
+        """Start the server on this object's ports; True once it listens, False if it ended first."""
         self.output = []
+        ports = ["--port", str(self.port), "--smtp-port", str(self.smtp_port)]
         self.process = subprocess.Popen(
-            self._command,
+            [sys.executable, "-m", "cairn.cli", "serve", *ports, *self._arguments],
             cwd=self._cwd,
             env=self._env,
             stdout=subprocess.PIPE,
@@ -66,7 +86,7 @@ class ServeProcess:
         if not ready.wait(timeout):
             self.kill()
             raise RuntimeError("cairn serve did not start:\n" + "".join(self.output))
-        return self
+        return any(READY_LINE in line for line in self.output)
 
     def _read_output(self, ready: threading.Event) -> None:
         assert self.process is not None and self.process.stdout is not None
