@@ -27,6 +27,7 @@ from constructs import Construct
 
 from infra.checks import acknowledge
 from infra.config import STREAM_LIMIT_SECONDS, StageConfig
+from infra.firewall import IpRateLimit
 
 # Named by string: CDK never imports the application package.
 API_HANDLER = "cairn.entrypoints.api_handler.lambda_handler"
@@ -97,7 +98,7 @@ _IAM_ROUTE = {"AwsSolutions-COG4": _IAM_ROUTE_REASON}
 
 
 class CairnApi(Construct):
-    """REST API for one stage: routes, throttling, access logs, tracing, optional custom domain."""
+    """REST API for one stage: routes, throttling, access logs, tracing, optional custom domain and per-IP limit."""
 
     def __init__(
         self,
@@ -152,6 +153,23 @@ class CairnApi(Construct):
         self._add_routes(streaming, downloads)
         self._add_gateway_errors()
         self._acknowledge_findings()
+        if config.waf_ip_rate_limit is not None:
+            IpRateLimit(
+                self,
+                "IpRateLimit",
+                stage=self.stage,
+                limit=config.waf_ip_rate_limit,
+                name=config.resource_name_prefix,
+            )
+        else:
+            acknowledge(
+                self.stage,
+                "AwsSolutions-APIG3",
+                "Abuse is bounded by the stage throttle (context) and the application's own limits "
+                "(address creations per client IP, polls per address, body sizes). A WAF web ACL limiting "
+                "each client IP (`waf_ip_rate_limit`) bills by the month and the request, so it is the "
+                "deployment's choice.",
+            )
 
     @property
     def stage(self) -> apigateway.Stage:
@@ -225,14 +243,6 @@ class CairnApi(Construct):
             "Execution logging needs the account-wide API Gateway CloudWatch role, which a "
             "stage stack must not own (one per account and region, shared by every API). Each "
             "request is recorded in the stage's access log, and the function logs its own work.",
-        )
-        acknowledge(
-            self.stage,
-            "AwsSolutions-APIG3",
-            "Abuse is bounded by the stage throttle (context) and the application's own limits "
-            "(address creations per client IP, polls per address, body sizes). A WAF web ACL is "
-            "an account-level choice with per-request cost; an operator can associate one with "
-            "this stage without changing the stack.",
         )
 
 

@@ -49,6 +49,8 @@ API_GATEWAY_TIMEOUT_SECONDS = 29
 # ends by itself half a minute before, so its client sees a clean end, not a cut.
 STREAM_LIMIT_SECONDS = 15 * 60
 MAX_STREAM_SECONDS = STREAM_LIMIT_SECONDS - 30
+# What a WAF rate-based rule accepts as its limit (requests per evaluation window).
+WAF_RATE_LIMITS = (10, 2_000_000_000)
 
 # The application's limits (functions/cairn/settings.py, variable CAIRN_<KEY>)
 # with its defaults. Every deployment passes all of them, so the function's
@@ -140,6 +142,9 @@ class StageConfig:
     # never more.
     stream_reserved_concurrency: int = 50
     log_retention_days: int = 30
+    # Requests one client IP may make in five minutes before a WAF web ACL on the stage blocks it
+    # (`infra/firewall.py`). None: no web ACL, which WAF would bill by the month and the request.
+    waf_ip_rate_limit: int | None = None
     # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".
     limits: Mapping[str, int] = field(default_factory=dict)
     # ARN patterns of the AWS services wake-up subscriptions may deliver to; the functions get exactly these.
@@ -179,6 +184,11 @@ class StageConfig:
         self._check_sender()
         if self.api_throttle_burst < self.api_throttle_rate:
             raise ValueError("'api_throttle_burst' must be at least 'api_throttle_rate'")
+        lowest, highest = WAF_RATE_LIMITS
+        if self.waf_ip_rate_limit is not None and not lowest <= self.waf_ip_rate_limit <= highest:
+            raise ValueError(
+                f"'waf_ip_rate_limit' must be from {lowest} to {highest:,} (WAF's bounds), got {self.waf_ip_rate_limit}"
+            )
         if self.log_retention_days not in _RETENTION_DAYS:
             raise ValueError(
                 f"'log_retention_days' must be one of CloudWatch's values {sorted(_RETENTION_DAYS)}, "
@@ -261,6 +271,7 @@ class StageConfig:
             ),
             stream_reserved_concurrency=number("stream_reserved_concurrency", cls.stream_reserved_concurrency),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
+            waf_ip_rate_limit=None if text("waf_ip_rate_limit") is None else number("waf_ip_rate_limit", 0),
             wake_target_arns=_as_list("wake_target_arns", node.try_get_context("wake_target_arns")),
             name_prefix=text("name_prefix"),
             limits={key: number(key, default, _LIMIT_MINIMUMS.get(key, 1)) for key, default in LIMIT_DEFAULTS.items()},

@@ -35,6 +35,7 @@ FULL_CONTEXT = {
     "api_reserved_concurrency": "50",
     "stream_reserved_concurrency": "20",
     "log_retention_days": "90",
+    "waf_ip_rate_limit": "3000",
     "event_retention_seconds": 3 * 86_400 + 1,
     "max_events": 5_000,
     "owner_reserved_events": 120,
