@@ -100,7 +100,8 @@ class Alarms(Construct):
         self._alarm(
             "table-throttles",
             table.metric_throttled_requests_for_operations(operations=TABLE_OPERATIONS, period=PERIOD),
-            description="DynamoDB throttled requests to the Cairn table (a hot partition or account limit).",
+            description="DynamoDB throttled requests to the Cairn table (a hot partition, the account's limit or "
+            "the table's maximum throughput).",
         )
         self._alarm(
             "table-system-errors",

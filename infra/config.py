@@ -145,6 +145,11 @@ class StageConfig:
     # Requests one client IP may make in five minutes before a WAF web ACL on the stage blocks it
     # (`infra/firewall.py`). None: no web ACL, which WAF would bill by the month and the request.
     waf_ip_rate_limit: int | None = None
+    # The table's most read and write request units a second (DynamoDB's maximum throughput for an
+    # on-demand table): a ceiling on what traffic can cost, past which requests are throttled (503 with
+    # Retry-After, and the `table-throttles` alarm). None: bounded only by the account's quota.
+    table_max_read_request_units: int | None = None
+    table_max_write_request_units: int | None = None
     # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".
     limits: Mapping[str, int] = field(default_factory=dict)
     # ARN patterns of the AWS services wake-up subscriptions may deliver to; the functions get exactly these.
@@ -184,11 +189,7 @@ class StageConfig:
         self._check_sender()
         if self.api_throttle_burst < self.api_throttle_rate:
             raise ValueError("'api_throttle_burst' must be at least 'api_throttle_rate'")
-        lowest, highest = WAF_RATE_LIMITS
-        if self.waf_ip_rate_limit is not None and not lowest <= self.waf_ip_rate_limit <= highest:
-            raise ValueError(
-                f"'waf_ip_rate_limit' must be from {lowest} to {highest:,} (WAF's bounds), got {self.waf_ip_rate_limit}"
-            )
+        self._check_ceilings()
         if self.log_retention_days not in _RETENTION_DAYS:
             raise ValueError(
                 f"'log_retention_days' must be one of CloudWatch's values {sorted(_RETENTION_DAYS)}, "
@@ -196,6 +197,18 @@ class StageConfig:
             )
         self._check_wake_targets()
         self._check_limits()
+
+    def _check_ceilings(self) -> None:
+        """The optional bounds on what a deployment's traffic can cost."""
+        lowest, highest = WAF_RATE_LIMITS
+        if self.waf_ip_rate_limit is not None and not lowest <= self.waf_ip_rate_limit <= highest:
+            raise ValueError(
+                f"'waf_ip_rate_limit' must be from {lowest} to {highest:,} (WAF's bounds), got {self.waf_ip_rate_limit}"
+            )
+        for key in ("table_max_read_request_units", "table_max_write_request_units"):
+            units = getattr(self, key)
+            if units is not None and units < 1:
+                raise ValueError(f"'{key}' must be a whole number of request units, at least 1, got {units}")
 
     def _check_wake_targets(self) -> None:
         for pattern in self.wake_target_arns:
@@ -272,6 +285,12 @@ class StageConfig:
             stream_reserved_concurrency=number("stream_reserved_concurrency", cls.stream_reserved_concurrency),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
             waf_ip_rate_limit=None if text("waf_ip_rate_limit") is None else number("waf_ip_rate_limit", 0),
+            table_max_read_request_units=(
+                None if text("table_max_read_request_units") is None else number("table_max_read_request_units", 0)
+            ),
+            table_max_write_request_units=(
+                None if text("table_max_write_request_units") is None else number("table_max_write_request_units", 0)
+            ),
             wake_target_arns=_as_list("wake_target_arns", node.try_get_context("wake_target_arns")),
             name_prefix=text("name_prefix"),
             limits={key: number(key, default, _LIMIT_MINIMUMS.get(key, 1)) for key, default in LIMIT_DEFAULTS.items()},

@@ -27,6 +27,8 @@ MEANINGS = {
     "api_reserved_concurrency": "Lambda concurrency reserved for (and capping) the API function",
     "stream_reserved_concurrency": "Lambda concurrency reserved for (and capping) feed reads, downloads and `/mcp`",
     "log_retention_days": "retention of function and access logs (a CloudWatch value)",
+    "table_max_read_request_units": "the table's most read request units a second (a cost ceiling); None: no maximum",
+    "table_max_write_request_units": "the table's most write request units a second (a cost ceiling); None: no maximum",
     "waf_ip_rate_limit": "requests per client IP in five minutes before a WAF web ACL blocks it (429); None: no WAF",
     "limits": "the application's limits by lower-case name (`max_events`, ...); the rest keep their defaults",
     "wake_target_arns": "ARN patterns wake-ups may target (`grant_wake_target` adds constructs)",

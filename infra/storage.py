@@ -69,7 +69,10 @@ class CairnTable(Construct):
             "Table",
             partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
-            billing=dynamodb.Billing.on_demand(),
+            billing=dynamodb.Billing.on_demand(
+                max_read_request_units=config.table_max_read_request_units,
+                max_write_request_units=config.table_max_write_request_units,
+            ),
             # TTL only reclaims space, days late; reads filter `expires_at` themselves.
             time_to_live_attribute="expires_at",
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(

@@ -36,6 +36,8 @@ FULL_CONTEXT = {
     "stream_reserved_concurrency": "20",
     "log_retention_days": "90",
     "waf_ip_rate_limit": "3000",
+    "table_max_read_request_units": "2000",
+    "table_max_write_request_units": 800,
     "event_retention_seconds": 3 * 86_400 + 1,
     "max_events": 5_000,
     "owner_reserved_events": 120,

@@ -1,9 +1,12 @@
-"""The table: keys, TTL, recovery, encryption, and what happens to it when a stack goes away."""
+"""The table: keys, TTL, recovery, encryption, its optional ceiling, and what happens to it when a stack
+goes away."""
 
 from __future__ import annotations
 
+import pytest
 from aws_cdk.assertions import Match
 
+from infra.config import StageConfig
 from tests.infra.synthesis import Synthesis
 
 TABLE = "AWS::DynamoDB::GlobalTable"  # what TableV2 synthesizes to
@@ -26,6 +29,22 @@ def test_table_has_string_pk_sk_keys_and_on_demand_billing(default: Synthesis) -
             "BillingMode": "PAY_PER_REQUEST",
         },
     )
+
+
+def test_the_tables_throughput_is_capped_where_the_deployment_asks(full: Synthesis, default: Synthesis) -> None:
+    _, table = full.only(TABLE)
+    assert table["Properties"]["WriteOnDemandThroughputSettings"] == {"MaxWriteRequestUnits": 800}
+    [replica] = table["Properties"]["Replicas"]
+    assert replica["ReadOnDemandThroughputSettings"] == {"MaxReadRequestUnits": 2000}
+    _, uncapped = default.only(TABLE)
+    assert "WriteOnDemandThroughputSettings" not in uncapped["Properties"]
+    assert "ReadOnDemandThroughputSettings" not in uncapped["Properties"]["Replicas"][0]
+
+
+@pytest.mark.parametrize("key", ["table_max_read_request_units", "table_max_write_request_units"])
+def test_a_ceiling_below_one_request_unit_fails_synthesis(key: str) -> None:
+    with pytest.raises(ValueError, match=key):
+        StageConfig(**{key: 0})
 
 
 def test_table_expires_items_by_expires_at(default: Synthesis) -> None:
