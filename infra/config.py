@@ -74,6 +74,7 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
     "stream_heartbeat_seconds": 15,
     "max_streams_per_address": 5,
     "max_waiting_polls_per_address": 10,
+    "max_held_reads_per_client": 20,
     "default_page_limit": 100,
     "max_page_limit": 1_000,
     "max_page_bytes": 5_000_000,
@@ -96,7 +97,12 @@ LIMIT_DEFAULTS: Mapping[str, int] = {
 }
 
 # Zero means "never wait", and "no reserve": the limits for which zero makes sense.
-_LIMIT_MINIMUMS = {"max_wait_seconds": 0, "owner_reserved_events": 0, "default_expires_in_seconds": 0}
+_LIMIT_MINIMUMS = {
+    "max_wait_seconds": 0,
+    "owner_reserved_events": 0,
+    "default_expires_in_seconds": 0,
+    "max_held_reads_per_client": 0,
+}
 # The application's upper bounds (its `MAX_EVENTS_LIMIT`: a feed's head counts its events in blocks).
 _LIMIT_MAXIMUMS = {"max_events": 100_000}
 

@@ -310,6 +310,22 @@ def test_held_reads_are_capped_per_address_until_released_or_lapsed(stores: Stor
         stores.leases.hold(record.id, "stream", "f", until=at + 40, **hold)
 
 
+def test_a_clients_held_reads_are_capped_across_addresses_until_released_or_lapsed(stores: Stores) -> None:
+    at = float(int(NOW))
+    hold = {"cap": 2, "now": at}
+    assert stores.leases.hold_for_client("203.0.113.7", "a", until=at + 30, **hold) is None, "the first makes its item"
+    assert stores.leases.hold_for_client("203.0.113.7", "b", until=at + 10, **hold) is None
+    assert stores.leases.hold_for_client("203.0.113.7", "c", until=at + 30, **hold) == 10
+    assert stores.leases.hold_for_client("2001:db8::/64", "c", until=at + 30, **hold) is None, "each client apart"
+    stores.leases.release_for_client("203.0.113.7", "a")
+    stores.leases.release_for_client("203.0.113.7", "never-held")
+    stores.leases.release_for_client("198.51.100.1", "never-held")
+    assert stores.leases.hold_for_client("203.0.113.7", "c", until=at + 30, **hold) is None
+    # b lapses at at + 10: its holder is gone, and its slot is free again.
+    assert stores.leases.hold_for_client("203.0.113.7", "d", until=at + 40, cap=2, now=at + 11) is None
+    assert stores.leases.hold_for_client("203.0.113.7", "e", until=at + 40, cap=2, now=at + 11) == 19
+
+
 # -- appends -----------------------------------------------------------------------
 
 

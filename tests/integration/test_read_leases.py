@@ -1,5 +1,6 @@
-"""Held reads per address on DynamoDB Local: the cap holds under racing processes, a lapsed lease
-(its holder died) frees its slot, and a deleted address holds nothing."""
+"""Held reads per address and per client on DynamoDB Local: each cap holds under racing processes, a
+lapsed lease (its holder died) frees its slot, a deleted address holds nothing, and a client's item
+expires a day after its last take."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def take_many(endpoint: str, table: str, address_id: str, tries: int) -> list[bo
     return [
         store.hold(address_id, "streams", uuid.uuid4().hex, until=NOW + 600, cap=CAP, now=NOW) is None
         for _ in range(tries)
+    ]
+
+
+def take_many_for_client(endpoint: str, table: str, client: str, tries: int) -> list[bool]:
+    store = leases(endpoint, table)
+    return [
+        store.hold_for_client(client, uuid.uuid4().hex, until=NOW + 600, cap=CAP, now=NOW) is None for _ in range(tries)
     ]
 
 
@@ -78,3 +86,14 @@ def test_a_deleted_address_holds_nothing(dynamodb_local, local_table: str, api: 
     with pytest.raises(Unauthorized):
         store.hold("never-provisioned", "streams", "b", until=NOW + 10, cap=2, now=NOW)
     store.release(address_id, "streams", "a")  # nothing to free, and no item made
+
+
+def test_racing_processes_take_exactly_a_clients_cap_and_its_item_expires_a_day_after(dynamodb_local, local_table: str):
+    context = process_context()
+    with context.Pool(4) as pool:
+        taken = pool.starmap(take_many_for_client, [(dynamodb_local.endpoint, local_table, "203.0.113.7", 4)] * 4)
+    assert sum(sum(results) for results in taken) == CAP
+    client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
+    item = client.get_item(TableName=local_table, Key={"pk": {"S": "CLIENT#203.0.113.7"}, "sk": {"S": "HELD"}})["Item"]
+    assert len(item["held_reads"]["M"]) == CAP
+    assert int(item["expires_at"]["N"]) == int(NOW) + 86_400

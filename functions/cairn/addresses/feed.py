@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 from msgspec.structs import replace
 
@@ -72,6 +72,7 @@ class Feed:
         wait: float,
         limit: int,
         copies: int = 1,
+        client: str | None = None,
     ) -> FeedPage:
         """Events after `after`; with `wait`, block until one exists or time runs out.
 
@@ -79,7 +80,8 @@ class Feed:
         budget is divided by `copies`, what one answer may cost in pages: an
         MCP tool result carries the page twice, as structured content and as
         JSON text in a string, where each quote and backslash is escaped once
-        more, so up to three times the page as the REST route sends it.
+        more, so up to three times the page as the REST route sends it. A poll
+        that waits also holds one of `client`'s reads, when a caller names it.
         """
         record = self.admit_read(address_id, read_token)
         trimmed_through = record.trimmed_through
@@ -98,7 +100,7 @@ class Feed:
                 if not waiting:
                     # Only a poll that will wait holds a slot; one answered at once costs none.
                     cap = self._settings.max_waiting_polls_per_address
-                    held.enter_context(self._holding(address_id, WAITS, seconds=remaining, cap=cap))
+                    held.callback(self._hold(address_id, WAITS, seconds=remaining, cap=cap, client=client))
                     waiting = True
                 subscription.wait(remaining)
 
@@ -129,7 +131,9 @@ class Feed:
         record = self._table.load(address_id)
         return known if record is None else max(known, record.trimmed_through)
 
-    def watch(self, address_id: str, read_token: str | None, *, after: int, limit: int) -> EventStream:
+    def watch(
+        self, address_id: str, read_token: str | None, *, after: int, limit: int, client: str | None = None
+    ) -> EventStream:
         """Events after `after` as they commit, for one stream of `max_stream_seconds`.
 
         Checks the token and counts once against the poll rate now, so a
@@ -139,37 +143,52 @@ class Feed:
         `stream_heartbeat_seconds` pass without one, so the caller can keep
         the connection alive. It waits with the long-poll's waiter, never in
         a busy loop, and ends when the time is up or, checked at each
-        heartbeat, the address is gone. Closing it gives its slot back.
+        heartbeat, the address is gone. Closing it gives its slot back, and
+        the one it holds of `client`'s, when a caller names it.
         """
         self.admit_read(address_id, read_token)
         settings = self._settings
-        lease = self._hold(
-            address_id, STREAMS, seconds=settings.max_stream_seconds, cap=settings.max_streams_per_address
+        release = self._hold(
+            address_id,
+            STREAMS,
+            seconds=settings.max_stream_seconds,
+            cap=settings.max_streams_per_address,
+            client=client,
         )
-        return EventStream(
-            self._batches(address_id, read_token, after, limit),
-            release=lambda: self._leases.release(address_id, STREAMS, lease),
-        )
+        return EventStream(self._batches(address_id, read_token, after, limit), release=release)
 
-    def _hold(self, address_id: str, kind: str, *, seconds: float, cap: int) -> str:
-        """A lease on one of the address's `cap` slots of `kind`, or `TooManyHeldReads`."""
+    def _hold(self, address_id: str, kind: str, *, seconds: float, cap: int, client: str | None) -> Callable[[], None]:
+        """One of the address's `cap` slots of `kind`, and one of `client`'s (when the settings cap clients),
+        or `TooManyHeldReads`; returns what gives them back."""
         lease = uuid.uuid4().hex
         now = self._clock()
-        retry_after = self._leases.hold(
-            address_id, kind, lease, until=now + seconds + _LEASE_MARGIN_SECONDS, cap=cap, now=now
-        )
+        until = now + seconds + _LEASE_MARGIN_SECONDS
+        retry_after = self._leases.hold(address_id, kind, lease, until=until, cap=cap, now=now)
         if retry_after is not None:
             what = "event streams" if kind == STREAMS else "waiting polls"
             raise TooManyHeldReads(f"At most {cap} {what} per address at once.", retry_after=retry_after)
-        return lease
-
-    @contextmanager
-    def _holding(self, address_id: str, kind: str, *, seconds: float, cap: int) -> Iterator[None]:
-        lease = self._hold(address_id, kind, seconds=seconds, cap=cap)
+        per_client = self._settings.max_held_reads_per_client
+        if client is None or not per_client:
+            return lambda: self._leases.release(address_id, kind, lease)
         try:
-            yield
-        finally:
+            retry_after = self._leases.hold_for_client(client, lease, until=until, cap=per_client, now=now)
+        except BaseException:
             self._leases.release(address_id, kind, lease)
+            raise
+        if retry_after is not None:
+            self._leases.release(address_id, kind, lease)
+            raise TooManyHeldReads(
+                f"At most {per_client} event streams and waiting polls per client at once, across its addresses.",
+                retry_after=retry_after,
+            )
+
+        def release() -> None:
+            try:
+                self._leases.release(address_id, kind, lease)
+            finally:
+                self._leases.release_for_client(client, lease)
+
+        return release
 
     def _batches(
         self, address_id: str, read_token: str | None, after: int, limit: int

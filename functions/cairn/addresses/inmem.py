@@ -68,6 +68,8 @@ class AddressMemory:
     # Kept apart from the addresses, as on DynamoDB: a deleted address's provisioning claim stays.
     provision_claims: dict[str, tuple[str, ports.ProvisionClaim]] = field(default_factory=dict)
     rates: dict[tuple[str, str, int, int], int] = field(default_factory=dict)
+    # Each client's held reads across every address: lease → when it lapses.
+    client_leases: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def count(self, scope: str, subject: str, *, limit: int, now: float, window_seconds: int) -> int | None:
         """One use of the window of `now` if fewer than `limit` were counted; else the seconds it has left."""
@@ -446,19 +448,31 @@ class InMemoryReadLeases:
             address = self._memory.addresses.get(address_id)
             if address is None:
                 raise Unauthorized()
-            held = address.leases.setdefault(kind, {})
-            if len(held) >= cap:
-                # Leases whose holders died without releasing them free their slots once they lapse.
-                for name in [name for name, lapses in held.items() if lapses <= now]:
-                    del held[name]
-            if len(held) >= cap:
-                earliest = min(held.values(), default=math.ceil(now))
-                return max(1, math.ceil(earliest - now))
-            held[lease] = math.ceil(until)
-            return None
+            return _take(address.leases.setdefault(kind, {}), lease, until=until, cap=cap, now=now)
 
     def release(self, address_id: str, kind: str, lease: str) -> None:
         with self._memory.lock:
             address = self._memory.addresses.get(address_id)
             if address is not None:
                 address.leases.get(kind, {}).pop(lease, None)
+
+    def hold_for_client(self, client: str, lease: str, *, until: float, cap: int, now: float) -> int | None:
+        with self._memory.lock:
+            return _take(self._memory.client_leases.setdefault(client, {}), lease, until=until, cap=cap, now=now)
+
+    def release_for_client(self, client: str, lease: str) -> None:
+        with self._memory.lock:
+            self._memory.client_leases.get(client, {}).pop(lease, None)
+
+
+def _take(held: dict[str, int], lease: str, *, until: float, cap: int, now: float) -> int | None:
+    """Put `lease` in `held` while it has fewer than `cap`; else the seconds until one lapses."""
+    if len(held) >= cap:
+        # Leases whose holders died without releasing them free their slots once they lapse.
+        for name in [name for name, lapses in held.items() if lapses <= now]:
+            del held[name]
+    if len(held) >= cap:
+        earliest = min(held.values(), default=math.ceil(now))
+        return max(1, math.ceil(earliest - now))
+    held[lease] = math.ceil(until)
+    return None

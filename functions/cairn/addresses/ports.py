@@ -297,6 +297,15 @@ class ReadLeases(Protocol):
     def release(self, address_id: str, kind: str, lease: str) -> None:
         """Free `lease` at once."""
 
+    def hold_for_client(self, client: str, lease: str, *, until: float, cap: int, now: float) -> int | None:
+        """Take `lease` until `until` while `client` holds fewer than `cap` reads across every address.
+
+        None once taken; else the seconds until one of its leases lapses.
+        """
+
+    def release_for_client(self, client: str, lease: str) -> None:
+        """Free the client's `lease` at once."""
+
 
 class Waiter(Protocol):
     """How a long-poll learns that its feed may have grown."""

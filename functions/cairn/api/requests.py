@@ -65,6 +65,18 @@ def bearer_token(event: BaseProxyEvent) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
+def client_network(event: BaseProxyEvent) -> str:
+    """What per-client caps on held reads count by: the caller's IPv4 address, or its IPv6 /64.
+
+    One IPv6 host usually has a whole /64 to itself and may send from any
+    address in it, so counting each address apart would count nothing.
+    """
+    found = client_ip(event)
+    if ":" not in found:
+        return found
+    return str(ipaddress.ip_network(f"{found}/64", strict=False))
+
+
 def client_ip(event: BaseProxyEvent) -> str:
     """The caller's address as API Gateway saw it; what per-client rate limits count by.
 

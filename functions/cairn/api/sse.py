@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from cairn.addresses.feed import Feed
 from cairn.addresses.models import Event
 from cairn.api import presenters
-from cairn.api.requests import bearer_token
+from cairn.api.requests import bearer_token, client_network
 from cairn.decimal_text import is_decimal
 from cairn.errors import CairnError, InvalidRequest, StreamUnavailable
 
@@ -135,6 +135,7 @@ def event_stream(feed: Feed, *, max_cursor: int) -> Middleware:
             bearer_token(request),
             after=arguments["after"] if resume is None else resume,
             limit=arguments["limit"],
+            client=client_network(request),
         )
         return Response(
             status_code=200,

@@ -183,6 +183,15 @@ def rate_sk(window: int) -> str:
 RATE_LAST = "LAST"
 
 
+def client_pk(client: str) -> str:
+    """What one client (an IP address, or an IPv6 /64) holds across every address."""
+    return f"CLIENT#{client}"
+
+
+# Under `client_pk`: the reads the client holds open (`cairn.dynamodb.read_leases`).
+HELD_READS = "HELD"
+
+
 # -- pieces of large payloads ----------------------------------------------------
 
 

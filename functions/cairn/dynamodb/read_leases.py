@@ -13,6 +13,10 @@ when the lease lapses: a refused take removes lapsed leases and tries again.
 The head is a hot item (every append's transaction conditions on it), so a
 take that meets a transaction in flight retries with a short back-off, as
 the counted read does.
+
+One client may also hold only so many across every address (it can make
+addresses at will): the same map on an item of its own (`CLIENT#<client>`),
+which the first take makes and which expires a day after the last one.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ _ATTEMPTS = 8
 Item = dict[str, Any]
 
 
+# The one kind a client's item counts: every held read, whatever its kind.
+CLIENT_KIND = "reads"
+
+
 def _map_name(kind: str) -> str:
     return f"held_{kind}"
 
@@ -43,8 +51,12 @@ def _epoch(value: Item) -> int:
     return int(value["N"])
 
 
+# A client's item outlives its longest lease (an event stream: under 15 minutes) by far.
+_CLIENT_ITEM_SECONDS = 86_400
+
+
 class ReadLeases:
-    """`cairn.addresses.ports.ReadLeases` on the address head."""
+    """`cairn.addresses.ports.ReadLeases` on the address head, and on each client's item."""
 
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._client = client
@@ -56,83 +68,101 @@ class ReadLeases:
         None once taken; otherwise the seconds until the earliest lease lapses.
         Raises `Unauthorized` when the address is gone (deleted meanwhile).
         """
-        head_key = key(keys.address_pk(address_id), keys.META)
-        names = {"#held": _map_name(kind), "#lease": lease, "#deleted": DELETED}
+        head = _Holder(
+            key(keys.address_pk(address_id), keys.META),
+            _map_name(kind),
+            live="attribute_exists(pk) AND attribute_not_exists(#deleted)",
+            names={"#deleted": DELETED},
+        )
+        return self._take(head, lease, until=until, cap=cap, now=now)
+
+    def release(self, address_id: str, kind: str, lease: str) -> None:
+        """End a held read: its slot is free at once (a deleted address has nothing to free)."""
+        self._remove(key(keys.address_pk(address_id), keys.META), _map_name(kind), lease)
+
+    def hold_for_client(self, client: str, lease: str, *, until: float, cap: int, now: float) -> int | None:
+        """Take lease `lease` until `until` if `client` holds fewer than `cap` reads across every address."""
+        item = _Holder(
+            key(keys.client_pk(client), keys.HELD_READS),
+            _map_name(CLIENT_KIND),
+            expires=n(math.ceil(now) + _CLIENT_ITEM_SECONDS),
+        )
+        return self._take(item, lease, until=until, cap=cap, now=now)
+
+    def release_for_client(self, client: str, lease: str) -> None:
+        self._remove(key(keys.client_pk(client), keys.HELD_READS), _map_name(CLIENT_KIND), lease)
+
+    def _take(self, holder: _Holder, lease: str, *, until: float, cap: int, now: float) -> int | None:
+        names = {"#held": holder.map_name, "#lease": lease, **holder.names}
         for attempt in range(_ATTEMPTS):
-            head: Item | None
+            found: Item | None
             try:
                 self._client.update_item(
                     TableName=self._table,
-                    Key=head_key,
-                    UpdateExpression="SET #held.#lease = :until",
-                    # A head without the map fails here and comes back to have the map made.
-                    ConditionExpression=(
-                        "attribute_exists(pk) AND attribute_not_exists(#deleted)"
-                        " AND attribute_exists(#held) AND size(#held) < :cap"
-                    ),
+                    Key=holder.key,
+                    UpdateExpression="SET #held.#lease = :until" + holder.refresh,
+                    # An item without the map fails here and comes back to have the map made.
+                    ConditionExpression=holder.condition("attribute_exists(#held) AND size(#held) < :cap"),
                     ExpressionAttributeNames=names,
-                    ExpressionAttributeValues={":until": n(math.ceil(until)), ":cap": n(cap)},
+                    ExpressionAttributeValues={":until": n(math.ceil(until)), ":cap": n(cap), **holder.values},
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
                 return None
             except ClientError as error:
                 if not table_ops.condition_failed(error, attempt):
                     continue
-                # The head as the condition saw it (ALL_OLD); a store that returns none is read instead.
-                head = error.response.get("Item") or self._read(head_key)  # type: ignore[assignment]
-            if not head or DELETED in head:
+                # The item as the condition saw it (ALL_OLD); a store that returns none is read instead.
+                found = error.response.get("Item") or self._read(holder.key)  # type: ignore[assignment]
+            if holder.must_exist and (not found or DELETED in found):
                 raise Unauthorized()
-            if _map_name(kind) not in head:
-                if self._start_map(head_key, names, lease, until):
+            if not found or holder.map_name not in found:
+                if self._start_map(holder, names, lease, until):
                     return None
                 continue
-            held = head[_map_name(kind)].get("M", {})
+            held = found[holder.map_name].get("M", {})
             lapsed = {name: value for name, value in held.items() if _epoch(value) <= now}
             if not lapsed:
                 earliest = min((_epoch(value) for value in held.values()), default=math.ceil(now))
                 return max(1, math.ceil(earliest - now))
-            self._remove_lapsed(head_key, kind, lapsed)
+            self._remove_lapsed(holder, lapsed)
         raise Unavailable("The address is too busy right now; retry shortly.")
 
-    def release(self, address_id: str, kind: str, lease: str) -> None:
-        """End a held read: its slot is free at once (a deleted address has nothing to free)."""
+    def _remove(self, item_key: Item, map_name: str, lease: str) -> None:
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=key(keys.address_pk(address_id), keys.META),
+                Key=item_key,
                 UpdateExpression="REMOVE #held.#lease",
                 ConditionExpression="attribute_exists(#held.#lease)",
-                ExpressionAttributeNames={"#held": _map_name(kind), "#lease": lease},
+                ExpressionAttributeNames={"#held": map_name, "#lease": lease},
             )
         except ClientError as error:
             if error_code(error) != "ConditionalCheckFailedException":
                 raise
 
-    def _start_map(self, head_key: Item, names: dict[str, str], lease: str, until: float) -> bool:
+    def _start_map(self, holder: _Holder, names: dict[str, str], lease: str, until: float) -> bool:
         """Make the map with this lease in it; False when another taker made it first."""
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=head_key,
-                UpdateExpression="SET #held = :one",
-                ConditionExpression=(
-                    "attribute_exists(pk) AND attribute_not_exists(#deleted) AND attribute_not_exists(#held)"
-                ),
+                Key=holder.key,
+                UpdateExpression="SET #held = :one" + holder.refresh,
+                ConditionExpression=holder.condition("attribute_not_exists(#held)"),
                 ExpressionAttributeNames={name: value for name, value in names.items() if name != "#lease"},
-                ExpressionAttributeValues={":one": {"M": {lease: n(math.ceil(until))}}},
+                ExpressionAttributeValues={":one": {"M": {lease: n(math.ceil(until))}}, **holder.values},
             )
         except ClientError as error:
             if error_code(error) in ("ConditionalCheckFailedException", "TransactionConflictException"):
-                return False  # the next try reads the head again and tells why
+                return False  # the next try reads the item again and tells why
             raise
         return True
 
-    def _read(self, head_key: Item) -> Item | None:
-        return self._client.get_item(TableName=self._table, Key=head_key, ConsistentRead=True).get("Item")
+    def _read(self, item_key: Item) -> Item | None:
+        return self._client.get_item(TableName=self._table, Key=item_key, ConsistentRead=True).get("Item")
 
-    def _remove_lapsed(self, head_key: Item, kind: str, lapsed: dict[str, Any]) -> None:
+    def _remove_lapsed(self, holder: _Holder, lapsed: dict[str, Any]) -> None:
         """Remove leases whose holders are gone; each only if it still lapses when removed."""
-        names = {"#held": _map_name(kind)}
+        names = {"#held": holder.map_name}
         values: dict[str, Any] = {}
         removes, conditions = [], []
         for index, (name, value) in enumerate(lapsed.items()):
@@ -143,13 +173,39 @@ class ReadLeases:
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=head_key,
+                Key=holder.key,
                 UpdateExpression="REMOVE " + ", ".join(removes),
                 ConditionExpression=" AND ".join(conditions),
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
         except ClientError as error:
-            # Another taker removed them first, or a transaction holds the head: the next try reads again.
+            # Another taker removed them first, or a transaction holds the item: the next try reads again.
             if error_code(error) not in ("ConditionalCheckFailedException", "TransactionConflictException"):
                 raise
+
+
+class _Holder:
+    """The item whose map counts the leases: an address head (which must exist, undeleted), or a
+    client's item (made by its first take, and kept a day past its last)."""
+
+    def __init__(
+        self,
+        item_key: Item,
+        map_name: str,
+        *,
+        live: str | None = None,
+        names: dict[str, str] | None = None,
+        expires: Item | None = None,
+    ) -> None:
+        self.key = item_key
+        self.map_name = map_name
+        self.must_exist = live is not None
+        self._live = live
+        self.names = names or {}
+        self.refresh = ", expires_at = :expires" if expires is not None else ""
+        self.values = {":expires": expires} if expires is not None else {}
+
+    def condition(self, held: str) -> str:
+        """`held`, the condition on the map, and that the item is live where it must be."""
+        return f"{self._live} AND {held}" if self._live else held

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import socket
 import sys
 from urllib.parse import urlsplit
@@ -82,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     runtime_key = _runtime_key(args)
     if runtime_key:
         overrides["runtime_key"] = runtime_key
+    if "CAIRN_MAX_HELD_READS_PER_CLIENT" not in os.environ:
+        # Every local client is 127.0.0.1: counted as one client, they would share one client's reads.
+        overrides["max_held_reads_per_client"] = 0
     with contextlib.ExitStack() as stack:
         endpoint = args.dynamodb_endpoint
         if endpoint is None:

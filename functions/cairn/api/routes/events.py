@@ -5,7 +5,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from cairn.api import presenters
-from cairn.api.requests import bearer_token
+from cairn.api.requests import bearer_token, client_network
 from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import AckResponse, FeedResponse, TrimResponse
@@ -38,7 +38,9 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         wait: Annotated[float, Query(ge=0, le=settings.max_wait_seconds, description="Seconds to wait.")] = 0,
         limit: Annotated[int, Query(ge=1, le=settings.max_page_limit)] = settings.default_page_limit,
     ) -> FeedResponse:
-        page = feed.poll(address_id, bearer_token(app.current_event), after=after, wait=wait, limit=limit)
+        request = app.current_event
+        client = client_network(request)
+        page = feed.poll(address_id, bearer_token(request), after=after, wait=wait, limit=limit, client=client)
         return presenters.feed(page, after)
 
     @app.post(

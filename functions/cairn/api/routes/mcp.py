@@ -27,7 +27,7 @@ from cairn.addresses.state import StateOperation
 from cairn.api import presenters, subscription_presenters, urls
 from cairn.api.errors import error_response
 from cairn.api.file_schemas import FileDeletedResponse, FileListResponse, FileOut
-from cairn.api.requests import client_ip, raw_body
+from cairn.api.requests import client_ip, client_network, raw_body
 from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.subscription_schemas import SubscriptionCreateRequest, SubscriptionDeletedResponse
 from cairn.files import files
@@ -72,12 +72,22 @@ NO_STREAM: dict[int, OpenAPIResponse] = {
 
 
 class ServiceOperations:
-    """The tools' operations on the use cases, for one request (its base URL and client IP)."""
+    """The tools' operations on the use cases, for one request (its base URL and client)."""
 
-    def __init__(self, services: Services, *, base_url: str, client_ip: str, origins: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        services: Services,
+        *,
+        base_url: str,
+        client_ip: str,
+        client_network: str | None = None,
+        origins: Sequence[str] = (),
+    ) -> None:
         self._services = services
         self._base_url = base_url
         self._client_ip = client_ip
+        # What the client's held reads count under (`client_network`); None: not counted.
+        self._client_network = client_network
         # Where the request reached this service: no webhook may lead back to it.
         self._origins = origins
 
@@ -100,6 +110,7 @@ class ServiceOperations:
             wait=arguments.wait,
             limit=limit,
             copies=3,  # a tool result holds the page, then its JSON text in a string: up to twice again
+            client=self._client_network,
         )
         return _json(presenters.feed(page, arguments.after))
 
@@ -224,6 +235,7 @@ def _register(app: ConcurrentRestResolver, services: Services, endpoint: Endpoin
             services,
             base_url=urls.base_url(event, settings.public_base_url),
             client_ip=client_ip(event),
+            client_network=client_network(event),
             origins=urls.request_origins(event, settings.region),
         )
         toolset = endpoint.toolset(tools)
