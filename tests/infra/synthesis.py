@@ -54,6 +54,7 @@ FULL_CONTEXT = {
     "stream_heartbeat_seconds": "10",
     "max_streams_per_address": 3,
     "max_waiting_polls_per_address": "6",
+    "max_held_reads_per_client": 12,
     "default_page_limit": 50,
     "max_page_limit": 500,
     "max_page_bytes": 2_000_000,
