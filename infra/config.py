@@ -271,6 +271,10 @@ class StageConfig:
         def number(key: str, default: int, minimum: int = 1) -> int:
             return _as_int(key, node.try_get_context(key), default, minimum)
 
+        def optional_number(key: str) -> int | None:
+            """A whole number of at least 1, or None when the context leaves it out."""
+            return None if text(key) is None else number(key, 0)
+
         return cls(
             stage=str(stage),
             ephemeral=_as_bool("ephemeral", node.try_get_context("ephemeral")),
@@ -285,18 +289,12 @@ class StageConfig:
             alarm_topic_arn=text("alarm_topic_arn"),
             api_throttle_rate=number("api_throttle_rate", cls.api_throttle_rate),
             api_throttle_burst=number("api_throttle_burst", cls.api_throttle_burst),
-            api_reserved_concurrency=(
-                None if text("api_reserved_concurrency") is None else number("api_reserved_concurrency", 0)
-            ),
+            api_reserved_concurrency=optional_number("api_reserved_concurrency"),
             stream_reserved_concurrency=number("stream_reserved_concurrency", cls.stream_reserved_concurrency),
             log_retention_days=number("log_retention_days", cls.log_retention_days),
-            waf_ip_rate_limit=None if text("waf_ip_rate_limit") is None else number("waf_ip_rate_limit", 0),
-            table_max_read_request_units=(
-                None if text("table_max_read_request_units") is None else number("table_max_read_request_units", 0)
-            ),
-            table_max_write_request_units=(
-                None if text("table_max_write_request_units") is None else number("table_max_write_request_units", 0)
-            ),
+            waf_ip_rate_limit=optional_number("waf_ip_rate_limit"),
+            table_max_read_request_units=optional_number("table_max_read_request_units"),
+            table_max_write_request_units=optional_number("table_max_write_request_units"),
             wake_target_arns=_as_list("wake_target_arns", node.try_get_context("wake_target_arns")),
             name_prefix=text("name_prefix"),
             limits={key: number(key, default, _LIMIT_MINIMUMS.get(key, 1)) for key, default in LIMIT_DEFAULTS.items()},
