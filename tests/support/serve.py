@@ -59,15 +59,15 @@ class ServeProcess:
         self.base_url = f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> ServeProcess:
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            if self._launch(timeout):
-                return self
+        attempt = 1
+        while not self._launch(timeout):
             output = "".join(self.output)
             self.kill()
             if attempt == PORT_ATTEMPTS or not any(sign in output for sign in PORT_TAKEN):
                 raise RuntimeError("cairn serve did not start:\n" + output)
             self._take_ports()
-        raise AssertionError("unreachable")
+            attempt += 1
+        return self
 
     def _launch(self, timeout: float) -> bool:
         """Start the server on this object's ports; True once it listens, False if it ended first."""
