@@ -95,8 +95,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_streams_per_address: Annotated[int, Meta(ge=1)] = 5
     max_waiting_polls_per_address: Annotated[int, Meta(ge=1)] = 10
     # And one client (an IP address, an IPv6 /64) across every address, since it can make addresses at
-    # will: otherwise a few addresses' worth of streams would hold the streaming function's whole
-    # reserved concurrency. 0: not counted (`cairn serve`, where every local client is 127.0.0.1).
+    # will: otherwise a few addresses' worth of streams (or of downloads sent to a slow reader) would hold
+    # the streaming function's whole reserved concurrency. 0: not counted (`cairn serve`, where every local
+    # client is 127.0.0.1).
     max_held_reads_per_client: Annotated[int, Meta(ge=0)] = 20
     default_page_limit: Annotated[int, Meta(ge=1)] = 100
     max_page_limit: Annotated[int, Meta(ge=1)] = 1_000

@@ -20,6 +20,7 @@ from cairn.email.ingest import StoredMessageMissing
 from cairn.entrypoints import email_handler
 from tests.support.lambda_client import LambdaClient, path_of
 from tests.support.mail import BUCKET, PREFIX, Mailroom, fixture_message, new_message_id, ses_event
+from tests.unit.test_event_stream import StreamingContext, stream_request
 
 NOBODY = "addr_" + "a" * 26 + "@cairn.localhost"
 STRANGER = "someone@elsewhere.example.net"
@@ -396,6 +397,41 @@ def test_downloads_count_against_the_poll_rate(make_mailroom):
     assert limited.status == 429
     assert limited.error_code == "rate_limited"
     assert "Retry-After" in limited.headers
+
+
+def streamed_download(mail: Mailroom, created: dict, event_id: str, attachment_id: str, source_ip: str) -> dict:
+    """A download as the streaming function answers it, from `source_ip`: the body is sent as it is drawn."""
+    url = f"{path_of(created['endpoints']['events_url'])}/{event_id}/attachments/{attachment_id}"
+    mail.api.source_ip = source_ip
+    request = mail.api.event("GET", url, token=created["credentials"]["read_token"])
+    return mail.api.app.resolve(request, StreamingContext())
+
+
+def test_a_download_being_sent_counts_among_its_clients_held_reads(make_mailroom):
+    """A slow reader of a large attachment holds the streaming function as long as a stream does."""
+    mail = make_mailroom(max_held_reads_per_client=2)
+    created, event = receive_one(mail, "nested_attachments.eml")
+    here, elsewhere = "203.0.113.7", "198.51.100.9"
+    sending = [streamed_download(mail, created, event["id"], "att_1", here) for _ in range(2)]
+    assert [answer["statusCode"] for answer in sending] == [200, 200]
+    refused = streamed_download(mail, created, event["id"], "att_2", here)
+    assert refused["statusCode"] == 429
+    assert '"too_many_held_reads"' in refused["body"] and "downloads per client" in refused["body"]
+    mail.api.source_ip = here
+    stream = mail.api.app.resolve(stream_request(mail.api, created), StreamingContext())
+    assert stream["statusCode"] == 429, "a stream from the same client is refused too"
+    other = streamed_download(mail, created, event["id"], "att_2", elsewhere)
+    assert b"".join(other["body"]) == CSV, "another client is not"
+
+    drawn = b"".join(sending[0]["body"])
+    assert len(drawn) == PDF_SIZE and drawn.startswith(b"%PDF-1.4\n")
+    assert sending[0]["multiValueHeaders"]["Content-Disposition"] == ['attachment; filename="invoice-2026-031.pdf"']
+    again = streamed_download(mail, created, event["id"], "att_2", here)
+    assert again["statusCode"] == 200, "a body sent to its end gave its read back"
+    for answer in (sending[1], again):
+        answer["body"].close()  # the client left before any of it was sent
+    for _ in range(2):
+        assert streamed_download(mail, created, event["id"], "att_2", here)["statusCode"] == 200
 
 
 def test_unknown_attachments_events_and_tokens_are_refused(mail: Mailroom):

@@ -25,6 +25,10 @@ WAITS = "waits"
 _LEASE_MARGIN_SECONDS = 60
 
 
+def _nothing_held() -> None:
+    """What gives back a read that was not counted."""
+
+
 class EventStream(Iterator[list[Event]]):
     """The batches of one event stream (`Feed.watch`), holding one of the address's stream slots.
 
@@ -167,28 +171,42 @@ class Feed:
         if retry_after is not None:
             what = "event streams" if kind == STREAMS else "waiting polls"
             raise TooManyHeldReads(f"At most {cap} {what} per address at once.", retry_after=retry_after)
-        per_client = self._settings.max_held_reads_per_client
-        if client is None or not per_client:
-            return lambda: self._leases.release(address_id, kind, lease)
+
+        def release_slot() -> None:
+            self._leases.release(address_id, kind, lease)
+
         try:
-            retry_after = self._leases.hold_for_client(client, lease, until=until, cap=per_client, now=now)
+            release_client = self._hold_for_client(client, lease, until=until, now=now)
         except BaseException:
-            self._leases.release(address_id, kind, lease)
+            release_slot()
             raise
-        if retry_after is not None:
-            self._leases.release(address_id, kind, lease)
-            raise TooManyHeldReads(
-                f"At most {per_client} event streams and waiting polls per client at once, across its addresses.",
-                retry_after=retry_after,
-            )
 
         def release() -> None:
             try:
-                self._leases.release(address_id, kind, lease)
+                release_slot()
             finally:
-                self._leases.release_for_client(client, lease)
+                release_client()
 
         return release
+
+    def hold_client_read(self, client: str | None, *, seconds: float) -> Callable[[], None]:
+        """One of `client`'s held reads for up to `seconds`, for a read that holds no slot of an address (an
+        attachment being sent), or `TooManyHeldReads`; returns what gives it back."""
+        now = self._clock()
+        return self._hold_for_client(client, uuid.uuid4().hex, until=now + seconds + _LEASE_MARGIN_SECONDS, now=now)
+
+    def _hold_for_client(self, client: str | None, lease: str, *, until: float, now: float) -> Callable[[], None]:
+        per_client = self._settings.max_held_reads_per_client
+        if client is None or not per_client:
+            return _nothing_held
+        retry_after = self._leases.hold_for_client(client, lease, until=until, cap=per_client, now=now)
+        if retry_after is not None:
+            raise TooManyHeldReads(
+                f"At most {per_client} event streams, waiting polls and downloads per client at once, "
+                "across its addresses.",
+                retry_after=retry_after,
+            )
+        return lambda: self._leases.release_for_client(client, lease)
 
     def _batches(
         self, address_id: str, read_token: str | None, after: int, limit: int

@@ -29,13 +29,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.api.held_body import CHUNK_BYTES
+
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 API_VERSION = "2018-06-01"
 STREAMING_CONTENT_TYPE = "application/vnd.awslambda.http-integration-response"
 # API Gateway reads the prelude up to these eight bytes; the body follows as is.
 PRELUDE_DELIMITER = b"\x00" * 8
-CHUNK_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Inbound email: attachment downloads and replay of a stored message."""
 
 import base64
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -9,7 +9,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
 from cairn.api import presenters
-from cairn.api.requests import bearer_token
+from cairn.api.held_body import HeldBody
+from cairn.api.requests import bearer_token, client_network
 from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import DeliveryResponse, EmailReplayRequest
@@ -37,18 +38,26 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         # An attachment's bytes have no schema; validating them would only copy up to 10 MB again.
         enable_validation=False,
     )
-    def download(address_id: str, event_id: str, attachment_id: str) -> Response[str]:
+    def download(address_id: str, event_id: str, attachment_id: str) -> Response[Any]:
         found = services.attachments.download(address_id, bearer_token(app.current_event), event_id, attachment_id)
+        headers = {
+            "Content-Disposition": content_disposition(found.filename),
+            # Senders choose the type; a browser must not sniff one of its own.
+            "X-Content-Type-Options": "nosniff",
+        }
+        if getattr(app.lambda_context, "streams_responses", False):
+            # Sent piece by piece, a download to a slow reader holds the execution as a stream does, so it
+            # counts among its client's held reads until it is sent.
+            seconds = services.settings.max_stream_seconds
+            release = services.feed.hold_client_read(client_network(app.current_event), seconds=seconds)
+            body = HeldBody(found.data, release=release)
+            return Response(status_code=200, content_type=found.content_type, body=body, headers=headers)
+        # Encoded here, not by Powertools, which would re-serialize a JSON-typed body.
         response = Response(
             status_code=200,
             content_type=found.content_type,
-            # Encoded here, not by Powertools, which would re-serialize a JSON-typed body.
             body=base64.b64encode(found.data).decode(),
-            headers={
-                "Content-Disposition": content_disposition(found.filename),
-                # Senders choose the type; a browser must not sniff one of its own.
-                "X-Content-Type-Options": "nosniff",
-            },
+            headers=headers,
         )
         response.base64_encoded = True
         return response
