@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import http.server
+import ipaddress
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from cairn.wakeups import egress
@@ -118,3 +127,52 @@ def test_a_name_the_idna_codec_cannot_encode_is_unresolvable(host: str):
     """Such a name, stored before names were checked, fails its delivery as unresolvable, not with an error."""
     with pytest.raises(egress.Unresolvable):
         egress.resolve(host, 443, allow_local=False)
+
+
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that no one vouches for, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "receiver.pem", folder / "receiver.key"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_file, key_file
+
+
+class Accepting(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_an_https_receiver_whose_certificate_no_one_vouches_for_is_not_delivered_to(tmp_path: Path):
+    cert_file, key_file = self_signed_certificate(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert_file, key_file)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Accepting)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        outcome = send(webhook(f"https://127.0.0.1:{server.server_address[1]}/hook"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (outcome.delivered, outcome.status_code) == (False, None)
+    assert "CERTIFICATE_VERIFY_FAILED" in (outcome.error or "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import cached_property
 from urllib.parse import SplitResult
 
 import anyio
@@ -58,7 +59,6 @@ class WebhookTransport:
         self._allow_local = allow_local
         self._own_origins = tuple(own_origins)
         self._server_secret = server_secret
-        self._tls = ssl.create_default_context()
 
     def send(self, subscription: Subscription, delivery: Delivery, now: float) -> Outcome:
         """POST the delivery; 2xx is delivered, 410 ends the subscription, anything else is retried."""
@@ -103,6 +103,12 @@ class WebhookTransport:
                 continue
         return keys
 
+    @cached_property
+    def _tls(self) -> ssl.SSLContext:
+        """The TLS context of https deliveries, made for the first: loading the trusted certificates takes about
+        50 ms, which a process that delivers none (or only over http) need not spend."""
+        return ssl.create_default_context()
+
     async def _post(self, parts: SplitResult, headers: dict[str, str], body: bytes) -> int:
         """The answer's status; its body is not read (the connection closes)."""
         url = httpcore.URL(
@@ -113,7 +119,8 @@ class WebhookTransport:
         )
         with anyio.fail_after(self._timeout):
             async with httpcore.AsyncConnectionPool(
-                ssl_context=self._tls, network_backend=egress.PinnedBackend(allow_local=self._allow_local)
+                ssl_context=self._tls if parts.scheme == "https" else None,
+                network_backend=egress.PinnedBackend(allow_local=self._allow_local),
             ) as pool:
                 async with pool.stream("POST", url, headers=list(headers.items()), content=body) as answer:
                     return answer.status
