@@ -232,6 +232,22 @@ def test_a_busy_subscription_is_checked_when_the_lease_lapses(engine: Engine, tr
     assert transport.sequences("http://127.0.0.1/a") == [1]
 
 
+def test_a_sender_within_the_millisecond_after_a_lapsed_lease_leaves_its_events_to_the_sweep(
+    engine: Engine, transport: ScriptedTransport
+):
+    """The table keeps a lease's end to the millisecond. A sender that comes within the millisecond after
+    it is refused the lease, as stored, and must still have the subscription checked again."""
+    sub_id = engine.subscribe("http://127.0.0.1/a")
+    held = engine.table.acquire(engine.address_id, sub_id, "crashed-sender", now=engine.clock(), lease_seconds=120)
+    assert held is not None and held.lease_until is not None
+    engine.clock.advance(held.lease_until - engine.clock() + 0.0004)
+    engine.post(1)
+    assert transport.sent == []
+    engine.clock.advance(1)
+    engine.services.sweep.run()
+    assert transport.sequences("http://127.0.0.1/a") == [1]
+
+
 def test_a_deleted_subscription_receives_nothing(engine: Engine, transport: ScriptedTransport):
     sub_id = engine.subscribe("http://127.0.0.1/a")
     path = f"/api/v1/addresses/{engine.address_id}/subscriptions/{sub_id}"

@@ -69,7 +69,9 @@ class Sender:
     def deliver(self, address_id: str, subscription_id: str) -> Run:
         """Deliver every pending event the subscription wants, oldest first, until done or failing."""
         owner = uuid.uuid4().hex
-        now = self._clock()
+        # To the millisecond, as the table keeps a lease's end: a lease refused as still held is then also
+        # seen as held by `_not_acquired`, which has the subscription checked again when it lapses.
+        now = round(self._clock(), 3)
         held = self._subscriptions.acquire(address_id, subscription_id, owner, now=now, lease_seconds=LEASE_SECONDS)
         if held is None:
             return self._not_acquired(address_id, subscription_id, now)
