@@ -15,6 +15,8 @@ CHUNK_BYTES = 256 * 1024
 
 
 class HeldBody(Iterator[bytes]):
+    """`data` in chunks of `CHUNK_BYTES`; `release` is called once, at the last chunk or the first close."""
+
     def __init__(self, data: bytes, *, release: Callable[[], None]) -> None:
         self._data = memoryview(data)
         self._offset = 0
