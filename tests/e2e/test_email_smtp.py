@@ -52,6 +52,7 @@ def test_mail_wakes_a_long_poll_and_its_attachment_downloads(served: ServeProces
         download = client.get(f"{events_url}/{event['id']}/attachments/att_1", headers=auth(created))
         assert download.status_code == 200
         assert download.content == REPORT
+        assert download.headers["content-length"] == str(len(REPORT))
         assert download.headers["content-type"] == "application/pdf"
         assert "filename*=UTF-8''rapport%20sign%C3%A9.pdf" in download.headers["content-disposition"]
 

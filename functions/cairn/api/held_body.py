@@ -19,6 +19,8 @@ class HeldBody(Iterator[bytes]):
 
     def __init__(self, data: bytes, *, release: Callable[[], None]) -> None:
         self._data = memoryview(data)
+        # Known before the first chunk: an edge that can say it (`cairn serve`) sends it as Content-Length.
+        self.size = len(data)
         self._offset = 0
         self._release: Callable[[], None] | None = release
 

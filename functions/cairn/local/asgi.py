@@ -103,8 +103,13 @@ class ResolverBridge:
         away) is the last, and the iterator is closed on a worker thread.
         """
         chunks = iter(response["body"])
+        start = _start(response)
+        size = getattr(response["body"], "size", None)
+        if isinstance(size, int):
+            # A body of known length (an attachment) is framed by it, as a text body is, not chunked.
+            start["headers"].append((b"content-length", str(size).encode()))
         try:
-            await send(_start(response))
+            await send(start)
             async with anyio.create_task_group() as group:
                 group.start_soon(_cancel_on_disconnect, receive, group)
                 try:
