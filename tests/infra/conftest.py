@@ -8,27 +8,25 @@ from __future__ import annotations
 
 import pytest
 
-from tests.infra.synthesis import FULL_CONTEXT, Synthesis, synthesize
+from tests.infra.synthesis import FULL_CONTEXT, Synthesis, once_per_run, synthesize
 
 
 @pytest.fixture(scope="session")
 def default(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
     """cdk.json's defaults for a stage: no email, no custom domain, no alarm topic."""
-    return synthesize({"stage": "test"}, tmp_path_factory.mktemp("default"))
+    return once_per_run(tmp_path_factory, "default", lambda outdir: synthesize({"stage": "test"}, outdir))
 
 
 @pytest.fixture(scope="session")
 def full(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
-    return synthesize(FULL_CONTEXT, tmp_path_factory.mktemp("full"))
+    return once_per_run(tmp_path_factory, "full", lambda outdir: synthesize(FULL_CONTEXT, outdir))
 
 
 @pytest.fixture(scope="session")
 def ephemeral(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
     # A string, as `cdk synth -c ephemeral=true` passes it.
-    return synthesize(
-        {"stage": "preview", "ephemeral": "true", "email_domain": "preview.example.com"},
-        tmp_path_factory.mktemp("ephemeral"),
-    )
+    context = {"stage": "preview", "ephemeral": "true", "email_domain": "preview.example.com"}
+    return once_per_run(tmp_path_factory, "ephemeral", lambda outdir: synthesize(context, outdir))
 
 
 @pytest.fixture(params=["default", "full", "ephemeral"])

@@ -6,13 +6,18 @@ network: the code asset is the bare functions/ folder.
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import json
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk.assertions import Template
 
 from infra.config import cdk_json_context
@@ -121,6 +126,25 @@ class Synthesis:
             (path(method["Properties"]["ResourceId"]) or "/", method["Properties"]["HttpMethod"]): method["Properties"]
             for method in self.resources("AWS::ApiGateway::Method").values()
         }
+
+
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], Synthesis]) -> Synthesis:
+    """`make(outdir)`'s synthesis, made by one pytest-xdist worker of the run and read by the others.
+
+    A synthesis costs seconds of node's processor time: a worker that needs one another worker made
+    waits for it rather than spending them again beside it.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return make(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent  # the run's folder, above each worker's own
+    kept = shared / f"synthesis-{name}.json"
+    with (shared / f"synthesis-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if kept.exists():
+            return Synthesis(**json.loads(kept.read_text()))
+        synthesis = make(tmp_path_factory.mktemp(name))
+        kept.write_text(json.dumps(dataclasses.asdict(synthesis)))
+        return synthesis
 
 
 def synthesize(context: dict[str, Any], outdir: Path) -> Synthesis:

@@ -12,12 +12,15 @@ from aws_cdk import aws_iam as iam
 from cairn.cdk import CairnAddress, CairnProps, CairnService
 from infra.address import ADDRESS_HANDLER, SECRET_ACTIONS
 from infra.checks import add_checks
-from tests.infra.synthesis import SKIP_BUNDLING, Synthesis, synthesize_stack
+from tests.infra.synthesis import SKIP_BUNDLING, Synthesis, once_per_run, synthesize_stack
 
 
 @pytest.fixture(scope="module")
 def consumer(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
-    outdir: Path = tmp_path_factory.mktemp("addresses")
+    return once_per_run(tmp_path_factory, "addresses", synthesize_consumer)
+
+
+def synthesize_consumer(outdir: Path) -> Synthesis:
     app = cdk.App(context=SKIP_BUNDLING, outdir=str(outdir))
     stack = cdk.Stack(app, "Team")
     service = CairnService(stack, "Cairn", props=CairnProps(stage="agents"))

@@ -15,7 +15,7 @@ from cairn.cdk import CairnProps, CairnService
 from infra.api import API_HANDLER
 from infra.checks import add_checks
 from infra.wakeups import DISPATCH_HANDLER, SWEEP_HANDLER
-from tests.infra.synthesis import SKIP_BUNDLING, Synthesis, synthesize_stack
+from tests.infra.synthesis import SKIP_BUNDLING, Synthesis, once_per_run, synthesize_stack
 
 SENDERS = (API_HANDLER, DISPATCH_HANDLER, SWEEP_HANDLER)
 PROPS_PATTERN = "arn:aws:lambda:us-east-1:123456789012:function:release:*/durable-execution/*"
@@ -25,7 +25,10 @@ CALLBACK_ACTION = "lambda:SendDurableExecutionCallbackSuccess"
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
     """A team's stack: Cairn, with a props pattern of durable executions, and a durable function granted to it."""
-    outdir = tmp_path_factory.mktemp("durable")
+    return once_per_run(tmp_path_factory, "durable", synthesize_team)
+
+
+def synthesize_team(outdir: Path) -> Synthesis:
     app = cdk.App(context=SKIP_BUNDLING, outdir=str(outdir))
     stack = cdk.Stack(app, "Team")
     cairn = CairnService(stack, "Cairn", props=CairnProps(stage="agents", wake_target_arns=(PROPS_PATTERN,)))

@@ -23,13 +23,16 @@ from infra.code import FUNCTIONS_DIR
 from infra.config import PROJECT_DIR, StageConfig
 from infra.props import MEANINGS, props_table
 from infra.wakeups import DISPATCH_HANDLER, SWEEP_HANDLER
-from tests.infra.synthesis import SKIP_BUNDLING, Synthesis, synthesize_stack
+from tests.infra.synthesis import SKIP_BUNDLING, Synthesis, once_per_run, synthesize_stack
 
 
 @pytest.fixture(scope="module")
 def consumer(tmp_path_factory: pytest.TempPathFactory) -> Synthesis:
     """A team's stack: two Cairn services with email, one agent role, one wake-up queue."""
-    outdir = tmp_path_factory.mktemp("consumer")
+    return once_per_run(tmp_path_factory, "two-services", synthesize_consumer)
+
+
+def synthesize_consumer(outdir: Path) -> Synthesis:
     app = cdk.App(context=SKIP_BUNDLING, outdir=str(outdir))
     stack = cdk.Stack(app, "Team")
     agents = CairnService(stack, "Agents", props=CairnProps(stage="agents", email_domain="agents.example.com"))

@@ -80,10 +80,6 @@ def _targets(node: ast.AST) -> Iterator[str]:
             yield from _targets(element)
 
 
-def _is_docstring(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    return isinstance(parents.get(node), ast.Expr)
-
-
 @dataclass
 class Index:
     modules: dict[str, Module]
@@ -118,14 +114,18 @@ def _used(node: ast.AST) -> str | None:
 def _scan(path: Path, index: Index) -> None:
     tree = ast.parse(path.read_text(), str(path))
     module = index.modules[module_name(path)] = Module(path)
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    # Strings standing alone as statements: docstrings, whose words are prose. The walk is breadth first,
+    # so a statement is met before the string it holds.
+    docstrings: set[ast.AST] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.Expr):
+            docstrings.add(node.value)
         names = _defined(node)
         module.defined.update(names)
         index.words.update(names)
         if used := _used(node):
             index.words.add(used)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and not _is_docstring(node, parents):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node not in docstrings:
             index.words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", node.value))
             index.strings.add(node.value)
             if path.name == "__init__.py":  # a lazy package face names what it offers in strings
