@@ -97,3 +97,21 @@ def test_racing_processes_take_exactly_a_clients_cap_and_its_item_expires_a_day_
     item = client.get_item(TableName=local_table, Key={"pk": {"S": "CLIENT#203.0.113.7"}, "sk": {"S": "HELD"}})["Item"]
     assert len(item["held_reads"]["M"]) == CAP
     assert int(item["expires_at"]["N"]) == int(NOW) + 86_400
+
+
+def test_a_clients_first_take_makes_its_item_in_two_calls_and_later_takes_need_one(dynamodb_local, local_table: str):
+    client = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
+    calls: list[str] = []
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+    store = ReadLeases(client, local_table)
+
+    # The failed take says there is no item (its condition returns none), so the item is made at once.
+    assert store.hold_for_client("198.51.100.9", "first", until=NOW + 600, cap=2, now=NOW) is None
+    assert calls == ["UpdateItem", "UpdateItem"]
+    calls.clear()
+    assert store.hold_for_client("198.51.100.9", "second", until=NOW + 600, cap=2, now=NOW) is None
+    assert calls == ["UpdateItem"]
+    calls.clear()
+    # A full item comes back with the refused take: the refusal is one call too.
+    assert store.hold_for_client("198.51.100.9", "third", until=NOW + 600, cap=2, now=NOW) == 600
+    assert calls == ["UpdateItem"]

@@ -164,7 +164,7 @@ class AddressTable:
             failed = [reason.get("Code") == CONDITION_FAILED for reason in reasons] + [False] * len(writes)
             if claim is not None and failed[0]:
                 # Decided first: a retry is answered with its address even when the rate is spent.
-                raise self._already_provisioned(claim, reasons[0].get("Item")) from error
+                raise self._already_provisioned(reasons[0].get("Item")) from error
             if rate is not None and failed[len(writes) - 1]:
                 raise RateSpent(rate_windows.retry_after(now)) from error
             # A conflict with another creation on the counter or the claim: busy, and nothing was written.
@@ -190,16 +190,11 @@ class AddressTable:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
 
-    def _already_provisioned(self, claim: ProvisionClaim, item: dict[str, Any] | None) -> AlreadyProvisioned:
+    @staticmethod
+    def _already_provisioned(item: dict[str, Any] | None) -> AlreadyProvisioned:
+        """The claim the refused put met, as its condition returned it (`ALL_OLD`)."""
         if not item:
-            # A store that returns no item with the refusal: the claim is read as stored.
-            item = self._client.get_item(
-                TableName=self._table,
-                Key=key(keys.provision_claim_pk(claim.key_digest), keys.META),
-                ConsistentRead=True,
-            ).get("Item")
-        if not item:
-            raise Unavailable()  # claimed and gone in between (TTL): the client's retry provisions afresh
+            raise Unavailable()  # a refusal that came back without the claim: the client's retry decides
         derivation = CredentialDerivation(get_s(item, _DERIVATION) or CredentialDerivation.KEY)
         return AlreadyProvisioned(get_s(item, "address_id") or "", get_s(item, "request_digest") or "", derivation)
 
@@ -216,9 +211,8 @@ class AddressTable:
     def admit_read(self, address_id: str, read_token_digest: str, *, limit: int, now: float) -> AddressRecord:
         """The live head the digest opens, one read counted on it in the same update (`read_count`).
 
-        A failed condition returns the head as it is; without it (a store
-        that returns none) a consistent read of the head stands in, so a
-        refusal is always decided on the head as stored.
+        A failed condition returns the head as it is (none when there is no
+        head), so a refusal is decided on the head as stored, with no read.
         """
         window = rate_windows.window_of(now)
         pk = key(keys.address_pk(address_id), keys.META)
@@ -230,8 +224,7 @@ class AddressTable:
             except ClientError as error:
                 if not table_ops.condition_failed(error, attempt):
                     continue
-                returned: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
-                head = returned or self._item(pk)
+                head: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
                 verdict = read_count.verdict(head, read_token_digest, limit=limit, now=now)
                 if not verdict.admitted:
                     raise Unauthorized() from error
@@ -719,23 +712,18 @@ class AddressTable:
             if failed[0]:
                 if read_token_digest is None:
                     return None  # no head: the address is gone
-                head = head_reason.get("Item") or self._item(key(pk, keys.META))
-                if not address_items.head_opens(head, read_token_digest, now=now):
+                if not address_items.head_opens(head_reason.get("Item"), read_token_digest, now=now):
                     raise Unauthorized() from error
             if not failed[1]:
                 # The head's condition failed for a head that admits: it changed in between; busy.
                 raise Unavailable("The address is too busy right now; retry shortly.") from error
             # Acknowledged before (its time is kept), trimmed, expired, or another event's id.
-            item = event_reason.get("Item") or self._item(key(pk, keys.event_sk(sequence)))
+            item = event_reason.get("Item")
             if not item or get_int(item, "expires_at") <= now or get_s(item, "event_id") != event_id_text:
                 return None
             first = get_n(item, "acknowledged_at")
             return None if first is None else Acknowledged(id=event_id_text, sequence=sequence, acknowledged_at=first)
         return Acknowledged(id=event_id_text, sequence=sequence, acknowledged_at=acknowledged_at)
-
-    def _item(self, item_key: dict[str, Any]) -> dict[str, Any] | None:
-        """One item by a consistent read, where a failed condition did not return it."""
-        return self._client.get_item(TableName=self._table, Key=item_key, ConsistentRead=True).get("Item")
 
     def trim(self, request: TrimRequest) -> TrimResult:
         return trim_feed(

@@ -111,8 +111,9 @@ class ReadLeases:
             except ClientError as error:
                 if not table_ops.condition_failed(error, attempt):
                     continue
-                # The item as the condition saw it (ALL_OLD); a store that returns none is read instead.
-                found = error.response.get("Item") or self._read(holder.key)  # type: ignore[assignment]
+                # The item as the condition saw it (ALL_OLD): none when there is no item, so a client's first
+                # take of the day makes its item at once, with no read between.
+                found = error.response.get("Item")  # type: ignore[assignment]
             if holder.must_exist and (not found or DELETED in found):
                 raise Unauthorized()
             if not found or holder.map_name not in found:
@@ -156,9 +157,6 @@ class ReadLeases:
                 return False  # the next try reads the item again and tells why
             raise
         return True
-
-    def _read(self, item_key: Item) -> Item | None:
-        return self._client.get_item(TableName=self._table, Key=item_key, ConsistentRead=True).get("Item")
 
     def _remove_lapsed(self, holder: _Holder, lapsed: dict[str, Any]) -> None:
         """Remove leases whose holders are gone; each only if it still lapses when removed."""
