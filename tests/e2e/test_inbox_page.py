@@ -56,11 +56,8 @@ PAGE_SIZE = 20
 def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
     downloads = tmp_path / "downloads"
     downloads.mkdir()
-    driver = chromium(downloads)
-    try:
+    with chromium(downloads) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture

@@ -9,7 +9,11 @@ it does Java), and so does `ensure_chromium` for a pytest run started on its own
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,8 @@ def ensure_chromium() -> None:
         subprocess.run(["make", "-s", "chromium"], cwd=REPO, check=True)
 
 
-def chromium(downloads: Path) -> webdriver.Chrome:
+@contextmanager
+def chromium(downloads: Path) -> Iterator[webdriver.Chrome]:
     """A headless Chromium the size of a phone (420 × 900) whose downloads land in `downloads`."""
     ensure_chromium()
     options = webdriver.ChromeOptions()
@@ -42,13 +47,17 @@ def chromium(downloads: Path) -> webdriver.Chrome:
     options.add_experimental_option(
         "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}
     )
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
-        driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
-    except BaseException:
-        driver.quit()
-        raise
-    return driver
+    # Without /dev/shm (`--disable-dev-shm-usage`) Chromium keeps its shared memory in files under TMPDIR,
+    # and some outlive the browser: a folder of its own, removed after it (a short path, as its sockets
+    # need), keeps them out of the machine's /tmp.
+    with tempfile.TemporaryDirectory(prefix="chromium-") as scratch:
+        service = Service(str(CHROMEDRIVER), env={**os.environ, "TMPDIR": scratch})
+        driver = webdriver.Chrome(service=service, options=options)
+        try:
+            driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+            yield driver
+        finally:
+            driver.quit()
 
 
 def wait(driver: webdriver.Chrome) -> WebDriverWait[webdriver.Chrome]:
