@@ -20,9 +20,9 @@ setup: $(VENV)/.installed node_modules/.installed java
 
 # uv installs what pip would, several times faster. strands-agents (the `strands` extra) and selenium
 # go in without their requirements: `dev` lists those they use (not strands' `mcp` cap, nor selenium's
-# trio, see pyproject.toml). Unlike pip, uv writes no bytecode unless
-# told: without it, the suite's first processes each compiled the same modules again (on a fresh clone,
-# a minute of the suite's time, against seconds of compiling here, in parallel).
+# trio: see pyproject.toml). Unlike pip, uv writes no bytecode unless told: without it, the suite's
+# first processes each compiled the same modules again (on a fresh clone, a minute of the suite's time,
+# against seconds of compiling here, in parallel).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet 'uv>=0.5'
