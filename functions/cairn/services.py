@@ -12,6 +12,7 @@ in-memory ports instead, for tests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
@@ -80,6 +81,8 @@ class Services(msgspec.Struct, frozen=True, dict=True):
     given_mailer: OutboundMailer | None = None
     given_wake_transport: Transport | None = None
     given_runtime: RuntimeStore | None = None
+    # Told the time of each wake-up retry scheduled (`cairn serve`'s retry sweep runs then).
+    retry_scheduled: Callable[[float], None] | None = None
 
     @cached_property
     def provisioning(self) -> Provisioning:
@@ -239,7 +242,7 @@ class Services(msgspec.Struct, frozen=True, dict=True):
     def _subscription_table(self) -> SubscriptionTable:
         from cairn.dynamodb.subscription_table import SubscriptionTable
 
-        return SubscriptionTable(self.client, self.settings.table_name)
+        return SubscriptionTable(self.client, self.settings.table_name, scheduled=self.retry_scheduled)
 
     @cached_property
     def _wake_transport(self) -> Transport:
@@ -304,11 +307,13 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         mailer: OutboundMailer | None = None,
         wake_transport: Transport | None = None,
         runtime: RuntimeStore | None = None,
+        retry_scheduled: Callable[[float], None] | None = None,
     ) -> Services:
         """`mailer` carries outbound mail; without one, `settings.outbound` chooses (SES, or none).
 
         `runtime` serves the runtime routes from another engine (the in-memory
-        one, say); without one they use this table.
+        one, say); without one they use this table. `retry_scheduled(at)` is
+        told of each wake-up retry once it is stored.
         """
         # A LazyClient answers every client call by forwarding it to the client it makes on first use.
         client = client or cast("DynamoDBClient", LazyClient(settings))
@@ -332,6 +337,7 @@ class Services(msgspec.Struct, frozen=True, dict=True):
             mailer=mailer,
             wake_transport=wake_transport,
             runtime=runtime,
+            retry_scheduled=retry_scheduled,
         )
 
     @classmethod
@@ -388,6 +394,7 @@ class Services(msgspec.Struct, frozen=True, dict=True):
         mailer: OutboundMailer | None,
         wake_transport: Transport | None,
         runtime: RuntimeStore | None,
+        retry_scheduled: Callable[[float], None] | None = None,
     ) -> Services:
         server_secret = ServerSecret.from_settings(settings)
         return cls(
@@ -405,6 +412,7 @@ class Services(msgspec.Struct, frozen=True, dict=True):
             given_mailer=mailer,
             given_wake_transport=wake_transport,
             given_runtime=runtime,
+            retry_scheduled=retry_scheduled,
         )
 
 

@@ -12,7 +12,7 @@ lease is only given back once the cursor has reached it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
@@ -47,9 +47,13 @@ if TYPE_CHECKING:
 
 
 class SubscriptionTable:
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+    def __init__(
+        self, client: DynamoDBClient, table_name: str, *, scheduled: Callable[[float], None] | None = None
+    ) -> None:
+        """`scheduled(at)` is told of each retry once it is stored (`cairn serve`'s sweep runs at its time)."""
         self._client = client
         self._table = table_name
+        self._scheduled = scheduled
 
     def create(self, subscription: Subscription, *, max_per_address: int, expires_at: float | None) -> None:
         pk = keys.address_pk(subscription.address_id)
@@ -259,6 +263,8 @@ class SubscriptionTable:
                 "subscription_id": s(subscription_id),
             },
         )
+        if self._scheduled is not None:
+            self._scheduled(at)
 
     def due(self, now: float, limit: int) -> list[DueRetry]:
         response = self._client.query(

@@ -1,4 +1,4 @@
-"""`cairn serve`'s part of the outcome sweep's schedule: settle passed outcome deadlines every few seconds.
+"""`cairn serve`'s part of the outcome sweep's schedule: settle passed outcome deadlines soon after they pass.
 
 In AWS a schedule runs `OutcomeSweep` every few minutes; here a daemon
 thread runs the very same sweep while the server is up. Local mailers report
@@ -16,7 +16,16 @@ from cairn.email.outcome_sweep import OutcomeSweep
 
 logger = logging.getLogger(__name__)
 
+# The sweep runs a tenth of the deadline apart, within these bounds: every 2 s for the deadlines of a few
+# seconds that tests set, once a minute for the default two days (each run is a query, even when idle).
 SWEEP_SECONDS = 2.0
+LONGEST_SWEEP_SECONDS = 60.0
+
+
+def outcome_sweep_interval(deadline_seconds: float) -> float:
+    """How often to sweep for deadlines of `deadline_seconds`: each is settled at most a tenth of it late
+    (or 2 s, the shortest rest)."""
+    return min(max(deadline_seconds / 10, SWEEP_SECONDS), LONGEST_SWEEP_SECONDS)
 
 
 class OutcomeSweepLoop:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import socket
 import sys
+import time
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -22,9 +23,9 @@ from cairn.local.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from cairn.local.http_protocol import JsonErrorHttpToolsProtocol
 from cairn.local.mail_expiry import StoredMailExpiry
 from cairn.local.outbound import OutboxMailer, SmtpRelayMailer, parse_relay
-from cairn.local.outcomes import OutcomeSweepLoop
+from cairn.local.outcomes import OutcomeSweepLoop, outcome_sweep_interval
 from cairn.local.smtp import start_listener
-from cairn.local.wakeups import WakeupLoop
+from cairn.local.wakeups import SweepAlarm, WakeupLoop
 from cairn.services import Services
 from cairn.settings import InvalidSetting, Settings
 
@@ -120,13 +121,16 @@ def run(args: argparse.Namespace) -> int:
         client = make_client(settings)
         ensure_table(client, settings.table_name)
         waiter = NotifyingWaiter()
-        services = Services.build(settings, client=client, waiter=waiter, mailer=mailer)
+        alarm = SweepAlarm(time.time())
+        services = Services.build(settings, client=client, waiter=waiter, mailer=mailer, retry_scheduled=alarm.ring)
         app = create_app(services)
+        streams = make_streams_client(settings)
         wakeups = stack.enter_context(
-            WakeupLoop(client, make_streams_client(settings), settings.table_name, services.dispatcher, services.sweep)
+            WakeupLoop(client, streams, settings.table_name, services.dispatcher, services.sweep, alarm)
         )
         waiter.listen(wakeups.read_soon)
-        stack.enter_context(OutcomeSweepLoop(services.outcome_sweep))
+        interval = outcome_sweep_interval(settings.outbound_outcome_deadline_seconds)
+        stack.enter_context(OutcomeSweepLoop(services.outcome_sweep, interval=interval))
         stored_mail = FileRawMessages(settings.email_blob_dir)
         stack.enter_context(StoredMailExpiry(stored_mail, settings.event_retention_seconds))
         try:

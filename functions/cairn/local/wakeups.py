@@ -11,7 +11,9 @@ addresses they are for.
 
 from __future__ import annotations
 
+import heapq
 import logging
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +42,13 @@ IDLE_POLL_SECONDS = 1.0
 # records gather, so a read takes many, at the price of up to this much more wake-up latency under load.
 BUSY_PAUSE_SECONDS = 0.02
 RETRY_SECONDS = 1.0
+# How long the retry sweep rests after a sweep that handed something over, and after each that found
+# nothing, doubling up to the longest: sweeping once a second, an idle server queried its table for
+# nothing all day. Each retry this process schedules (all of `cairn serve`'s: its dispatcher and senders
+# make them) has the sweep run when it comes due, so the longest rest only bounds how late a retry
+# another process wrote to the same table is taken.
 SWEEP_SECONDS = 1.0
+IDLE_SWEEP_SECONDS = 10.0
 # How often the reader looks for new shards (DynamoDB Local rolls shards over now and then).
 DESCRIBE_SECONDS = 5.0
 # Reads of one batch that the dispatcher keeps failing for some address, before the reader leaves it
@@ -219,6 +227,54 @@ class StreamFollower:
         return busy
 
 
+class SweepAlarm:
+    """When the retry sweep runs next: after its rest, or when a retry this process scheduled comes due.
+
+    Times are the services' clock (epoch seconds). `ring` is called once the retry is stored, so a
+    sweep that starts after it finds the retry; a ring heard while a sweep runs waits for the next.
+    """
+
+    def __init__(self, now: float, *, shortest: float = SWEEP_SECONDS, longest: float = IDLE_SWEEP_SECONDS) -> None:
+        self._lock = threading.Lock()
+        self._woken = threading.Event()
+        self._shortest = shortest
+        self._longest = longest
+        self._rest = shortest
+        self._rested_until = now + shortest
+        self._retries: list[float] = []  # a heap of the times the retries scheduled here come due
+
+    def ring(self, at: float) -> None:
+        """A retry was scheduled for `at`."""
+        with self._lock:
+            heapq.heappush(self._retries, at)
+        self._woken.set()
+
+    def wake(self) -> None:
+        """End the current wait without a retry (the loop is stopping)."""
+        self._woken.set()
+
+    def seconds_until_sweep(self, now: float) -> float:
+        """How long until the next sweep; at most 0: sweep now, and the retries due by `now` are its."""
+        with self._lock:
+            next_retry = self._retries[0] if self._retries else math.inf
+            seconds = min(self._rested_until, next_retry) - now
+            if seconds <= 0:
+                while self._retries and self._retries[0] <= now:
+                    heapq.heappop(self._retries)
+            return seconds
+
+    def swept(self, *, idle: bool, now: float) -> None:
+        """A sweep ended: it handed nothing over (`idle`), so the next rest is longer, or it did."""
+        with self._lock:
+            self._rest = min(self._rest * 2, self._longest) if idle else self._shortest
+            self._rested_until = now + self._rest
+
+    def wait(self, seconds: float) -> None:
+        """Sleep `seconds`, or until a ring or `wake`."""
+        self._woken.wait(seconds)
+        self._woken.clear()
+
+
 class WakeupLoop:
     """The stream reader and the retry sweep as two daemon threads, and the senders' pool, while the context is open."""
 
@@ -229,6 +285,7 @@ class WakeupLoop:
         table_name: str,
         dispatcher: Dispatcher,
         sweep: Sweep,
+        alarm: SweepAlarm,
     ) -> None:
         stream_arn = client.describe_table(TableName=table_name)["Table"].get("LatestStreamArn")
         if not stream_arn:
@@ -236,6 +293,7 @@ class WakeupLoop:
         self._senders = ThreadPoolExecutor(max_workers=SENDER_THREADS, thread_name_prefix="wake-send")
         self._follower = StreamFollower(streams, stream_arn, dispatcher.detached(self._senders))
         self._sweep = sweep
+        self._alarm = alarm
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._follower.run, args=(self._stop,), name="wake-stream", daemon=True),
@@ -254,6 +312,7 @@ class WakeupLoop:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._follower.read_soon()
+        self._alarm.wake()
         for thread in self._threads:
             thread.join(timeout=5)
         # Deliveries under way end by their deadline; those not started wait for the next start (their
@@ -261,8 +320,14 @@ class WakeupLoop:
         self._senders.shutdown(wait=False, cancel_futures=True)
 
     def _sweep_forever(self) -> None:
-        while not self._stop.wait(SWEEP_SECONDS):
+        while not self._stop.is_set():
+            seconds = self._alarm.seconds_until_sweep(time.time())
+            if seconds > 0:
+                self._alarm.wait(seconds)
+                continue
+            idle = False  # a failed sweep is tried again after the short rest
             try:
-                self._sweep.run(until=self._stop.is_set)
+                idle = self._sweep.run(until=self._stop.is_set) == 0
             except (ClientError, BotoCoreError):
                 logger.warning("sweeping due wake-up retries failed; retrying", exc_info=True)
+            self._alarm.swept(idle=idle, now=time.time())
