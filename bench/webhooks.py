@@ -80,7 +80,8 @@ def measure_webhooks(server: CairnServer, database: DynamoDBLocal, settings: Set
     )
     table.notes.append(
         "Idle: a subscription and no posts, after the burst above was delivered. The server's stream reader, its "
-        "retry sweep (every second) and outcome sweep (every two), and what they ask of DynamoDB Local."
+        "retry sweep (1 s doubling to 10 s while it finds nothing) and outcome sweep (a tenth of the outcome "
+        "deadline apart, 2 s to a minute), and what they ask of DynamoDB Local."
     )
     table.notes.append(
         "Held open: that receiver sends a header byte a second and never ends its answer; each attempt to it "
