@@ -143,7 +143,7 @@ def open_to_others(data_dir: Path) -> list[str]:
 
 def test_restart_keeps_addresses_and_events_for_their_owner_alone(tmp_path: Path):
     data_dir = tmp_path / "data"
-    with ServeProcess(tmp_path, data_dir=data_dir) as server, server.client() as client:
+    with ServeProcess(tmp_path, data_dir=data_dir, command_line=True) as server, server.client() as client:
         created = provision(client, task_id="survivor")
         assert client.post(created["endpoints"]["inbox_url"], json={"type": "before.restart"}).status_code == 202
         checkpoint = client.put(
@@ -157,7 +157,7 @@ def test_restart_keeps_addresses_and_events_for_their_owner_alone(tmp_path: Path
     for kept in ("shared-local-instance.db", "dynamodb-local.log"):
         (data_dir / kept).chmod(0o644)
     # A new server on the same data directory, on another port.
-    with ServeProcess(tmp_path, data_dir=data_dir) as server, server.client() as client:
+    with ServeProcess(tmp_path, data_dir=data_dir, command_line=True) as server, server.client() as client:
         assert open_to_others(data_dir) == []
         events_path = "/api/v1/addresses/" + created["address"]["id"] + "/events"
         page = client.get(events_path, headers=auth(created)).json()
@@ -170,7 +170,7 @@ def test_restart_keeps_addresses_and_events_for_their_owner_alone(tmp_path: Path
 
 
 def test_ctrl_c_stops_the_server_and_dynamodb_local(tmp_path: Path):
-    server = ServeProcess(tmp_path, data_dir=tmp_path / "data").start()
+    server = ServeProcess(tmp_path, data_dir=tmp_path / "data", command_line=True).start()
     dynamodb_line = next(line for line in server.output if line.startswith("DynamoDB Local on"))
     dynamodb_port = int(dynamodb_line.split(":")[2].split(",")[0])
     assert server.stop() == 0
@@ -181,7 +181,7 @@ def test_ctrl_c_stops_the_server_and_dynamodb_local(tmp_path: Path):
 
 def test_a_relative_data_folder_is_the_one_under_the_folder_serve_was_started_in(tmp_path: Path):
     """`cairn serve` in a new folder with its default `.cairn/data` (a relative path) keeps its data there."""
-    server = ServeProcess(tmp_path, data_dir=Path(".cairn/data"), cwd=tmp_path).start()
+    server = ServeProcess(tmp_path, data_dir=Path(".cairn/data"), cwd=tmp_path, command_line=True).start()
     try:
         with server.client() as client:
             assert client.get("/healthz").status_code == 200

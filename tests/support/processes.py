@@ -1,4 +1,4 @@
-"""Separate processes for the tests of concurrency across processes.
+"""Separate processes: for the tests of concurrency across processes, and the tests' servers.
 
 Each is a process of its own, as a spawned one is, and never a fork of the
 test's process and its threads: they are forked from one server process per
@@ -17,11 +17,14 @@ from multiprocessing.context import ForkServerContext
 _PRELOADED = [
     "boto3",
     "httpx",
+    "cairn.cli",
     "cairn.client",
+    "cairn.local.server",
     "cairn.services",
     "tests.support.lambda_client",
     "tests.support.langgraph_runs",
     "tests.support.openai_agents_runs",
+    "tests.support.serve",
     "tests.support.strands_runs",
 ]
 

@@ -1,19 +1,29 @@
-"""Run `cairn serve` as a separate process, as a user would."""
+"""Run `cairn serve` as a separate process, as a user would.
+
+The process runs `cairn serve`'s command line (`cairn.cli.main`) in a process
+forked from the test worker's server of processes (`tests.support.processes`),
+which imported the server once: it listens after 0.15 s of processor time,
+where a new interpreter, importing it again, took 0.7 s (for each of about a
+hundred servers). The tests of the command itself start it as a user types it
+(`command_line=True`).
+"""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from cairn.local.dynamodb_local import free_port
+from tests.support.processes import process_context
 
 READY_LINE = "Cairn is serving on"
 # A free port is free when it is picked, not always when the server binds it: another process on the
@@ -21,6 +31,9 @@ READY_LINE = "Cairn is serving on"
 # saying so, and is started again on other ports.
 PORT_TAKEN = ("address already in use", "cannot listen for SMTP")
 PORT_ATTEMPTS = 3
+# How often a start looks at the server's output for its ready line.
+READY_POLL_SECONDS = 0.02
+_launches = itertools.count()
 
 
 class ServeProcess:
@@ -36,9 +49,9 @@ class ServeProcess:
         env: dict[str, str] | None = None,
         extra_args: list[str] | None = None,
         cwd: Path | None = None,
+        command_line: bool = False,
     ) -> None:
         self._take_ports()
-        self.output: list[str] = []
         arguments: list[str] = []
         if dynamodb_endpoint:
             arguments += ["--dynamodb-endpoint", dynamodb_endpoint]
@@ -51,12 +64,21 @@ class ServeProcess:
         self._env.update(env or {})
         self._workdir = workdir
         self._cwd = cwd or Path(__file__).resolve().parents[2]
-        self.process: subprocess.Popen | None = None
+        self._command_line = command_line
+        self._log: Path | None = None
+        self.process: subprocess.Popen[bytes] | Forked | None = None
 
     def _take_ports(self) -> None:
         self.port = free_port()
         self.smtp_port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
+
+    @property
+    def output(self) -> list[str]:
+        """What the server has printed so far (standard output and error), line by line."""
+        if self._log is None or not self._log.exists():
+            return []
+        return self._log.read_text(errors="replace").splitlines(keepends=True)
 
     def start(self, timeout: float = 60.0) -> ServeProcess:
         attempt = 1
@@ -71,30 +93,33 @@ class ServeProcess:
 
     def _launch(self, timeout: float) -> bool:
         """Start the server on this object's ports; True once it listens, False if it ended first."""
-        self.output = []
-        ports = ["--port", str(self.port), "--smtp-port", str(self.smtp_port)]
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "cairn.cli", "serve", *ports, *self._arguments],
-            cwd=self._cwd,
-            env=self._env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        ready = threading.Event()
-        threading.Thread(target=self._read_output, args=(ready,), daemon=True).start()
-        if not ready.wait(timeout):
-            self.kill()
-            raise RuntimeError("cairn serve did not start:\n" + "".join(self.output))
-        return any(READY_LINE in line for line in self.output)
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        self._log = self._workdir / f"serve-{os.getpid()}-{next(_launches)}.log"
+        self._log.touch()
+        argv = ["serve", "--port", str(self.port), "--smtp-port", str(self.smtp_port), *self._arguments]
+        if self._command_line:
+            with self._log.open("w") as output:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "cairn.cli", *argv],
+                    cwd=self._cwd,
+                    env=self._env,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                )
+        else:
+            self.process = Forked.start(argv, self._env, self._cwd, self._log)
+        deadline = time.monotonic() + timeout
+        while not self._printed(READY_LINE):
+            if self.process.poll() is not None:
+                return self._printed(READY_LINE)
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError("cairn serve did not start:\n" + "".join(self.output))
+            time.sleep(READY_POLL_SECONDS)
+        return True
 
-    def _read_output(self, ready: threading.Event) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output.append(line)
-            if READY_LINE in line:
-                ready.set()
-        ready.set()
+    def _printed(self, text: str) -> bool:
+        return any(text in line for line in self.output)
 
     def stop(self, timeout: float = 30.0) -> int:
         """Ctrl-C, as a person at the terminal would; returns the exit code."""
@@ -147,3 +172,58 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05) -> bool
             return True
         time.sleep(interval)
     return predicate()
+
+
+class Forked:
+    """`cairn serve`'s command line in a process forked from the worker's server of processes.
+
+    Seen by the tests as a `subprocess.Popen` is: its pid, `poll`, `wait`,
+    `send_signal` and `kill`, and its exit code (negative for a signal).
+    """
+
+    def __init__(self, process: BaseProcess) -> None:
+        self._process = process
+
+    @classmethod
+    def start(cls, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Forked:
+        # Daemonic: a worker that ends with a server still running stops it rather than waiting for it.
+        process = process_context().Process(target=_serve, args=(argv, env, str(cwd), str(log)), daemon=True)
+        process.start()
+        return cls(process)
+
+    @property
+    def pid(self) -> int:
+        assert self._process.pid is not None
+        return self._process.pid
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        code = self._process.exitcode
+        if code is None:
+            raise subprocess.TimeoutExpired("cairn serve", timeout or 0)
+        return code
+
+    def send_signal(self, signal_number: int) -> None:
+        os.kill(self.pid, signal_number)
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def _serve(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
+    """In the forked process: the folder, environment and output a started `cairn serve` would have, then it."""
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    output = os.open(log, os.O_WRONLY | os.O_APPEND)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.close(output)
+    from cairn import cli
+
+    cli.main(argv)  # `serve` ends its process itself, with its exit code
