@@ -434,6 +434,24 @@ def test_a_download_being_sent_counts_among_its_clients_held_reads(make_mailroom
         assert streamed_download(mail, created, event["id"], "att_2", here)["statusCode"] == 200
 
 
+def test_a_download_refused_for_held_reads_counts_no_poll_and_a_refused_download_holds_nothing(make_mailroom):
+    """At its cap a client is refused before the message is read, so its address keeps its polls."""
+    mail = make_mailroom(max_held_reads_per_client=1, poll_rate_per_minute=4)
+    created, event = receive_one(mail, "nested_attachments.eml")  # poll 1
+    here = "203.0.113.7"
+    sending = streamed_download(mail, created, event["id"], "att_1", here)  # poll 2
+    assert sending["statusCode"] == 200
+    for _ in range(3):
+        refused = streamed_download(mail, created, event["id"], "att_2", here)
+        assert refused["statusCode"] == 429 and '"too_many_held_reads"' in refused["body"]
+    sending["body"].close()
+    assert streamed_download(mail, created, event["id"], "att_9", here)["statusCode"] == 404  # poll 3
+    again = streamed_download(mail, created, event["id"], "att_2", here)  # poll 4
+    assert b"".join(again["body"]) == CSV, "the 404 gave its held read back"
+    spent = streamed_download(mail, created, event["id"], "att_2", here)
+    assert spent["statusCode"] == 429 and '"rate_limited"' in spent["body"]
+
+
 def test_unknown_attachments_events_and_tokens_are_refused(mail: Mailroom):
     created, event = receive_one(mail, "nested_attachments.eml")
     mail.api.post_inbox(created, {"type": "build.done"})
