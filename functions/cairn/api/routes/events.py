@@ -3,6 +3,7 @@
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
+from pydantic import AllowInfNan
 
 from cairn.api import presenters
 from cairn.api.requests import bearer_token, client_network
@@ -35,7 +36,9 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
     def poll(
         address_id: str,
         after: Annotated[int, Query(ge=0, le=MAX_CURSOR, description="Last sequence already handled.")] = 0,
-        wait: Annotated[float, Query(ge=0, le=settings.max_wait_seconds, description="Seconds to wait.")] = 0,
+        wait: Annotated[
+            float, AllowInfNan(False), Query(ge=0, le=settings.max_wait_seconds, description="Seconds to wait.")
+        ] = 0,
         limit: Annotated[int, Query(ge=1, le=settings.max_page_limit)] = settings.default_page_limit,
     ) -> FeedResponse:
         request = app.current_event
