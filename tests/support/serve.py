@@ -214,16 +214,19 @@ class Forked:
 
 
 def _serve(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
-    """In the forked process: the folder, environment and output a started `cairn serve` would have, then it."""
-    os.chdir(cwd)
-    os.environ.clear()
-    os.environ.update(env)
+    """In the forked process: the output, folder and environment a started `cairn serve` would have, then it.
+
+    The output first: whatever fails after it is in the log the test reports.
+    """
     sys.stdout.flush()
     sys.stderr.flush()
     output = os.open(log, os.O_WRONLY | os.O_APPEND)
     os.dup2(output, 1)
     os.dup2(output, 2)
     os.close(output)
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
     from cairn import cli
 
     cli.main(argv)  # `serve` ends its process itself, with its exit code
