@@ -259,7 +259,9 @@ def test_poll_validates_its_query(memory_api: LambdaClient):
     for wait in ("NaN", "inf"):
         reply = memory_api.poll(created, wait=wait)
         assert reply.status == 422 and reply.error_code == "invalid_request"
-        assert reply.json()["error"]["fields"] == [{"field": "query.wait", "message": "Input should be a finite number"}]
+        assert reply.json()["error"]["fields"] == [
+            {"field": "query.wait", "message": "Input should be a finite number"}
+        ]
 
 
 def test_ack_is_idempotent_and_keeps_the_first_time(memory_api: LambdaClient, clock):
