@@ -17,7 +17,9 @@ import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
 
 from cairn.client import Address, HttpClient
-from cairn.dynamodb import checkpoint_table
+from cairn.dynamodb import checkpoint_table, keys
+from cairn.dynamodb.client import make_client
+from cairn.dynamodb.items import key
 from cairn.errors import StorageLimitExceeded
 from cairn.integrations.langgraph import CairnSaver
 from tests.support.fakes import FakeClock
@@ -220,3 +222,27 @@ def test_a_saver_whose_parts_a_prune_found_unnamed_before_its_put_uploads_them_a
     found = cairn.get_tuple(config)
     assert found is not None and found.checkpoint["channel_values"]["v"] == bytes([1]) * 300_000
     assert found.pending_writes == [("task", "v", b"w" * 100_000)]
+
+
+def test_deletions_racing_their_addresss_deletion_do_not_make_its_count_again(moto_env: None, clock: FakeClock):
+    """An address's deletion removes its count and then the rest; a deletion that passed its check before
+    finds the count gone and leaves what is left to it, rather than making a count below zero that no
+    expiry would ever remove."""
+    api, address = on_moto(clock, 10_000_000)
+    cairn = CairnSaver(address)
+    for thread in ("by-thread", "by-run"):
+        config = generate_config(thread)
+        for step in range(3):
+            checkpoint = generate_checkpoint(channel_values={"v": os.urandom(1_000)}, channel_versions={"v": step + 1})
+            config = cairn.put(config, checkpoint, generate_metadata(step=step, run_id=f"run-{thread}"), {"v": 1})
+            cairn.put_writes(config, [("v", os.urandom(500))], f"task-{step}")
+    assert usage(api, address) > 0
+    settings = api.services.settings
+    count = key(keys.address_pk(address.id), keys.STORAGE_USAGE)
+    make_client(settings).delete_item(TableName=settings.table_name, Key=count)  # the address's deletion began
+
+    cairn.delete_thread("by-thread")
+    cairn.delete_for_runs(["run-by-run"])
+
+    found = make_client(settings).get_item(TableName=settings.table_name, Key=count, ConsistentRead=True)
+    assert "Item" not in found

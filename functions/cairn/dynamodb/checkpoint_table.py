@@ -579,7 +579,9 @@ class CheckpointTable:
             try:
                 self._commit(actions, _refused)
             except _Refused as refused:
-                if _failed(refused.reasons, 1):
+                # Taken by another deletion, or going with its address (whose count its release found gone).
+                address_gone = bool(freed) and storage_usage.count_gone(refused.reasons, 1 + len(doomed))
+                if _failed(refused.reasons, 1) or address_gone:
                     return Dropped.GONE
                 inline = [item for index, item in enumerate(inline) if not _failed(refused.reasons, 2 + index)]
                 continue

@@ -3,8 +3,10 @@ partition and moved in each write's commit.
 
 A write that grows what an address stores adds its growth to the count
 under the condition that the sum stays within the limit; one that shrinks
-it (a smaller replacement, a delete) subtracts, unconditionally. Either is
-an action of the write's own transaction, so the count is always the sum of
+it (a smaller replacement, a delete) subtracts, on the one condition that
+the count is still there: an address's deletion removes it with the rest,
+and a delete racing that deletion must not make it again. Either is an
+action of the write's own transaction, so the count is always the sum of
 what is stored, whatever runs at once, and a write the limit refuses
 changes nothing.
 """
@@ -74,8 +76,20 @@ def charge(table: str, address_id: str, growth: int, *, max_bytes: int, expiry: 
 
 
 def release(table: str, address_id: str, freed: int) -> Item:
-    """The action taking `freed` bytes (what a delete removes) off the count: never refused."""
-    return _moved(table, address_id, -freed, {})
+    """The action taking `freed` bytes (what a delete removes) off the count.
+
+    Refused only where there is no count, which its address's deletion
+    removed (`count_gone`): a delete racing that deletion would make it again,
+    below zero and never expiring.
+    """
+    action = _moved(table, address_id, -freed, {})
+    action["Update"]["ConditionExpression"] = "attribute_exists(#bytes)"
+    return action
+
+
+def count_gone(reasons: Sequence[Item], index: int) -> bool:
+    """Whether the `release` at `index` of a cancelled transaction found no count: its address is being deleted."""
+    return index < len(reasons) and reasons[index].get("Code") == table_ops.CONDITION_FAILED
 
 
 def with_count(item: Item, pieces: Sequence[Item] = ()) -> Item:
@@ -110,7 +124,8 @@ def delete_counted(
 
     Each deletion of an item that counts holds only while the item is as
     read, so of two deletions racing for it one releases its bytes; an item
-    found gone (or replaced) is left to whoever took it.
+    found gone (or replaced) is left to whoever took it. Once the address's
+    count is found gone (`count_gone`), nothing more is deleted here.
     """
     for start in range(0, len(items), _DELETES):
         pending = list(items[start : start + _DELETES])
@@ -125,6 +140,8 @@ def delete_counted(
                 if error_code(error) != "TransactionCanceledException":
                     raise
                 reasons = cancellation_reasons(error)
+            if freed and count_gone(reasons, len(pending)):
+                return  # the address is being deleted, and its deletion removes the rest
             taken = {index for index, reason in enumerate(reasons) if reason.get("Code") == table_ops.CONDITION_FAILED}
             if not taken:
                 table_ops.pause_after_conflict(attempt)
