@@ -81,7 +81,9 @@ def test_each_posted_event_arrives_once_in_order_and_signed(server: ServeProcess
     wrong = agent.subscribe("http://127.0.0.1:9/other")["secret"]
     with pytest.raises(WebhookVerificationError):
         Webhook(wrong).verify(arrived[0].body, arrived[0].headers)
-    assert agent.subscription(created["subscription"]["id"])["delivered_through"] == posted[-1]
+    # The server records a delivery after its receiver answers it: wait for the record, not the request.
+    sub_id = created["subscription"]["id"]
+    assert wait_until(lambda: agent.subscription(sub_id)["delivered_through"] == posted[-1], timeout=10)
 
 
 def test_a_receiver_that_fails_three_times_then_recovers_gets_every_event(server: ServeProcess):
@@ -92,7 +94,10 @@ def test_a_receiver_that_fails_three_times_then_recovers_gets_every_event(server
         arrived = hook.wait_for(6, timeout=40)
     # The first event is tried until it passes; the others wait their turn behind it.
     assert sequences(arrived) == [posted[0]] * 4 + posted[1:]
-    shown = agent.subscription(created["subscription"]["id"])
+    # Each attempt is recorded after its receiver answered it: wait for the last one's record.
+    sub_id = created["subscription"]["id"]
+    assert wait_until(lambda: len(agent.subscription(sub_id)["attempts"]) == 6, timeout=10)
+    shown = agent.subscription(sub_id)
     assert shown["status"] == "active"
     assert [attempt["status_code"] for attempt in reversed(shown["attempts"])] == [500, 500, 500, 200, 200, 200]
 
