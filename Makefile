@@ -13,8 +13,8 @@ unexport PYTHONDONTWRITEBYTECODE
 
 # What the linters read, and how many pytest workers share the machine: one more than its cores.
 # Measured on 2 cores: with a worker a core they were busy 86 % of the run, since a test waiting on a
-# timer, a server or a browser leaves its core idle; with a third, 95 %, and the suite took 480 s
-# rather than 527 s. More only adds each worker's own DynamoDB Local and start-up.
+# timer, a server or a browser leaves its core idle; with a third, 95 %, and the suite took 480 s and
+# 502 s in two runs, against 527 s. More only adds each worker's own DynamoDB Local and start-up.
 LINTED := functions infra bench app.py examples tests
 WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
