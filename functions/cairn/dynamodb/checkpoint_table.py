@@ -34,7 +34,6 @@ Item = dict[str, Any]
 
 # Transactions that met another on the same items are sent again after a short random pause.
 _ATTEMPTS = 8
-_FAILED = "ConditionalCheckFailed"
 _CONFLICT = "TransactionConflict"
 HEAD = checkpoint_items.HEAD_ID
 # A copy's head puts per transaction beside its address check, and the bytes a transaction may weigh
@@ -95,21 +94,21 @@ class CheckpointTable:
         ]
 
         def refused(reasons: list[Item]) -> None:
-            if _failed(reasons, 0):
+            if table_ops.failed_at(reasons, 0):
                 raise Unauthorized()
-            if _failed(reasons, 1):
+            if table_ops.failed_at(reasons, 1):
                 head = get_s(reasons[1].get("Item") or {}, checkpoint_items.HEAD_ID)
                 self._stale_unless_retry(checkpoint, head)
-            elif _failed(reasons, 2):
+            elif table_ops.failed_at(reasons, 2):
                 # The id is stored and the head condition held: an exact retry of a put that moved the head.
                 head_key = checkpoint_items.thread_head_key(
                     owner.address_id, checkpoint.thread_id, checkpoint.checkpoint_ns
                 )
                 self._stale_unless_retry(checkpoint, self._head_id(head_key))
-            elif _failed(reasons, 3):
+            elif table_ops.failed_at(reasons, 3):
                 raise storage_usage.refusal(reasons[3], growth, max_bytes=self._max_bytes)
             else:
-                missing = [part for index, part in enumerate(parts) if _failed(reasons, 4 + index)]
+                missing = [part for index, part in enumerate(parts) if table_ops.failed_at(reasons, 4 + index)]
                 raise CheckpointPartMissing(
                     "A part this checkpoint names is not uploaded, or a prune found it unnamed: upload it again.",
                     parts=missing,
@@ -175,16 +174,16 @@ class CheckpointTable:
         rest: list[Write] = []
 
         def refused(reasons: list[Item]) -> None:
-            if _failed(reasons, 0):
+            if table_ops.failed_at(reasons, 0):
                 raise Unauthorized()
-            missing = [part for index, part in enumerate(parts) if _failed(reasons, first_part + index)]
+            missing = [part for index, part in enumerate(parts) if table_ops.failed_at(reasons, first_part + index)]
             if missing:
                 raise CheckpointPartMissing(
                     "A part these writes name is not uploaded, or a prune found it unnamed: upload it again.",
                     parts=missing,
                 )
-            moved = [write for index, write in enumerate(writes) if _failed(reasons, 1 + index)]
-            if not moved and charges and _failed(reasons, 1 + len(writes)):
+            moved = [write for index, write in enumerate(writes) if table_ops.failed_at(reasons, 1 + index)]
+            if not moved and charges and table_ops.failed_at(reasons, 1 + len(writes)):
                 raise storage_usage.refusal(reasons[1 + len(writes)], growth, max_bytes=self._max_bytes)
             # A regular write found stored was sent before: it stays as it is. A special one was replaced.
             rest.extend(write for write in writes if write not in moved or write.index < 0)
@@ -233,12 +232,12 @@ class CheckpointTable:
         ]
 
         def refused(reasons: list[Item]) -> None:
-            if _failed(reasons, 0):
+            if table_ops.failed_at(reasons, 0):
                 raise Unauthorized()
-            if _failed(reasons, 1):
+            if table_ops.failed_at(reasons, 1):
                 # Uploaded again: a part a prune found unnamed is kept, and may be named again (`_collect_parts`).
                 self._update_part(part, "REMOVE #orphaned", "attribute_exists(#orphaned)")
-            elif _failed(reasons, 2):
+            elif table_ops.failed_at(reasons, 2):
                 raise storage_usage.refusal(reasons[2], growth, max_bytes=self._max_bytes)
 
         self._commit(actions, refused)
@@ -343,10 +342,10 @@ class CheckpointTable:
                 return
             except _Refused as refused:
                 reasons = refused.reasons
-            if _failed(reasons, 0):
+            if table_ops.failed_at(reasons, 0):
                 raise Unauthorized()
             # A put refused was sent before; none refused means the count refused the batch.
-            left = [put for index, put in enumerate(puts) if not _failed(reasons, 1 + index)]
+            left = [put for index, put in enumerate(puts) if not table_ops.failed_at(reasons, 1 + index)]
             if len(left) == len(puts):
                 raise storage_usage.refusal(reasons[1 + len(puts)], growth, max_bytes=self._max_bytes)
             puts = left
@@ -581,9 +580,11 @@ class CheckpointTable:
             except _Refused as refused:
                 # Taken by another deletion, or going with its address (whose count its release found gone).
                 address_gone = bool(freed) and storage_usage.count_gone(refused.reasons, 1 + len(doomed))
-                if _failed(refused.reasons, 1) or address_gone:
+                if table_ops.failed_at(refused.reasons, 1) or address_gone:
                     return Dropped.GONE
-                inline = [item for index, item in enumerate(inline) if not _failed(refused.reasons, 2 + index)]
+                inline = [
+                    item for index, item in enumerate(inline) if not table_ops.failed_at(refused.reasons, 2 + index)
+                ]
                 continue
             storage_usage.delete_counted(self._client, self._table, address_id, rest, exhausted=_throttled)
             return Dropped.DROPPED
@@ -645,10 +646,6 @@ class CheckpointTable:
                 yield checkpoint_items.write_from(item)
 
 
-def _failed(reasons: list[Item], index: int) -> bool:
-    return index < len(reasons) and reasons[index].get("Code") == _FAILED
-
-
 def _refused(reasons: list[Item]) -> None:
     raise _Refused(reasons)
 
@@ -669,7 +666,7 @@ def _write_sk(checkpoint: CheckpointRef, write: Write) -> str:
 
 
 def _used_target(reasons: list[Item], target_thread_id: str) -> None:
-    if _failed(reasons, 0):
+    if table_ops.failed_at(reasons, 0):
         raise Unauthorized()
     raise CheckpointThreadExists(
         "Another writer started the target thread during the copy.", thread_id=target_thread_id

@@ -89,7 +89,7 @@ def release(table: str, address_id: str, freed: int) -> Item:
 
 def count_gone(reasons: Sequence[Item], index: int) -> bool:
     """Whether the `release` at `index` of a cancelled transaction found no count: its address is being deleted."""
-    return index < len(reasons) and reasons[index].get("Code") == table_ops.CONDITION_FAILED
+    return table_ops.failed_at(reasons, index)
 
 
 def with_count(item: Item, pieces: Sequence[Item] = ()) -> Item:

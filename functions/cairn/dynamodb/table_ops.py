@@ -51,9 +51,12 @@ class Cancelled(Exception):
 
     def failed(self, index: int) -> Item | None:
         """The reason of action `index` when its condition failed (with the item it returned, if asked)."""
-        if index < len(self.reasons) and self.reasons[index].get("Code") == CONDITION_FAILED:
-            return self.reasons[index]
-        return None
+        return self.reasons[index] if failed_at(self.reasons, index) else None
+
+
+def failed_at(reasons: Sequence[Item], index: int) -> bool:
+    """Whether action `index` of a cancelled transaction failed its condition (`reasons`: its cancellation's)."""
+    return index < len(reasons) and reasons[index].get("Code") == CONDITION_FAILED
 
 
 def transact_owned(client: DynamoDBClient, owner_check: Item, actions: Sequence[Item]) -> None:
