@@ -98,7 +98,7 @@ def request_for(method: str, template: str, values: dict[str, str], credential: 
     elif "/sessions/" in template:
         body = (
             {"items": [{"role": "user", "content": "stolen"}]}
-            if template.endswith("/items") and method == "POST"
+            if template.endswith(("/items", "/items/replace")) and method == "POST"
             else None
         )
     elif template.endswith("/state") and method == "POST":

@@ -15,11 +15,15 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from agents import Runner, SessionSettings, set_tracing_disabled
+from agents import Agent, Runner, SessionSettings, set_tracing_disabled
+from agents.memory import OpenAIResponsesCompactionSession
+from openai import AsyncOpenAI
 
 from cairn.client import Address
 from cairn.integrations.openai_agents import CairnSession
@@ -228,6 +232,115 @@ def test_a_second_run_in_a_new_process_continues_the_conversation(address: Addre
     assert run("What is my name?") == "heard: My name is Ada. | What is my name?"
     stored = asyncio.run(CairnSession(address, "chat-1").get_items())
     assert [item.get("role") for item in stored] == ["user", "assistant", "user", "assistant"]
+
+
+# -- the SDK's compaction ---------------------------------------------------------------
+
+
+class CompactionEndpoint:
+    """The Responses API's `compact` as the SDK calls it, with no network: it answers the user messages it
+    was sent and one compaction item summing up how many items it was sent. `meanwhile` runs while it
+    answers, after the SDK read the history and before it writes the summary back."""
+
+    def __init__(self, meanwhile: Callable[[], None] | None = None) -> None:
+        self.inputs: list[list[dict[str, Any]]] = []
+        self._meanwhile = meanwhile
+
+    def client(self) -> AsyncOpenAI:
+        transport = httpx.MockTransport(self._answer)
+        return AsyncOpenAI(
+            api_key="unused",
+            base_url="https://api.openai.invalid/v1",
+            http_client=httpx.AsyncClient(transport=transport),
+        )
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/responses/compact"
+        sent = json.loads(request.content)["input"]
+        self.inputs.append(sent)
+        if self._meanwhile:
+            self._meanwhile()
+        summary = {"type": "compaction", "id": f"cmp_{len(self.inputs)}", "encrypted_content": f"{len(sent)} items"}
+        users = [item for item in sent if item.get("role") == "user"]
+        usage = {"input_tokens": 1, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 1,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2}  # fmt: skip
+        answer = {"id": "resp_compacted", "created_at": 0, "object": "response.compaction",
+                  "output": [*users, summary], "usage": usage}  # fmt: skip
+        return httpx.Response(200, json=answer)
+
+
+def compacting(address: Address, session_id: str, endpoint: CompactionEndpoint) -> OpenAIResponsesCompactionSession:
+    """The SDK's compacting session on a `CairnSession`, compacting after every run."""
+    return OpenAIResponsesCompactionSession(
+        session_id,
+        CairnSession(address, session_id),
+        client=endpoint.client(),
+        compaction_mode="input",
+        should_trigger_compaction=lambda _: True,
+    )
+
+
+def test_the_sdks_compaction_after_a_run_leaves_its_summary_and_the_conversation_goes_on(address: Address):
+    set_tracing_disabled(True)
+    endpoint = CompactionEndpoint()
+    agent = Agent(name="assistant", instructions="Answer briefly.", model=openai_agents_runs.StoringModel())
+
+    first = asyncio.run(Runner.run(agent, "My name is Ada.", session=compacting(address, "compacted", endpoint)))
+
+    assert first.final_output == "heard: My name is Ada."
+    assert [[item.get("role") for item in sent] for sent in endpoint.inputs] == [["user", "assistant"]]
+    stored = asyncio.run(CairnSession(address, "compacted").get_items())
+    assert stored == [
+        {"role": "user", "content": "My name is Ada."},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "2 items"},
+    ]
+    # A later run, in a session object of its own, starts from the summary.
+    second = asyncio.run(Runner.run(agent, "What is my name?", session=compacting(address, "compacted", endpoint)))
+    assert second.final_output == "heard: My name is Ada. | What is my name?"
+
+
+def test_an_add_another_process_makes_while_the_sdk_compacts_is_kept(address: Address, served: ServeProcess):
+    """The SDK reads the history, asks for its summary, then writes it back: a worker's add in between must
+    not be cleared away with what was summed up (with no hook, the SDK clears the session, then adds)."""
+    set_tracing_disabled(True)
+    late = {"role": "user", "content": "added by another worker"}
+
+    def another_worker_adds() -> None:
+        worker = process_context().Process(
+            target=openai_agents_runs.add,
+            args=(served.base_url, address.id, address.read_token, "shared-compaction", [late]),
+        )
+        worker.start()
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+
+    endpoint = CompactionEndpoint(meanwhile=another_worker_adds)
+    agent = Agent(name="assistant", instructions="Answer briefly.", model=openai_agents_runs.StoringModel())
+
+    asyncio.run(Runner.run(agent, "Remember 42.", session=compacting(address, "shared-compaction", endpoint)))
+
+    assert len(endpoint.inputs) == 1  # the compaction ran, and its summary was refused as stale
+    stored = asyncio.run(CairnSession(address, "shared-compaction").get_items())
+    # The history as it was, the other worker's add after it; no summary in place of either.
+    assert [item.get("role") for item in stored] == ["user", "assistant", "user"], stored
+    assert stored[-1] == late
+
+
+def test_a_manual_compaction_replaces_the_whole_history_in_one_commit(address: Address):
+    endpoint = CompactionEndpoint()
+    session = compacting(address, "manual", endpoint)
+
+    async def scenario() -> list:
+        await session.add_items([{"role": "user", "content": f"m{index}"} for index in range(3)])
+        await session.run_compaction({"force": True})
+        return await CairnSession(address, "manual").get_items()
+
+    stored = asyncio.run(scenario())
+
+    assert stored == [
+        *({"role": "user", "content": f"m{index}"} for index in range(3)),
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "3 items"},
+    ]
 
 
 # -- hostile input ---------------------------------------------------------------------

@@ -302,6 +302,30 @@ def verify_session_add(api: LambdaClient, created: dict, first: Reply, retry: Re
     assert stored.json()["items"] == SESSION_ITEMS  # whole, and once
 
 
+SUMMARY = [{"type": "compaction", "encrypted_content": "once"}]
+
+
+def with_session(api: LambdaClient) -> dict:
+    created = api.provision()
+    added = api.request("POST", session_items_path(created), json_body={"items": SESSION_ITEMS}, token=token(created))
+    assert added.status == 201, added.text
+    return created
+
+
+def send_session_replace(api: LambdaClient, created: dict) -> Reply:
+    # The newest item, under the version the add left (1), as the OpenAI Agents SDK's compaction sends it.
+    body = {"items": SUMMARY, "newest": 1, "version": 1, "replace_id": "fault-replace"}
+    return api.request("POST", session_items_path(created) + "/replace", json_body=body, token=token(created))
+
+
+def verify_session_replace(api: LambdaClient, created: dict, first: Reply, retry: Reply) -> None:
+    # A retry of a replacement that committed is answered as made, not refused for the version it moved.
+    assert retry.status == 200, retry.text
+    assert retry.json()["count"] == len(SESSION_ITEMS)
+    stored = api.request("GET", session_items_path(created), token=token(created))
+    assert stored.json()["items"] == [SESSION_ITEMS[0], *SUMMARY]  # made, and once
+
+
 def strands_path(created: dict) -> str:
     return f"/api/v1/addresses/{created['address']['id']}/strands/faults/agents/default"
 
@@ -343,6 +367,7 @@ OPERATIONS = {
     "subscription_create": Operation(provisioned, send_subscription_create, verify_subscription_create),
     "subscription_delete": Operation(with_subscription, send_subscription_delete, verify_subscription_delete),
     "session_add": Operation(provisioned, send_session_add, verify_session_add),
+    "session_replace": Operation(with_session, send_session_replace, verify_session_replace),
     "strands_message": Operation(with_strands_agent, send_strands_message, verify_strands_message),
 }
 

@@ -76,8 +76,7 @@ def test_an_add_reads_the_address_and_the_head_in_one_batch_then_commits_once(pr
     # A retry of a committed add is told by its claim's failed condition: nothing added, no more calls.
     assert fresh.agent_sessions.add(address_id, token, "s", [item(2), item(3)], add_id="a2") == 3
     assert fresh_calls == Counter(BatchGetItem=1, TransactWriteItems=1)
-    items, _ = sessions.items(address_id, token, "s", limit=10, before=None)
-    assert items == [item(1), item(2), item(3)]
+    assert sessions.items(address_id, token, "s", limit=10, before=None).items == [item(1), item(2), item(3)]
 
 
 def test_a_pop_reads_the_head_and_the_newest_item_in_one_query_then_commits_once(process) -> None:
@@ -102,7 +101,31 @@ def test_a_pop_reads_the_head_and_the_newest_item_in_one_query_then_commits_once
     services.agent_sessions.add(address_id, token, "s", [item(5)])
     with pytest.raises(Unauthorized):  # a session with items: the commit's address check refuses
         services.agent_sessions.pop(address_id, "not-the-token", "s")
-    assert services.agent_sessions.items(address_id, token, "s", limit=10, before=None)[0] == [item(5)]
+    assert services.agent_sessions.items(address_id, token, "s", limit=10, before=None).items == [item(5)]
+
+
+def test_a_compaction_reads_the_session_once_then_commits_once(process) -> None:
+    """What the OpenAI Agents SDK's compaction costs: its snapshot is one query, and replacing the newest items
+    one batch read, one query and one commit; replacing all of them one batch read and one commit, then the
+    sweep of what the floor hid, as a clear's."""
+    services, calls = process()
+    address_id, token = provision(services)
+    sessions = services.agent_sessions
+    sessions.add(address_id, token, "s", [item(n) for n in range(4)])
+    calls.clear()
+
+    read = sessions.items(address_id, token, "s", limit=3, before=None)
+    replaced = sessions.replace(address_id, token, "s", [item(9)], newest=3, version=read.version)
+    assert calls == Counter(GetItem=1, Query=2, BatchGetItem=1, TransactWriteItems=1)
+    assert (replaced.count, sessions.items(address_id, token, "s", limit=10, before=None).items) == (
+        2,
+        [item(0), item(9)],
+    )
+    calls.clear()
+
+    sessions.replace(address_id, token, "s", [item(10)])
+    assert calls == Counter(BatchGetItem=1, TransactWriteItems=1, Query=2, BatchWriteItem=1)
+    assert sessions.items(address_id, token, "s", limit=10, before=None).items == [item(10)]
 
 
 def test_a_put_reads_the_address_then_commits_once_and_a_stale_writer_costs_no_more(process) -> None:

@@ -18,7 +18,7 @@ from cairn.dynamodb import keys
 from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.strands_session_items import message_bytes, row_bytes
-from cairn.errors import StorageLimitExceeded
+from cairn.errors import SessionConflict, StorageLimitExceeded
 from cairn.files.ports import stored_bytes
 from cairn.jsontext import canonical, sent_size
 from tests.support.fakes import FakeClock
@@ -132,7 +132,8 @@ def add_to_shared_sessions(endpoint: str, table: str, limit: int, address_id: st
 
 
 def churn_sessions(endpoint: str, table: str, limit: int, address_id: str, token: str, process: int) -> list[str]:
-    """Pops (every other one under a pop id), adds at other sizes and a clear; the items its claimed pops took."""
+    """Pops (every other one under a pop id), adds at other sizes, replacements (of the newest item as read, of
+    every item) and a clear; the items its claimed pops took."""
     sessions = services(endpoint, table, limit).agent_sessions
     session_id = SESSIONS[process % 2]
     claimed = []
@@ -144,6 +145,22 @@ def churn_sessions(endpoint: str, table: str, limit: int, address_id: str, token
                 claimed.append(canonical(item))
         elif process == 0 and round_number == 8:
             sessions.clear(address_id, token, session_id)
+        elif round_number in (5, 7):
+            summary = {"type": "compaction", "encrypted_content": "z" * (SIZE // 5 + 97 * process)}
+            version = sessions.items(address_id, token, session_id, limit=0, before=None).version
+            newest = 1 if round_number == 5 else None
+            try:
+                sessions.replace(
+                    address_id,
+                    token,
+                    session_id,
+                    [summary],
+                    newest=newest,
+                    version=version,
+                    replace_id=f"p{process}-x{round_number}",
+                )
+            except (SessionConflict, StorageLimitExceeded):
+                continue
         else:
             item = {"role": "user", "content": "y" * (SIZE // 3 + 311 * round_number)}
             try:
@@ -154,7 +171,7 @@ def churn_sessions(endpoint: str, table: str, limit: int, address_id: str, token
 
 
 def session_items(api: LambdaClient, address_id: str, token: str, session_id: str) -> list[dict[str, Any]]:
-    return api.services.agent_sessions.items(address_id, token, session_id, limit=None, before=None)[0]
+    return api.services.agent_sessions.items(address_id, token, session_id, limit=None, before=None).items
 
 
 def sessions_hold(api: LambdaClient, address_id: str, token: str) -> int:

@@ -55,6 +55,10 @@ NOT_IN_TOUR = {
     ("docs/openai-agents.md", "from agents import Agent, Runner"): (
         "a sketch over a model of the reader's; tests/e2e/test_openai_agents.py runs such an agent in two processes"
     ),
+    ("docs/openai-agents.md", "from agents.memory import OpenAIResponsesCompactionSession"): (
+        "needs OpenAI's compaction endpoint; tests/e2e/test_openai_agents.py wraps a CairnSession so, with that "
+        "endpoint answered in the test's process"
+    ),
     ("docs/strands.md", "pip install"): (
         "installs from a package index; `make test` installs strands-agents with `dev` (see the Makefile)"
     ),

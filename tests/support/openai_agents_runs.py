@@ -42,6 +42,19 @@ class EchoingModel(Model):
         raise NotImplementedError("the scripted model does not stream")
 
 
+class StoringModel(EchoingModel):
+    """The scripted model answering as the Responses API does when it stores answers: each has an id, which
+    is what sets off the SDK's compaction after a run."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        response = await super().get_response(system_instructions, input, *args, **kwargs)
+        self.answered += 1
+        return ModelResponse(output=response.output, usage=response.usage, response_id=f"resp_{self.answered}")
+
+
 def _text(item: dict[str, Any]) -> str:
     content = item["content"]
     if isinstance(content, str):
@@ -90,6 +103,11 @@ def churn(
 
     barrier.wait()  # every worker's first add meets the others' on a session none has created
     results.put(asyncio.run(run()))
+
+
+def add(base_url: str, address_id: str, token: str, session_id: str, items: list[dict[str, Any]]) -> None:
+    """One `add_items` from a process of its own, as another worker sharing the session makes it."""
+    asyncio.run(CairnSession.connect(base_url, address_id, token, session_id).add_items(items))
 
 
 def main(argv: list[str]) -> None:

@@ -49,9 +49,12 @@ def test_each_route_answers_its_documented_shape(api: LambdaClient, address: Add
     assert call(api, address, "POST", json_body={"items": said(1)}).json()["count"] == 4
 
     page = call(api, address, "GET", "?limit=2")
-    assert (page.status, page.json()) == (200, {"session_id": "s", "items": [said(3)[2], said(1)[0]], "next": 3})
+    assert page.status == 200
+    assert page.json() == {"session_id": "s", "items": [said(3)[2], said(1)[0]], "next": 3, "version": 2}
     older = call(api, address, "GET", "?limit=5&before=3").json()
-    assert older == {"session_id": "s", "items": said(2), "next": None}
+    assert older == {"session_id": "s", "items": said(2), "next": None, "version": 2}
+    # No item at all: only the version, what a replacement may name.
+    assert call(api, address, "GET", "?limit=0").json() == {"session_id": "s", "items": [], "next": None, "version": 2}
 
     popped = call(api, address, "POST", "/pop")
     assert (popped.status, popped.json()) == (200, {"session_id": "s", "item": said(1)[0]})
@@ -62,7 +65,7 @@ def test_each_route_answers_its_documented_shape(api: LambdaClient, address: Add
 
 
 def test_an_unknown_session_is_empty_and_clearing_it_is_no_error(api: LambdaClient, address: Address):
-    assert call(api, address, "GET").json() == {"session_id": "s", "items": [], "next": None}
+    assert call(api, address, "GET").json() == {"session_id": "s", "items": [], "next": None, "version": 0}
     assert call(api, address, "POST", "/pop").json()["item"] is None
     assert call(api, address, "DELETE").status == 200
 
@@ -272,3 +275,147 @@ def test_a_pop_gives_its_room_back_at_once_and_a_pop_under_a_pop_id_a_day_later(
 
 def usage(api: LambdaClient, address: Address) -> int:
     return counted(api.services.settings, address.id)
+
+
+# -- replacing items (the SDK's compaction) ------------------------------------------------
+
+
+def replace(api: LambdaClient, address: Address, **body: Any) -> Reply:
+    return call(api, address, "POST", "/replace", json_body=body)
+
+
+def stored(api: LambdaClient, address: Address) -> list[dict[str, Any]]:
+    return asyncio.run(CairnSession(address, "s").get_items())
+
+
+def test_replacing_every_item_leaves_only_the_new_ones_and_moves_the_version(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": said(5)})
+    summary = [{"type": "compaction", "encrypted_content": "abc"}]
+
+    replaced = replace(api, address, items=summary, version=1)
+
+    assert (replaced.status, replaced.json()) == (200, {"session_id": "s", "count": 1, "version": 2})
+    assert stored(api, address) == summary
+    assert call(api, address, "GET").json()["version"] == 2
+    # The session goes on after the replacement: a later add follows it, a pop takes the newest.
+    call(api, address, "POST", json_body={"items": said(1)})
+    assert stored(api, address) == [*summary, *said(1)]
+    assert call(api, address, "POST", "/pop").json()["item"] == said(1)[0]
+    assert stored(api, address) == summary
+
+
+def test_replacing_the_newest_items_keeps_the_older_ones_in_order(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": said(6)})
+    summary = [{"type": "compaction", "encrypted_content": "tail"}]
+
+    replaced = replace(api, address, items=summary, newest=2, version=1)
+
+    assert replaced.json()["count"] == 5
+    assert stored(api, address) == [*said(4), *summary]
+    # Paging back over what stayed and what came in still reads everything once.
+    assert asyncio.run(CairnSession(address, "s").get_items(limit=2)) == [said(4)[3], *summary]
+
+
+def test_a_replacement_with_no_items_removes_the_replaced_ones(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": said(3)})
+
+    assert replace(api, address, items=[], newest=1).json()["count"] == 2
+    assert stored(api, address) == said(2)
+    assert replace(api, address, items=[]).json()["count"] == 0
+    assert stored(api, address) == []
+
+
+def test_a_replacement_of_a_version_no_longer_there_changes_nothing(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": said(3)})
+    read = call(api, address, "GET").json()["version"]
+    call(api, address, "POST", json_body={"items": [{"role": "user", "content": "meanwhile"}]})
+
+    refused = replace(api, address, items=[{"type": "compaction"}], version=read)
+
+    assert (refused.status, refused.error_code) == (409, "session_conflict")
+    assert refused.json()["error"]["current_version"] == read + 1
+    assert stored(api, address) == [*said(3), {"role": "user", "content": "meanwhile"}]
+
+
+def test_a_replacement_sent_again_under_its_replace_id_changes_nothing_more(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": said(4)})
+    body = {"items": [{"type": "compaction"}], "newest": 2, "version": 1, "replace_id": "compact-1"}
+
+    first, again = replace(api, address, **body), replace(api, address, **body)
+
+    assert first.json() == again.json() == {"session_id": "s", "count": 3, "version": 2}
+    assert stored(api, address) == [*said(2), {"type": "compaction"}]
+    # The same id with another replacement is refused, not taken for the first.
+    other = replace(api, address, **{**body, "items": [{"type": "other"}]})
+    assert (other.status, other.error_code) == (422, "idempotency_key_reused")
+    assert stored(api, address) == [*said(2), {"type": "compaction"}]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"items": said(conversations.MAX_ITEMS_PER_ADD + 1)}, 422, "invalid_request"),
+        ({"items": [{"t": "x" * 1_800_000}, {"t": "y" * 1_800_000}]}, 413, "payload_too_large"),
+        ({"items": said(1), "newest": 0}, 422, "invalid_request"),
+        ({"items": said(1), "version": -1}, 422, "invalid_request"),
+        ({"items": said(1), "replace_id": "has.dot"}, 422, "invalid_request"),
+        ({"items": said(1), "extra": True}, 422, "invalid_request"),
+        # Keeping the oldest items while replacing 97 deletes those in the commit: 98 items, more than it takes.
+        ({"items": said(1), "newest": 97}, 400, "invalid_request"),
+    ],
+    ids=["too-many", "too-many-bytes", "newest-zero", "negative-version", "bad-id", "unknown-field", "too-many-kept"],
+)
+def test_a_replacement_over_a_limit_is_refused_and_changes_nothing(
+    api: LambdaClient, address: Address, body: dict, status: int, code: str
+):
+    for start in range(0, 100, 50):
+        call(api, address, "POST", json_body={"items": said(100)[start : start + 50]})
+
+    reply = replace(api, address, **body)
+
+    assert (reply.status, reply.error_code) == (status, code), reply.text
+    assert stored(api, address) == said(100)
+
+
+def test_replacing_every_item_of_a_long_session_is_one_commit_whatever_its_length(api: LambdaClient, address: Address):
+    for start in range(0, 640, 64):
+        call(api, address, "POST", json_body={"items": said(640)[start : start + 64]})
+
+    assert replace(api, address, items=said(1), newest=640).json()["count"] == 1
+    assert stored(api, address) == said(1)
+    # The replaced items are deleted, not only hidden.
+    rows = api.services.client.query(
+        TableName=api.services.settings.table_name,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :sessions)",
+        ExpressionAttributeValues={":pk": {"S": f"A#{address.id}"}, ":sessions": {"S": "AGS#"}},
+    )["Items"]
+    assert len(rows) == 2  # the head and the one item
+
+
+def test_a_replacement_counts_what_it_stores_and_gives_back_what_it_removes(moto_env: None, clock: FakeClock):
+    item = {"role": "user", "content": "x" * 3000}
+    small = {"type": "compaction", "encrypted_content": "y" * 100}
+    cost, small_cost = (item_bytes(sent_size(canonical(each))) for each in (item, small))
+    head = len(b"s") + ROW_OVERHEAD
+    api = LambdaClient.on_moto(clock, storage_max_bytes=head + 3 * cost)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    call(api, address, "POST", json_body={"items": [item, item, item]})
+
+    # A replacement growing the session past the limit is refused whole.
+    refused = replace(api, address, items=[item, item], newest=1)
+    assert (refused.status, refused.error_code) == (413, "storage_limit_exceeded")
+    assert usage(api, address) == head + 3 * cost
+
+    assert replace(api, address, items=[small], newest=2).json()["count"] == 2
+    assert usage(api, address) == head + cost + small_cost
+    assert replace(api, address, items=[small], replace_id="r1").json()["count"] == 1
+    assert usage(api, address) == head + small_cost + ROW_OVERHEAD
+
+
+def test_a_replacement_needs_the_addresss_token(api: LambdaClient, address: Address):
+    call(api, address, "POST", json_body={"items": said(2)})
+
+    reply = api.request("POST", url(address) + "/replace", token="rt_wrong", json_body={"items": []})
+
+    assert (reply.status, reply.error_code) == (401, "unauthorized")
+    assert stored(api, address) == said(2)

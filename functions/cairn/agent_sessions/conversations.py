@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cairn import jsontext
 from cairn.addresses.ports import AddressStore
-from cairn.agent_sessions.ports import SessionItemStore
+from cairn.agent_sessions.ports import Replaced, SessionItemStore
 from cairn.checkpoints.models import Admission, Owner, owner_of
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, PayloadTooLarge
@@ -63,27 +64,58 @@ class AgentSessions:
         _check_session_id(session_id)
         if not 1 <= len(items) <= MAX_ITEMS_PER_ADD:
             raise InvalidRequest(f"Add 1 to {MAX_ITEMS_PER_ADD} items at once.", field="items")
-        texts = [jsontext.canonical(item) for item in items]
-        if sum(len(text.encode()) for text in texts) > MAX_ADD_BYTES:
-            raise PayloadTooLarge(f"One add holds at most {MAX_ADD_BYTES} bytes of items.", max_bytes=MAX_ADD_BYTES)
-        if any(jsontext.sent_size(text) > ANSWER_BUDGET for text in texts):
-            raise PayloadTooLarge("An item is too large to be answered again.", max_bytes=ANSWER_BUDGET)
+        texts = _stored_texts(items)
         admission = self._admission(address_id, read_token)
         return self._store.add(
             admission, session_id, texts, add_id=add_id, now=self._clock(), max_bytes=self._max_bytes
         )
 
+    def replace(
+        self,
+        address_id: str,
+        read_token: str | None,
+        session_id: str,
+        items: Sequence[dict[str, Any]],
+        *,
+        newest: int | None = None,
+        version: int | None = None,
+        replace_id: str | None = None,
+    ) -> Replaced:
+        """Put `items` (none, or as many as an add holds) in place of the newest `newest` items (None: all),
+        in one commit: a reader sees the items before or after, never a session between them.
+
+        `version`: only while the session is at the version its caller read (`SessionConflict` otherwise),
+        so that what is replaced is what was read. `replace_id` makes a retry safe, as `add_id` does.
+        """
+        _check_session_id(session_id)
+        if len(items) > MAX_ITEMS_PER_ADD:
+            raise InvalidRequest(f"Replace with at most {MAX_ITEMS_PER_ADD} items at once.", field="items")
+        if newest is not None and newest < 1:
+            raise InvalidRequest("Replace at least the newest item, or every item.", field="newest")
+        texts = _stored_texts(items)
+        admission = self._admission(address_id, read_token)
+        return self._store.replace(
+            admission,
+            session_id,
+            texts,
+            newest=newest,
+            version=version,
+            replace_id=replace_id,
+            now=self._clock(),
+            max_bytes=self._max_bytes,
+        )
+
     def items(
         self, address_id: str, read_token: str | None, session_id: str, *, limit: int | None, before: int | None
-    ) -> tuple[list[dict[str, Any]], int | None]:
-        """The newest `limit` items (below sequence `before`), oldest first, and where older ones resume."""
+    ) -> Items:
+        """The newest `limit` items (below sequence `before`), oldest first, where older ones resume, and the
+        session's version as read."""
         _check_session_id(session_id)
         self._owner(address_id, read_token)
         wanted = MAX_PAGE_ITEMS if limit is None else min(limit, MAX_PAGE_ITEMS)
-        if wanted == 0:
-            return [], None
+        # A limit of 0 reads no item, only the version.
         page = self._store.page(address_id, session_id, limit=wanted, before=before, max_bytes=ANSWER_BUDGET)
-        return [json.loads(text) for text in page.items], page.next
+        return Items([json.loads(text) for text in page.items], page.next, page.version)
 
     def pop(
         self, address_id: str, read_token: str | None, session_id: str, *, pop_id: str | None = None
@@ -104,6 +136,26 @@ class AgentSessions:
         _check_session_id(session_id)
         owner = self._owner(address_id, read_token)
         self._store.clear(owner, session_id, now=self._clock())
+
+
+@dataclass(frozen=True)
+class Items:
+    """A page of a session's items, oldest first; `next`: the `before` of the older ones, if any remain;
+    `version`: the session's when read (0: no session)."""
+
+    items: list[dict[str, Any]]
+    next: int | None
+    version: int
+
+
+def _stored_texts(items: Sequence[dict[str, Any]]) -> list[str]:
+    """The items as stored (canonical JSON), once they are known to fit one commit and one answer each."""
+    texts = [jsontext.canonical(item) for item in items]
+    if sum(len(text.encode()) for text in texts) > MAX_ADD_BYTES:
+        raise PayloadTooLarge(f"One change holds at most {MAX_ADD_BYTES} bytes of items.", max_bytes=MAX_ADD_BYTES)
+    if any(jsontext.sent_size(text) > ANSWER_BUDGET for text in texts):
+        raise PayloadTooLarge("An item is too large to be answered again.", max_bytes=ANSWER_BUDGET)
+    return texts
 
 
 def _check_session_id(session_id: str) -> None:

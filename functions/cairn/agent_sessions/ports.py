@@ -11,10 +11,20 @@ from cairn.checkpoints.models import Admission, Owner
 
 @dataclass(frozen=True)
 class ItemPage:
-    """Items in the order they were added; `next` is the sequence to read before when older ones remain."""
+    """Items in the order they were added; `next` is the sequence to read before when older ones remain;
+    `version` the session's when read (0: no session), which every change moves on."""
 
     items: list[str]
     next: int | None
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """A session after a replacement: how many items it holds and its version."""
+
+    count: int
+    version: int
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,26 @@ class SessionItemStore(Protocol):
         A pop under a `pop_id` that committed before takes nothing and answers the item it took then.
         `Unauthorized` when the commit's address check refuses the token. With no commit (nothing to
         pop, or the earlier pop's item found without one) the token is not checked yet: the caller checks it.
+        """
+        ...
+
+    def replace(
+        self,
+        admission: Admission,
+        session_id: str,
+        items: Sequence[str],
+        *,
+        newest: int | None,
+        version: int | None,
+        replace_id: str | None,
+        now: float,
+        max_bytes: int,
+    ) -> Replaced:
+        """Put the items in place of the session's newest `newest` items (None: every item), in one commit.
+
+        `SessionConflict` (`moved`) when `version` is given and the session is no longer at it; `InvalidRequest`
+        when the items replaced, while older ones stay, do not fit in one commit with the new ones. Otherwise as
+        `add` (the token, the storage limit, and `replace_id` as `add_id`).
         """
         ...
 

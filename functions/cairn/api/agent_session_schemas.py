@@ -39,6 +39,45 @@ class ItemsResponse(Schema):
     session_id: str
     items: list[Item] = Field(description="The newest items asked for, oldest first.")
     next: int | None = Field(description="Set when older items remain: send it back as `before`.")
+    version: int = Field(
+        description="The session's version when read (0: no session yet); every change moves it on. "
+        "A replacement may name it, to replace exactly what was read."
+    )
+
+
+class ItemsReplaceRequest(Schema):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    items: list[Item] = Field(
+        max_length=conversations.MAX_ITEMS_PER_ADD,
+        description="The items that take the replaced ones' place, in order (none: the replaced ones go); "
+        "at most what one add holds.",
+    )
+    newest: int | None = Field(
+        default=None,
+        ge=1,
+        description="How many of the newest items to replace; absent: every item. Replacing some while "
+        "older ones stay deletes them in the same commit, so they and the new items must fit in one "
+        "DynamoDB transaction: 97 in all (one fewer with a `replace_id`, fewer again for an item over 400 KB, "
+        "stored in pieces), else 400 `invalid_request`. Replacing every item has no such bound.",
+    )
+    version: int | None = Field(
+        default=None,
+        ge=0,
+        description="Replace only while the session is at this version (a read's `version`): otherwise 409 "
+        "`session_conflict` with `current_version`, and nothing changes.",
+    )
+    replace_id: str | None = Field(
+        default=None,
+        pattern=CLIENT_ID_PATTERN,
+        description="A random id for this replacement: sent again after it committed, it changes nothing.",
+    )
+
+
+class ItemsReplacedResponse(Schema):
+    session_id: str
+    count: int = Field(description="Items the session holds once this replacement committed.")
+    version: int = Field(description="The session's version once this replacement committed.")
 
 
 class PoppedResponse(Schema):

@@ -62,6 +62,14 @@ class Head:
     def cleared(self) -> Head:
         return replace(self, floor=self.last_seq, count=0, stored_bytes=0, version=self.version + 1)
 
+    def replaced(self, removed: int | None, removed_bytes: int, items: int, size: int) -> Head:
+        """`items` new ones of `size` counted bytes in place of the newest `removed` (None: every item, which
+        the floor then hides, as a clear does), which counted `removed_bytes`."""
+        if removed is None:
+            return replace(self.cleared(), last_seq=self.last_seq + items, count=items, stored_bytes=size)
+        kept = self.stored_bytes - min(removed_bytes, self.stored_bytes)
+        return replace(self.added(items, size), count=self.count - removed + items, stored_bytes=kept + size)
+
     def lapsed(self, now: float) -> Head:
         """The head with the pop claims it counts let go once all of them have expired."""
         return replace(self, held_bytes=0, held_until=0) if self.held_bytes and now >= self.held_until else self
@@ -123,14 +131,15 @@ def item_puts(table: str, owner: Owner, session_id: str, sequence: int, text: st
     return [{"Put": {"TableName": table, "Item": piece}} for piece in [item, *pieces]]
 
 
-def add_claim(table: str, owner: Owner, session_id: str, add_id: str, items: Sequence[str]) -> Item:
-    """The add's claim with the digest of its items, stored once: a retry of an add that committed finds it
-    and adds nothing, and another add under the same id finds another digest."""
-    sk = keys.agent_session_add_sk(session_id, add_id)
+def add_claim(table: str, owner: Owner, session_id: str, client_id: str, digest: str) -> Item:
+    """The claim of one add or replacement under the id its client gave it, with the digest of what it
+    wrote (`added_digest`, `replaced_digest`), stored once: a retry of a change that committed finds it and
+    writes nothing, and another change under the same id finds another digest."""
+    sk = keys.agent_session_add_sk(session_id, client_id)
     return {
         "Put": {
             "TableName": table,
-            "Item": {**key(keys.address_pk(owner.address_id), sk), ADD_DIGEST: s(added_digest(items)), **expiry(owner)},
+            "Item": {**key(keys.address_pk(owner.address_id), sk), ADD_DIGEST: s(digest), **expiry(owner)},
             "ConditionExpression": "attribute_not_exists(pk)",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
@@ -142,10 +151,16 @@ def added_digest(items: Sequence[str]) -> str:
     return credentials.digest("\n".join(items))
 
 
-def same_add(claim: Item | None, items: Sequence[str]) -> bool:
-    """Whether a stored claim was made for these items; claims from before digests were kept count as the same."""
+def replaced_digest(items: Sequence[str], newest: int | None, version: int | None) -> str:
+    """What a replacement is: its items, how many of the newest it replaces and the version it expects.
+    Never an add's digest, so one id cannot serve an add and a replacement."""
+    return added_digest([f"replace {newest} {version}", *items])
+
+
+def same_claim(claim: Item | None, digest: str) -> bool:
+    """Whether a stored claim was made with this digest; claims from before digests were kept count as the same."""
     stored = (claim or {}).get(ADD_DIGEST)
-    return stored is None or stored["S"] == added_digest(items)
+    return stored is None or stored["S"] == digest
 
 
 def pop_claim_puts(table: str, owner: Owner, session_id: str, pop_id: str, text: str, *, now: float) -> list[Item]:

@@ -6,7 +6,9 @@ version read (absent, for the first add), and the items put or deleted. Of
 two changes read from one version, one commits; the other reads the head
 again and goes on from there, so no add is lost and no item popped twice.
 A clear moves the head's `floor` to its last sequence, which hides every
-item at or below it at once; they are deleted after the commit.
+item at or below it at once; they are deleted after the commit. A
+replacement of every item does the same and puts the new items above; one
+of the newest items only deletes them in its commit.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cairn import jsontext
-from cairn.agent_sessions.ports import ItemPage, Popped
+from cairn.agent_sessions.ports import ItemPage, Popped, Replaced
 from cairn.checkpoints.models import Admission, Owner
 from cairn.dynamodb import address_items, agent_session_items, blobs, checkpoint_items, keys, storage_usage, table_ops
 from cairn.dynamodb.agent_session_items import Head
 from cairn.dynamodb.items import get_int, key
-from cairn.errors import IdempotencyKeyReused, Unavailable
+from cairn.errors import IdempotencyKeyReused, InvalidRequest, SessionConflict, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -35,10 +37,20 @@ _S = TypeVar("_S")
 
 # Each lost race is another writer's commit, so attempts are progress; the bound only ends a pathological run.
 _ATTEMPTS = 64
+# What every change commits besides its own actions: the address's check, the head and the count of stored bytes.
+_OWN_ACTIONS = 3
 
 
 class _Moved(Exception):
     """The head is no longer the version read: read it again."""
+
+
+class _Stale(Exception):
+    """The head is not at the version a replacement expects."""
+
+    def __init__(self, head: Head) -> None:
+        super().__init__("stale")
+        self.head = head
 
 
 class _Claimed(Exception):
@@ -78,9 +90,8 @@ class AgentSessionTable:
         max_bytes: int,
     ) -> int:
         owner, head = self._owner_and_head(admission, session_id)
-        claims = (
-            [] if add_id is None else [agent_session_items.add_claim(self._table, owner, session_id, add_id, items)]
-        )
+        digest = agent_session_items.added_digest(items)
+        claims = self._claims(owner, session_id, add_id, digest)
         sizes = [jsontext.sent_size(text) for text in items]
         size = sum(agent_session_items.item_bytes(each) for each in sizes)
         # The claim stays as long as the address: it counts for good.
@@ -88,13 +99,7 @@ class AgentSessionTable:
 
         def attempt(head: Head) -> int:
             new = head.added(len(items), size)
-            puts = [
-                put
-                for offset, (text, sent) in enumerate(zip(items, sizes, strict=True))
-                for put in agent_session_items.item_puts(
-                    self._table, owner, session_id, head.last_seq + 1 + offset, text, sent
-                )
-            ]
+            puts = self._item_puts(owner, session_id, head, items, sizes)
             try:
                 self._commit(
                     owner,
@@ -106,7 +111,7 @@ class AgentSessionTable:
                     growth=Growth(claimed_bytes, max_bytes),
                 )
             except _Claimed as claimed:
-                if not agent_session_items.same_add(claimed.item, items):
+                if not agent_session_items.same_claim(claimed.item, digest):
                     raise IdempotencyKeyReused(
                         "This add_id was sent before with other items: send these under an add_id of their own.",
                         field="add_id",
@@ -162,6 +167,106 @@ class AgentSessionTable:
         ).get("Item")
         return None if item is None else self._text(item)
 
+    def replace(
+        self,
+        admission: Admission,
+        session_id: str,
+        items: Sequence[str],
+        *,
+        newest: int | None,
+        version: int | None,
+        replace_id: str | None,
+        now: float,
+        max_bytes: int,
+    ) -> Replaced:
+        """Put `items` in place of the session's newest `newest` items (None: all of them), in one commit.
+
+        With `version`, only while the session is still at that version (`SessionConflict` otherwise):
+        the items replaced are then exactly the newest ones its caller read. Replacing every item moves
+        the floor, as a clear does, whatever their number; replacing some of them while keeping older ones
+        deletes those in the commit, so they must fit in it with the new items (`InvalidRequest` when not).
+        A retry under a `replace_id` that committed writes nothing and answers the head now.
+        """
+        owner, head = self._owner_and_head(admission, session_id)
+        digest = agent_session_items.replaced_digest(items, newest, version)
+        claims = self._claims(owner, session_id, replace_id, digest)
+        sizes = [jsontext.sent_size(text) for text in items]
+        size = sum(agent_session_items.item_bytes(each) for each in sizes)
+
+        def attempt(head: Head) -> tuple[Head, bool]:
+            if version is not None and head.version != version:
+                raise _Stale(head)
+            removed = self._newest_rows(owner.address_id, session_id, head, newest)
+            new = head.replaced(
+                None if removed is None else len(removed),
+                sum(agent_session_items.counted_bytes(row) for row in removed or ()),
+                len(items),
+                size,
+            )
+            deletes = [each for row in removed or () for each in agent_session_items.item_deletes(self._table, row)]
+            actions = [*claims, *deletes, *self._item_puts(owner, session_id, head, items, sizes)]
+            if len(actions) + _OWN_ACTIONS > table_ops.MAX_TRANSACTION_ACTIONS:
+                raise InvalidRequest(
+                    f"Replacing the newest {newest} items while keeping older ones takes more than one commit "
+                    "with these items: replace fewer, or every item.",
+                    field="newest",
+                )
+            try:
+                self._commit(
+                    owner,
+                    session_id,
+                    (head, new),
+                    actions,
+                    now=now,
+                    claimed=bool(claims),
+                    growth=Growth(agent_session_items.ROW_OVERHEAD * len(claims), max_bytes),
+                )
+            except _Claimed as claimed:
+                return self._replaced_before(claimed.item, digest, owner.address_id, session_id), True
+            return new, removed is None
+
+        try:
+            new, swept = self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
+        except _Stale as stale:
+            claim = None if replace_id is None else self._claim(owner.address_id, session_id, replace_id)
+            if claim is None:
+                raise SessionConflict(
+                    "The session changed since it was read: read it again.",
+                    reason="moved",
+                    current_version=stale.head.version,
+                ) from None
+            new, swept = self._replaced_before(claim, digest, owner.address_id, session_id), True
+        if swept:
+            self._delete_through(owner.address_id, session_id, new.floor)
+        return Replaced(new.count, new.version)
+
+    def _newest_rows(self, address_id: str, session_id: str, head: Head, newest: int | None) -> list[Item] | None:
+        """The stored rows of the session's newest `newest` items as of `head`; None when that is every item."""
+        if newest is None or newest >= head.count:
+            return None
+        current, live = self._newest_first(address_id, session_id, before=None, wanted=newest)
+        rows = list(itertools.islice(live, newest))
+        if current.version != head.version or any(get_int(row, "seq") > head.last_seq for row in rows):
+            # Another change came in since `head` was read (a query may meet part of a transaction): its rows
+            # are not the ones to replace, and its items may sit where the new ones would go.
+            raise _Moved()
+        return rows
+
+    def _claim(self, address_id: str, session_id: str, client_id: str) -> Item | None:
+        sk = keys.agent_session_add_sk(session_id, client_id)
+        return self._client.get_item(
+            TableName=self._table, Key=key(keys.address_pk(address_id), sk), ConsistentRead=True
+        ).get("Item")
+
+    def _replaced_before(self, claim: Item | None, digest: str, address_id: str, session_id: str) -> Head:
+        """The head now, for a retry of a replacement that committed under its id (found as `claim`)."""
+        if not agent_session_items.same_claim(claim, digest):
+            raise IdempotencyKeyReused(
+                "This replace_id was sent before with another replacement: send this one under an id of its own.",
+                field="replace_id",
+            )
+        return self._head(address_id, session_id)
+
     def clear(self, owner: Owner, session_id: str, *, now: float) -> None:
         def attempt(head: Head) -> Head | None:
             if head.count == 0 and head.floor == head.last_seq:
@@ -191,6 +296,23 @@ class AgentSessionTable:
                 upper,
                 exhausted=lambda: Unavailable("Clearing is throttled; retry shortly."),
             )
+
+    def _claims(self, owner: Owner, session_id: str, client_id: str | None, digest: str) -> list[Item]:
+        """The claim of a change its client named (`add_id`, `replace_id`), or none."""
+        if client_id is None:
+            return []
+        return [agent_session_items.add_claim(self._table, owner, session_id, client_id, digest)]
+
+    def _item_puts(
+        self, owner: Owner, session_id: str, head: Head, items: Sequence[str], sizes: Sequence[int]
+    ) -> list[Item]:
+        """The puts of `items` (and their pieces), numbered right after the head's last sequence."""
+        first = head.last_seq + 1
+        return [
+            put
+            for offset, (text, sent) in enumerate(zip(items, sizes, strict=True))
+            for put in agent_session_items.item_puts(self._table, owner, session_id, first + offset, text, sent)
+        ]
 
     def _until_committed(self, first: _S, read: Callable[[], _S], attempt: Callable[[_S], _T]) -> _T:
         """`attempt` on what was read, and on a fresh `read` each time another writer moved the head first."""
@@ -226,10 +348,11 @@ class AgentSessionTable:
         new = new.lapsed(now)
         grown = new.counted(session_id) - seen.counted(session_id) + (growth.rows if growth else 0)
         head = agent_session_items.head_put(self._table, owner, session_id, seen, new)
-        if growth is None:
-            # A pop or a clear: what it moves is never growth (a pop's claim holds what its item gave back).
-            meter = storage_usage.release(self._table, owner.address_id, -grown) if grown < 0 else None
-        else:
+        meter = None
+        if grown < 0:
+            meter = storage_usage.release(self._table, owner.address_id, -grown)
+        elif growth is not None:
+            # A pop or a clear never grows (a pop's claim holds what its item gave back): only these are charged.
             expiry = checkpoint_items.expiry(owner)
             meter = storage_usage.charge(
                 self._table, owner.address_id, grown, max_bytes=growth.max_bytes, expiry=expiry
@@ -248,12 +371,12 @@ class AgentSessionTable:
                 if reason is not None:
                     raise _Claimed(reason.get("Item")) from cancelled
                 refused = cancelled.failed(1 + len(actions)) if counted else None
-                if growth is not None and refused is not None and cancelled.failed(0) is None:
+                if growth is not None and grown > 0 and refused is not None and cancelled.failed(0) is None:
                     raise storage_usage.refusal(refused, grown, max_bytes=growth.max_bytes) from cancelled
                 # The head moved, an item another pop took, or another transaction held one: read again.
                 raise _Moved() from cancelled
 
-        storage_usage.with_room(self._reclaim if growth else None, owner, now, transact)
+        storage_usage.with_room(self._reclaim if growth and grown > 0 else None, owner, now, transact)
 
     # -- reads ---------------------------------------------------------------
 
@@ -262,15 +385,15 @@ class AgentSessionTable:
         budget = max_bytes
         oldest = None
         # One item beyond the page tells whether another page follows.
-        _, live = self._newest_first(address_id, session_id, before=before, wanted=limit + 1)
+        head, live = self._newest_first(address_id, session_id, before=before, wanted=limit + 1)
         for item in live:
             size = agent_session_items.size_of(item)
             if len(newest_first) == limit or (newest_first and size > budget):
-                return ItemPage(list(reversed(newest_first)), oldest)
+                return ItemPage(list(reversed(newest_first)), oldest, head.version)
             newest_first.append(self._text(item))
             budget -= size
             oldest = int(item["seq"]["N"])
-        return ItemPage(list(reversed(newest_first)), None)
+        return ItemPage(list(reversed(newest_first)), None, head.version)
 
     def _owner_and_head(self, admission: Admission, session_id: str) -> tuple[Owner, Head]:
         """The owner the admission acts for (`Unauthorized` if none) and the session's head, in one read."""

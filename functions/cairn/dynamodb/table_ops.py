@@ -27,6 +27,8 @@ Item = dict[str, Any]
 _BATCH_WRITE_SIZE = 25
 _BATCH_GET_SIZE = 100
 _ATTEMPTS = 10
+# The most actions one `TransactWriteItems` takes.
+MAX_TRANSACTION_ACTIONS = 100
 # The most items one Query page asks for (see `query`).
 MAX_QUERY_PAGE_ITEMS = 1_000
 

@@ -15,6 +15,8 @@ from cairn.api.agent_session_schemas import (
     ClearedResponse,
     ItemsAddedResponse,
     ItemsAddRequest,
+    ItemsReplacedResponse,
+    ItemsReplaceRequest,
     ItemsResponse,
     PoppedResponse,
 )
@@ -65,8 +67,33 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         limit: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
         before: Annotated[int | None, Query(ge=1, le=MAX_SEQUENCE)] = None,
     ) -> ItemsResponse:
-        found, older = services.agent_sessions.items(address_id, token(), session_id, limit=limit, before=before)
-        return ItemsResponse(session_id=session_id, items=found, next=older)
+        page = services.agent_sessions.items(address_id, token(), session_id, limit=limit, before=before)
+        return ItemsResponse(session_id=session_id, items=page.items, next=page.next, version=page.version)
+
+    @app.post(
+        f"{ITEMS}/replace",
+        summary="Replace a session's newest items, or all of them, in one commit",
+        description="The new items take the place of the newest `newest` items (every item when absent): a reader "
+        "sees the session before or after, never between, and a process that stops midway leaves one or the "
+        "other. With `version` (a read's), only while nothing changed since that read (409 `session_conflict` "
+        "otherwise): this is how a conversation is compacted without losing what another process added "
+        "meanwhile. A replacement sent again under its `replace_id` after it committed changes nothing.",
+        tags=TAGS,
+        security=BEARER,
+    )
+    def replace(
+        address_id: str, session_id: str, body: Annotated[ItemsReplaceRequest, Body()]
+    ) -> ItemsReplacedResponse:
+        replaced = services.agent_sessions.replace(
+            address_id,
+            token(),
+            session_id,
+            body.items,
+            newest=body.newest,
+            version=body.version,
+            replace_id=body.replace_id,
+        )
+        return ItemsReplacedResponse(session_id=session_id, count=replaced.count, version=replaced.version)
 
     @app.post(
         f"{ITEMS}/pop",

@@ -5,13 +5,23 @@ after every earlier add, a pop takes an item no other process gets, and a
 read sees only committed adds, so any number of processes, machines or
 Lambda invocations can share one session. Items are the SDK's input items,
 JSON objects stored and answered exactly.
+
+It also offers the hooks through which the SDK's compaction
+(`OpenAIResponsesCompactionSession`) replaces history in one commit rather
+than clearing it and adding the summary: a snapshot of the newest items whose
+suffix is replaced only while the session is as read, and a whole-history
+replacement. Without them a process that stopped between the clear and the
+add would leave the session empty, and an add another process made during
+the compaction would be cleared away.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from agents.items import TResponseInputItem
 from agents.memory.session import SessionABC
@@ -20,6 +30,19 @@ from agents.memory.session_settings import SessionSettings, resolve_session_limi
 from cairn.client.address import Address
 from cairn.client.http import HttpClient, json_body
 from cairn.client.paths import segment
+from cairn.errors import InvalidRequest, PayloadTooLarge, SessionConflict, StorageLimitExceeded
+
+if TYPE_CHECKING:
+    from agents.memory.session import _CompactionSnapshot
+
+logger = logging.getLogger(__name__)
+
+# The most items one answer holds (the server's page), and so what one read asks for.
+_PAGE_ITEMS = 1000
+# A snapshot spanning pages is read again when the session changed between them, this many times at most.
+_SNAPSHOT_READS = 3
+# Refusals that leave a replacement undone and the session as it was: the compaction is skipped, not failed.
+_REPLACEMENT_REFUSED = (SessionConflict, InvalidRequest, PayloadTooLarge, StorageLimitExceeded)
 
 
 class CairnSession(SessionABC):
@@ -64,23 +87,91 @@ class CairnSession(SessionABC):
     async def clear_session(self) -> None:
         await asyncio.to_thread(self._request, "DELETE", "", None)
 
+    async def _get_compaction_snapshot(
+        self, limit: int, *, prune_prefix: Callable[[TResponseInputItem], bool] | None = None
+    ) -> _CompactionSnapshot | None:
+        """The SDK's compaction hook: the newest `limit` items, and a `replace_suffix(start, items)` that puts
+        `items` in place of those from `start` on, in one commit, only while the session is still as read
+        (False, and nothing changed, otherwise).
+
+        None (the SDK then compacts by clearing and adding) for an SDK without the hook's snapshot type,
+        and when asked to prune an expired prefix as well, which only the SDK's encrypting session asks.
+        """
+        snapshot_type = _snapshot_type()
+        if snapshot_type is None or prune_prefix is not None:
+            return None
+        read = await asyncio.to_thread(self._newest_as_of_one_version, limit)
+        if read is None:
+            return None
+        items, complete, version = read
+
+        async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
+            newest = len(items) - start
+            if newest <= 0:
+                return False
+            return await asyncio.to_thread(self._replace, output, newest, version)
+
+        return snapshot_type(items, complete, replace_suffix)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """The SDK's hook for replacing the whole history (a manual compaction): one commit, so a process that
+        stops midway leaves the old history or the new one. True once committed."""
+        return await asyncio.to_thread(self._replace, items, None, None)
+
+    def _newest_as_of_one_version(self, limit: int) -> tuple[list[TResponseInputItem], bool, int] | None:
+        """The newest `limit` items, whether they are all the session holds, and the version they are of;
+        None when the session kept changing between the pages of the read (or the server names no version)."""
+        for _ in range(_SNAPSHOT_READS):
+            items, complete, versions = self._read_newest(limit)
+            if len(versions) == 1 and (version := versions.pop()) is not None:
+                return items, complete, version
+        return None
+
+    def _replace(self, items: list[TResponseInputItem], newest: int | None, version: int | None) -> bool:
+        """Replace the newest `newest` items (None: all) with `items`, while at `version` if given; False when
+        Cairn refused it and nothing changed."""
+        # One id for every attempt: a retry after a lost answer finds the replacement made, not a moved session.
+        body = {"items": list(items), "newest": newest, "version": version, "replace_id": uuid.uuid4().hex}
+        try:
+            self._request("POST", "/replace", body)
+        except _REPLACEMENT_REFUSED as refused:
+            logger.warning("Cairn kept session %r as it was, refusing its compaction: %s", self.session_id, refused)
+            return False
+        return True
+
     def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
-        """Page back from the newest until `limit` items (or the oldest) are read."""
+        return self._read_newest(limit)[0]
+
+    def _read_newest(self, limit: int | None) -> tuple[list[TResponseInputItem], bool, set[int | None]]:
+        """Page back from the newest until `limit` items (or the oldest) are read: the items, whether they
+        are all the session holds, and the versions of the session the pages were read at."""
         found: list[TResponseInputItem] = []
         before: int | None = None
+        versions: set[int | None] = set()
         while limit is None or len(found) < limit:
-            params: dict[str, Any] = {} if limit is None else {"limit": limit - len(found)}
+            # The SDK asks for "everything" as a limit of 2**31 - 1; an answer holds at most a page.
+            params: dict[str, Any] = {"limit": _PAGE_ITEMS if limit is None else min(limit - len(found), _PAGE_ITEMS)}
             if before is not None:
                 params["before"] = before
             page = self._http.request("GET", self._url, token=self._token, params=params).json()
             found = page["items"] + found
+            versions.add(page.get("version"))
             before = page["next"]
             if before is None:
                 break
-        return found
+        return found, before is None, versions
 
     def _request(
         self, method: str, path: str, body: dict[str, Any] | None, params: dict[str, Any] | None = None
     ) -> Any:
         payload = None if body is None else json_body(body)
         return self._http.request(method, self._url + path, token=self._token, body=payload, params=params).json()
+
+
+def _snapshot_type() -> type[_CompactionSnapshot] | None:
+    """The SDK's compaction snapshot type, where its version has one (its compaction calls the hooks then)."""
+    try:
+        from agents.memory.session import _CompactionSnapshot
+    except ImportError:
+        return None
+    return _CompactionSnapshot
