@@ -26,6 +26,7 @@ from agents.memory import OpenAIResponsesCompactionSession
 from openai import AsyncOpenAI
 
 from cairn.client import Address
+from cairn.errors import InvalidRequest
 from cairn.integrations.openai_agents import CairnSession
 from tests.support import openai_agents_runs
 from tests.support.processes import process_context
@@ -341,6 +342,24 @@ def test_a_manual_compaction_replaces_the_whole_history_in_one_commit(address: A
         *({"role": "user", "content": f"m{index}"} for index in range(3)),
         {"type": "compaction", "id": "cmp_1", "encrypted_content": "3 items"},
     ]
+
+
+def test_a_manual_compaction_cairn_refuses_raises_and_keeps_the_history(address: Address):
+    """A summary of 70 user messages and the compaction item is more than one change holds (64 items), and
+    is refused: the SDK must not go on to clear the session and add it, which Cairn would refuse alike, then
+    put the 70 old items back with an add refused too, leaving the session empty."""
+    endpoint = CompactionEndpoint()
+    session = compacting(address, "too-large", endpoint)
+    history = [{"role": "user", "content": f"m{index}"} for index in range(70)]
+
+    async def scenario() -> list:
+        for start in range(0, 70, 35):
+            await session.add_items(history[start : start + 35])
+        with pytest.raises(InvalidRequest):
+            await session.run_compaction({"force": True})
+        return await CairnSession(address, "too-large").get_items()
+
+    assert asyncio.run(scenario()) == history
 
 
 # -- hostile input ---------------------------------------------------------------------

@@ -109,14 +109,26 @@ class CairnSession(SessionABC):
             newest = len(items) - start
             if newest <= 0:
                 return False
-            return await asyncio.to_thread(self._replace, output, newest, version)
+            try:
+                await asyncio.to_thread(self._replace, output, newest, version)
+            except _REPLACEMENT_REFUSED as refused:
+                # The SDK then keeps the history as it is and goes on.
+                logger.warning("Cairn kept session %r as it was, refusing its compaction: %s", self.session_id, refused)
+                return False
+            return True
 
         return snapshot_type(items, complete, replace_suffix)
 
     async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
         """The SDK's hook for replacing the whole history (a manual compaction): one commit, so a process that
-        stops midway leaves the old history or the new one. True once committed."""
-        return await asyncio.to_thread(self._replace, items, None, None)
+        stops midway leaves the old history or the new one. True once committed.
+
+        A refusal is raised, never answered False: the SDK would then clear the session and add the items,
+        which Cairn refuses alike, and put the old history back with an add as large, refused too, leaving
+        the session empty.
+        """
+        await asyncio.to_thread(self._replace, items, None, None)
+        return True
 
     def _newest_as_of_one_version(self, limit: int) -> tuple[list[TResponseInputItem], bool, int] | None:
         """The newest `limit` items, whether they are all the session holds, and the version they are of;
@@ -127,17 +139,11 @@ class CairnSession(SessionABC):
                 return items, complete, version
         return None
 
-    def _replace(self, items: list[TResponseInputItem], newest: int | None, version: int | None) -> bool:
-        """Replace the newest `newest` items (None: all) with `items`, while at `version` if given; False when
-        Cairn refused it and nothing changed."""
+    def _replace(self, items: list[TResponseInputItem], newest: int | None, version: int | None) -> None:
+        """Replace the newest `newest` items (None: all) with `items`, while at `version` if given."""
         # One id for every attempt: a retry after a lost answer finds the replacement made, not a moved session.
         body = {"items": list(items), "newest": newest, "version": version, "replace_id": uuid.uuid4().hex}
-        try:
-            self._request("POST", "/replace", body)
-        except _REPLACEMENT_REFUSED as refused:
-            logger.warning("Cairn kept session %r as it was, refusing its compaction: %s", self.session_id, refused)
-            return False
-        return True
+        self._request("POST", "/replace", body)
 
     def _get_items(self, limit: int | None) -> list[TResponseInputItem]:
         return self._read_newest(limit)[0]
