@@ -235,6 +235,21 @@ def test_a_second_run_in_a_new_process_continues_the_conversation(address: Addre
     assert [item.get("role") for item in stored] == ["user", "assistant", "user", "assistant"]
 
 
+def test_a_run_handed_a_long_conversation_keeps_all_of_it(address: Address):
+    """A run's input may be a whole conversation carried over from elsewhere: more items than one add
+    holds. The run saves it all, in order, and the next run is handed it."""
+    set_tracing_disabled(True)
+    carried = [{"role": "user", "content": f"earlier {index}"} for index in range(100)]
+
+    asyncio.run(Runner.run(openai_agents_runs.agent(), carried, session=CairnSession(address, "carried")))
+    second = asyncio.run(Runner.run(openai_agents_runs.agent(), "And now?", session=CairnSession(address, "carried")))
+
+    stored = asyncio.run(CairnSession(address, "carried").get_items())
+    assert stored[:100] == carried
+    assert [item.get("role") for item in stored[100:]] == ["assistant", "user", "assistant"]
+    assert str(second.final_output).endswith("earlier 99 | And now?")
+
+
 # -- the SDK's compaction ---------------------------------------------------------------
 
 

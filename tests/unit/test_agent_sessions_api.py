@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from typing import Any
 
 import httpx
@@ -208,6 +209,35 @@ def test_cairn_session_pop_item_survives_a_lost_answer(api: LambdaClient, addres
     assert asyncio.run(session.pop_item()) == said(3)[2]
     assert len(lost) == 1
     assert asyncio.run(session.get_items()) == said(2)
+
+
+def test_cairn_session_adds_more_than_one_add_holds_in_order_and_a_lost_answer_adds_nothing_twice(
+    api: LambdaClient, address: Address
+):
+    """The SDK hands a session a conversation of any length (a run's whole input, many tool calls): more
+    items or bytes than one add holds go as several adds, in order; the second add's first answer is lost
+    here, and its retry adds nothing twice."""
+    large = [{"role": "tool", "content": str(index) * 1_500_000} for index in range(3)]
+    items = [*said(150), *large, {"role": "user", "content": "last"}]
+    adds: list[int] = []
+
+    def losing_the_second_add(request: httpx.Request) -> httpx.Response:
+        answer = api.handle(request)
+        if request.method == "POST" and request.url.path.endswith("/items"):
+            adds.append(len(json.loads(request.content)["items"]))
+            if len(adds) == 2:
+                return httpx.Response(502, json={"message": "Internal server error"})
+        return answer
+
+    base_url = address.address_url.split("/api/v1/", 1)[0]
+    http = HttpClient(transport=httpx.MockTransport(losing_the_second_add), retry=RetryPolicy(base_delay=0.0))
+    session = CairnSession(Address.connect(base_url, address.id, address.read_token, http=http), "s")
+
+    asyncio.run(session.add_items(items))
+
+    # 64, 64 (its answer lost, then sent again), 22 and two large items (3 MB), the third and the last.
+    assert adds == [64, 64, 64, 24, 2]
+    assert stored(api, address) == items
 
 
 def test_sessions_and_files_share_the_address_storage_limit_and_an_add_past_it_changes_nothing(

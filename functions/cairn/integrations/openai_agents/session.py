@@ -1,7 +1,7 @@
 """`CairnSession`: the OpenAI Agents SDK's `Session` on an address's session routes.
 
-Every method is one request (a long read, a few): an add commits whole and
-after every earlier add, a pop takes an item no other process gets, and a
+Every method is one request (a long read, or an add longer than one add
+holds, a few): an add commits whole and after every earlier add, a pop takes an item no other process gets, and a
 read sees only committed adds, so any number of processes, machines or
 Lambda invocations can share one session. Items are the SDK's input items,
 JSON objects stored and answered exactly.
@@ -39,6 +39,10 @@ logger = logging.getLogger(__name__)
 
 # The most items one answer holds (the server's page), and so what one read asks for.
 _PAGE_ITEMS = 1000
+# What one add holds (the server's `MAX_ITEMS_PER_ADD`, and below its `MAX_ADD_BYTES` of canonical JSON by
+# a margin for how this client's encoding may differ): a longer `add_items` travels as several adds.
+_ITEMS_PER_ADD = 64
+_BYTES_PER_ADD = 3_400_000
 # A snapshot spanning pages is read again when the session changed between them, this many times at most.
 _SNAPSHOT_READS = 3
 # Refusals that leave a replacement undone and the session as it was: the compaction is skipped, not failed.
@@ -71,11 +75,16 @@ class CairnSession(SessionABC):
         return await asyncio.to_thread(self._get_items, resolve_session_limit(limit, self.session_settings))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Add the items after every item already there, all in one commit."""
+        """Add the items after every item already there: in one commit when one add holds them (64 items,
+        3,500,000 bytes of JSON), else as several adds in order, each whole."""
         if items:
-            # One id for every attempt of this add: a retry after a lost answer adds nothing twice.
-            body = {"items": list(items), "add_id": uuid.uuid4().hex}
-            await asyncio.to_thread(self._request, "POST", "", body)
+            await asyncio.to_thread(self._add, list(items))
+
+    def _add(self, items: list[TResponseInputItem]) -> None:
+        # One id for every attempt of each add: a retry after a lost answer adds nothing twice.
+        add_id = uuid.uuid4().hex
+        for number, part in enumerate(_parts(items)):
+            self._request("POST", "", {"items": part, "add_id": f"{add_id}-{number}"})
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; no other process gets the same one."""
@@ -172,6 +181,21 @@ class CairnSession(SessionABC):
     ) -> Any:
         payload = None if body is None else json_body(body)
         return self._http.request(method, self._url + path, token=self._token, body=payload, params=params).json()
+
+
+def _parts(items: list[TResponseInputItem]) -> list[list[TResponseInputItem]]:
+    """The items in order, as few adds as hold them; an item too large for any add goes alone, for the
+    server to refuse."""
+    parts: list[list[TResponseInputItem]] = [[]]
+    size = 0
+    for item in items:
+        item_size = len(json_body(item))
+        if parts[-1] and (len(parts[-1]) == _ITEMS_PER_ADD or size + item_size > _BYTES_PER_ADD):
+            parts.append([])
+            size = 0
+        parts[-1].append(item)
+        size += item_size
+    return parts
 
 
 def _snapshot_type() -> type[_CompactionSnapshot] | None:
