@@ -361,8 +361,8 @@ def test_a_manual_compaction_replaces_the_whole_history_in_one_commit(address: A
 
 def test_a_manual_compaction_cairn_refuses_raises_and_keeps_the_history(address: Address):
     """A summary of 70 user messages and the compaction item is more than one change holds (64 items), and
-    is refused: the SDK must not go on to clear the session and add it, which Cairn would refuse alike, then
-    put the 70 old items back with an add refused too, leaving the session empty."""
+    is refused: the SDK must not go on to clear the session and add the summary in several adds, which is
+    not one commit."""
     endpoint = CompactionEndpoint()
     session = compacting(address, "too-large", endpoint)
     history = [{"role": "user", "content": f"m{index}"} for index in range(70)]
