@@ -343,33 +343,31 @@ def test_an_add_another_process_makes_while_the_sdk_compacts_is_kept(address: Ad
 
 
 def test_a_manual_compaction_replaces_the_whole_history_in_one_commit(address: Address):
+    """70 user messages: the summary keeps each, so it is more than one add holds, and still one commit."""
     endpoint = CompactionEndpoint()
     session = compacting(address, "manual", endpoint)
+    history = [{"role": "user", "content": f"m{index}"} for index in range(70)]
 
     async def scenario() -> list:
-        await session.add_items([{"role": "user", "content": f"m{index}"} for index in range(3)])
+        await session.add_items(history)
         await session.run_compaction({"force": True})
         return await CairnSession(address, "manual").get_items()
 
     stored = asyncio.run(scenario())
 
-    assert stored == [
-        *({"role": "user", "content": f"m{index}"} for index in range(3)),
-        {"type": "compaction", "id": "cmp_1", "encrypted_content": "3 items"},
-    ]
+    assert stored == [*history, {"type": "compaction", "id": "cmp_1", "encrypted_content": "70 items"}]
 
 
 def test_a_manual_compaction_cairn_refuses_raises_and_keeps_the_history(address: Address):
-    """A summary of 70 user messages and the compaction item is more than one change holds (64 items), and
-    is refused: the SDK must not go on to clear the session and add the summary in several adds, which is
-    not one commit."""
+    """A summary of 100 user messages and the compaction item is more than one replacement holds (96 items),
+    and is refused: the SDK must not go on to clear the session and add the summary in several adds, which
+    is not one commit."""
     endpoint = CompactionEndpoint()
     session = compacting(address, "too-large", endpoint)
-    history = [{"role": "user", "content": f"m{index}"} for index in range(70)]
+    history = [{"role": "user", "content": f"m{index}"} for index in range(100)]
 
     async def scenario() -> list:
-        for start in range(0, 70, 35):
-            await session.add_items(history[start : start + 35])
+        await session.add_items(history)
         with pytest.raises(InvalidRequest):
             await session.run_compaction({"force": True})
         return await CairnSession(address, "too-large").get_items()

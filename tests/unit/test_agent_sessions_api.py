@@ -346,6 +346,17 @@ def test_replacing_the_newest_items_keeps_the_older_ones_in_order(api: LambdaCli
     assert asyncio.run(CairnSession(address, "s").get_items(limit=2)) == [said(4)[3], *summary]
 
 
+def test_a_replacement_of_every_item_holds_more_than_an_add(api: LambdaClient, address: Address):
+    """OpenAI's compaction summary keeps every user message: replacing the whole history takes up to 96."""
+    call(api, address, "POST", json_body={"items": said(3)})
+    summary = [*said(conversations.MAX_ITEMS_PER_REPLACE - 1), {"type": "compaction"}]
+
+    replaced = replace(api, address, items=summary, replace_id="all")
+
+    assert replaced.json()["count"] == conversations.MAX_ITEMS_PER_REPLACE
+    assert stored(api, address) == summary
+
+
 def test_a_replacement_with_no_items_removes_the_replaced_ones(api: LambdaClient, address: Address):
     call(api, address, "POST", json_body={"items": said(3)})
 
@@ -384,8 +395,10 @@ def test_a_replacement_sent_again_under_its_replace_id_changes_nothing_more(api:
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [
-        ({"items": said(conversations.MAX_ITEMS_PER_ADD + 1)}, 422, "invalid_request"),
+        ({"items": said(conversations.MAX_ITEMS_PER_REPLACE + 1)}, 422, "invalid_request"),
         ({"items": [{"t": "x" * 1_800_000}, {"t": "y" * 1_800_000}]}, 413, "payload_too_large"),
+        # 95 items and one of 900 KB, stored in pieces: past what one commit holds.
+        ({"items": [*said(95), {"t": "z" * 900_000}]}, 400, "invalid_request"),
         ({"items": said(1), "newest": 0}, 422, "invalid_request"),
         ({"items": said(1), "version": -1}, 422, "invalid_request"),
         ({"items": said(1), "replace_id": "has.dot"}, 422, "invalid_request"),
@@ -393,7 +406,16 @@ def test_a_replacement_sent_again_under_its_replace_id_changes_nothing_more(api:
         # Keeping the oldest items while replacing 97 deletes those in the commit: 98 items, more than it takes.
         ({"items": said(1), "newest": 97}, 400, "invalid_request"),
     ],
-    ids=["too-many", "too-many-bytes", "newest-zero", "negative-version", "bad-id", "unknown-field", "too-many-kept"],
+    ids=[
+        "too-many",
+        "too-many-bytes",
+        "too-many-pieces",
+        "newest-zero",
+        "negative-version",
+        "bad-id",
+        "unknown-field",
+        "too-many-kept",
+    ],
 )
 def test_a_replacement_over_a_limit_is_refused_and_changes_nothing(
     api: LambdaClient, address: Address, body: dict, status: int, code: str

@@ -27,6 +27,10 @@ from cairn.errors import InvalidRequest, PayloadTooLarge
 # One add is one DynamoDB transaction (100 actions, 4 MB): the address check, the head, each item and
 # the pieces of the large ones. These bounds keep every add within it, so an add is never split.
 MAX_ITEMS_PER_ADD = 64
+# A replacement of every item commits its items with only the head, the address check, the count and its
+# claim beside them, so more fit: as many as one transaction holds when none is stored in pieces (the store
+# refuses one that does not fit). The OpenAI Agents SDK's compaction sends every user message and a summary.
+MAX_ITEMS_PER_REPLACE = 96
 MAX_ADD_BYTES = 3_500_000
 # What one answer carries (its JSON as Lambda sends it), far below Lambda's 6 MB; one item always fits.
 ANSWER_BUDGET = 4_000_000
@@ -81,15 +85,15 @@ class AgentSessions:
         version: int | None = None,
         replace_id: str | None = None,
     ) -> Replaced:
-        """Put `items` (none, or as many as an add holds) in place of the newest `newest` items (None: all),
+        """Put `items` (up to `MAX_ITEMS_PER_REPLACE`) in place of the newest `newest` items (None: all),
         in one commit: a reader sees the items before or after, never a session between them.
 
         `version`: only while the session is at the version its caller read (`SessionConflict` otherwise),
         so that what is replaced is what was read. `replace_id` makes a retry safe, as `add_id` does.
         """
         _check_session_id(session_id)
-        if len(items) > MAX_ITEMS_PER_ADD:
-            raise InvalidRequest(f"Replace with at most {MAX_ITEMS_PER_ADD} items at once.", field="items")
+        if len(items) > MAX_ITEMS_PER_REPLACE:
+            raise InvalidRequest(f"Replace with at most {MAX_ITEMS_PER_REPLACE} items at once.", field="items")
         if newest is not None and newest < 1:
             raise InvalidRequest("Replace at least the newest item, or every item.", field="newest")
         texts = _stored_texts(items)

@@ -49,9 +49,11 @@ class ItemsReplaceRequest(Schema):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
     items: list[Item] = Field(
-        max_length=conversations.MAX_ITEMS_PER_ADD,
-        description="The items that take the replaced ones' place, in order (none: the replaced ones go); "
-        "at most what one add holds.",
+        max_length=conversations.MAX_ITEMS_PER_REPLACE,
+        description="The items that take the replaced ones' place, in order (none: the replaced ones go): at most "
+        f"{conversations.MAX_ITEMS_PER_REPLACE} and {conversations.MAX_ADD_BYTES} bytes as JSON, and what one "
+        "DynamoDB transaction holds with the head (an item over 400 KB is stored in pieces, which count; else "
+        "400 `invalid_request`).",
     )
     newest: int | None = Field(
         default=None,

@@ -206,6 +206,11 @@ class AgentSessionTable:
             deletes = [each for row in removed or () for each in agent_session_items.item_deletes(self._table, row)]
             actions = [*claims, *deletes, *self._item_puts(owner, session_id, head, items, sizes)]
             if len(actions) + _OWN_ACTIONS > table_ops.MAX_TRANSACTION_ACTIONS:
+                if removed is None:
+                    raise InvalidRequest(
+                        "These items, with their pieces, take more than one commit: send fewer or smaller ones.",
+                        field="items",
+                    )
                 raise InvalidRequest(
                     f"Replacing the newest {newest} items while keeping older ones takes more than one commit "
                     "with these items: replace fewer, or every item.",
