@@ -161,10 +161,7 @@ class AgentSessionTable:
         """The item a pop under `pop_id` took, if it committed; None without an id."""
         if pop_id is None:
             return None
-        sk = keys.agent_session_pop_sk(session_id, pop_id)
-        item = self._client.get_item(
-            TableName=self._table, Key=key(keys.address_pk(address_id), sk), ConsistentRead=True
-        ).get("Item")
+        item = self._row(address_id, keys.agent_session_pop_sk(session_id, pop_id))
         return None if item is None else self._text(item)
 
     def replace(
@@ -233,7 +230,11 @@ class AgentSessionTable:
         try:
             new, swept = self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
         except _Stale as stale:
-            claim = None if replace_id is None else self._claim(owner.address_id, session_id, replace_id)
+            claim = (
+                None
+                if replace_id is None
+                else self._row(owner.address_id, keys.agent_session_add_sk(session_id, replace_id))
+            )
             if claim is None:
                 raise SessionConflict(
                     "The session changed since it was read: read it again.",
@@ -256,12 +257,6 @@ class AgentSessionTable:
             # are not the ones to replace, and its items may sit where the new ones would go.
             raise _Moved()
         return rows
-
-    def _claim(self, address_id: str, session_id: str, client_id: str) -> Item | None:
-        sk = keys.agent_session_add_sk(session_id, client_id)
-        return self._client.get_item(
-            TableName=self._table, Key=key(keys.address_pk(address_id), sk), ConsistentRead=True
-        ).get("Item")
 
     def _replaced_before(self, claim: Item | None, digest: str, address_id: str, session_id: str) -> Head:
         """The head now, for a retry of a replacement that committed under its id (found as `claim`)."""
@@ -418,12 +413,14 @@ class AgentSessionTable:
         return owner, agent_session_items.head_from(found.get(head_sk))
 
     def _head(self, address_id: str, session_id: str) -> Head:
-        item = self._client.get_item(
-            TableName=self._table,
-            Key=key(keys.address_pk(address_id), keys.agent_session_head_sk(session_id)),
-            ConsistentRead=True,
+        return agent_session_items.head_from(self._row(address_id, keys.agent_session_head_sk(session_id)))
+
+    def _row(self, address_id: str, sk: str) -> Item | None:
+        """One row of the address's partition, read consistently."""
+        found: Item | None = self._client.get_item(
+            TableName=self._table, Key=key(keys.address_pk(address_id), sk), ConsistentRead=True
         ).get("Item")
-        return agent_session_items.head_from(item)
+        return found
 
     def _newest_first(
         self, address_id: str, session_id: str, *, before: int | None, wanted: int
