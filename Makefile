@@ -73,10 +73,11 @@ docs: $(VENV)/.installed
 # all the same (`make check` alone is the fast loop). Tests go one at a time to whichever worker is
 # free, in the order `tests/conftest.py` gives: measured, that beat handing out large slices of the
 # list, and keeping each module on one worker (which made its module fixtures once, but left a core
-# idle while a long module finished).
+# idle while a long module finished). The infra tests are the exception: they go together to one
+# worker, whose node process alone loads the CDK (`pytest_xdist_make_scheduler` there).
 test: setup chromium
 	@checks=$$(mktemp); $(MAKE) --no-print-directory check docs >$$checks 2>&1 & pid=$$!; \
-	$(BIN)/pytest -q -n $(WORKERS) --dist load --maxschedchunk 1 $(ARGS); suite=$$?; \
+	$(BIN)/pytest -q -n $(WORKERS) --dist load $(ARGS); suite=$$?; \
 	wait $$pid; checked=$$?; cat $$checks; rm -f $$checks; \
 	if [ $$checked -ne 0 ]; then echo "make test: check or docs failed" >&2; fi; \
 	[ $$suite -eq 0 ] && [ $$checked -eq 0 ]

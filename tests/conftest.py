@@ -42,6 +42,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: _TIER_ORDER.index(tier(item)) if tier(item) in _TIER_ORDER else len(_TIER_ORDER))
 
 
+# Tests handed out together, to one worker, ahead of the rest. The infra tests synthesize stacks and
+# read them through the CDK's assertions, which run in a node process that each worker starts and
+# fills with the CDK's JavaScript on first use: spread over every worker, that load was paid once per
+# worker (a run's largest node cost), and on one it is paid once.
+_ONE_WORKER = ("tests/infra/",)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist load`, but with `_ONE_WORKER`'s tests as one unit: every other test is a unit of its own,
+    handed out in the order above to whichever worker is free."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerFor(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((prefix for prefix in _ONE_WORKER if nodeid.startswith(prefix)), nodeid)
+
+    # Largest unit first (xdist's default for scoped units); the others keep their order.
+    config.option.loadscopereorder = True
+    return OneWorkerFor(config, log)  # type: ignore[arg-type]
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
@@ -54,7 +77,9 @@ def moto_env() -> Iterator[None]:
     from moto import mock_aws
 
     from cairn import aws
+    from tests.support.moto_transactions import copy_each_table_once_per_transaction
 
+    copy_each_table_once_per_transaction()
     with mock_aws():
         # moto drops boto3's default session; the one put back reads service models through the
         # process's loader, so a test's clients don't parse botocore's JSON again (most of their cost).
