@@ -19,7 +19,7 @@ import pytest
 
 from cairn.client import Address, HttpClient, RetryPolicy
 from cairn.dynamodb.client import make_client
-from tests.support.faults import FAULTS, FaultInjector, assert_success_or_retryable, calls_made, faulty_api
+from tests.support.faults import BUSY_CODES, FAULTS, FaultInjector, assert_success_or_retryable, calls_made, faulty_api
 from tests.support.lambda_client import LambdaClient, Reply, path_of
 
 
@@ -391,6 +391,22 @@ def test_a_fault_at_any_call_leaves_a_retryable_answer_and_one_result(faulty, na
         operation.verify(api, created, first, retry)
         if name not in ("provision", "address_delete", "trim"):
             assert_state_matches_feed(api, created)
+
+
+@pytest.mark.parametrize("code", BUSY_CODES)
+def test_every_busy_answer_from_dynamodb_is_a_retryable_503_that_changes_nothing(faulty, code: str):
+    api, injector = faulty
+    created = with_counter(api)
+    injector.arm(code, 1)
+    refused = send_state_put(api, created)
+    injector.disarm()
+    assert injector.fired
+    assert refused.status == 503 and refused.error_code == "temporarily_unavailable", refused.text
+    assert refused.headers["Retry-After"] == "1"
+    assert state_keys(api, created)["counter"]["revision"] == 1
+    assert_state_matches_feed(api, created)
+    retry = send_state_put(api, created)
+    verify_state_put(api, created, refused, retry)
 
 
 def test_the_sdk_recovers_from_a_fault_through_its_retry(faulty):

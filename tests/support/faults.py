@@ -23,12 +23,29 @@ from cairn.settings import Settings
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply
 
-FAULTS = ("throttling", "provisioned_throughput", "transaction_conflict", "network", "timeout_after_commit")
+# Each kind of failure, injected at every call of every operation. DynamoDB says "too many requests"
+# with two codes that every layer treats alike: `throttling` answers one at odd calls and the other at
+# even ones, so each operation of more than one call meets both (`BUSY_CODES` meets every such code).
+FAULTS = ("throttling", "transaction_conflict", "network", "timeout_after_commit")
+# Every code with which DynamoDB answers "busy or unavailable, ask again", as a fault kind of its own.
+BUSY_CODES = (
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "LimitExceededException",
+)
 RUNTIME_KEY = "fault-key"
 
 
-def injected_error(kind: str, operation: str, request: dict[str, Any]) -> Exception:
-    """The exception DynamoDB (or the network) would raise for this serialized request."""
+def injected_error(kind: str, operation: str, request: dict[str, Any], at: int) -> Exception:
+    """The exception DynamoDB (or the network) would raise for this serialized request, the `at`-th call.
+
+    A kind that names none of `FAULTS` is a DynamoDB error code, raised as it is.
+    """
     if kind == "network":
         return EndpointConnectionError(endpoint_url="http://dynamodb.invalid")
     if kind == "transaction_conflict" and operation == "TransactWriteItems":
@@ -36,12 +53,11 @@ def injected_error(kind: str, operation: str, request: dict[str, Any]) -> Except
         reasons = [{"Code": "None"} for _ in json.loads(request["body"])["TransactItems"]]
         reasons[-1] = {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}
         return client_error("TransactionCanceledException", operation, CancellationReasons=reasons)
-    code = {
-        "throttling": "ThrottlingException",
-        "provisioned_throughput": "ProvisionedThroughputExceededException",
-        "transaction_conflict": "TransactionConflictException",
-    }[kind]
-    return client_error(code, operation)
+    if kind == "throttling":
+        return client_error("ThrottlingException" if at % 2 else "ProvisionedThroughputExceededException", operation)
+    if kind == "transaction_conflict":
+        return client_error("TransactionConflictException", operation)
+    return client_error(kind, operation)
 
 
 def client_error(code: str, operation: str, **extra: Any) -> ClientError:
@@ -79,7 +95,7 @@ class FaultInjector:
         if self._kind is None or self._kind == "timeout_after_commit" or self.calls != self._at:
             return
         self.fired = True
-        raise injected_error(self._kind, model.name, params)
+        raise injected_error(self._kind, model.name, params, self._at)
 
     def _after(self, http_response, **_: Any) -> None:
         if self._kind != "timeout_after_commit" or self.calls != self._at or http_response.status_code >= 300:
