@@ -70,11 +70,11 @@ docs: $(VENV)/.installed
 
 # Everything, in parallel. `check` and the docs run beside the suite, whose servers, browsers and
 # timers leave the cores idle at times; their output follows the suite's, and a finding fails the run
-# all the same (`make check` alone is the fast loop). Tests go one at a time to whichever worker is
-# free, in the order `tests/conftest.py` gives: measured, that beat handing out large slices of the
-# list, and keeping each module on one worker (which made its module fixtures once, but left a core
-# idle while a long module finished). The infra tests are the exception: they go together to one
-# worker, whose node process alone loads the CDK (`pytest_xdist_make_scheduler` there).
+# all the same (`make check` alone is the fast loop). Tests are handed out a few at a time to whichever
+# worker runs short, in the order `tests/conftest.py` gives: measured, that beat handing out large
+# slices of the list, and keeping each module on one worker (which made its module fixtures once, but
+# left a core idle while a long module finished). The infra tests are the exception: they go together
+# to one worker, whose node process alone loads the CDK (`pytest_xdist_make_scheduler` there).
 test: setup chromium
 	@checks=$$(mktemp); $(MAKE) --no-print-directory check docs >$$checks 2>&1 & pid=$$!; \
 	$(BIN)/pytest -q -n $(WORKERS) --dist load $(ARGS); suite=$$?; \

@@ -51,7 +51,7 @@ _ONE_WORKER = ("tests/infra/",)
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """`--dist load`, but with `_ONE_WORKER`'s tests as one unit: every other test is a unit of its own,
-    handed out in the order above to whichever worker is free."""
+    handed out in the order above to whichever worker has two or fewer left (xdist's scoped scheduler)."""
     if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
