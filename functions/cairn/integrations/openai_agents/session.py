@@ -1,9 +1,10 @@
 """`CairnSession`: the OpenAI Agents SDK's `Session` on an address's session routes.
 
 Every method is one request (a long read, or an add longer than one add
-holds, a few): an add commits whole and after every earlier add, a pop takes an item no other process gets, and a
-read sees only committed adds, so any number of processes, machines or
-Lambda invocations can share one session. Items are the SDK's input items,
+holds, a few): an add commits whole and after every earlier add, a pop
+takes an item no other process gets, and a read sees only committed adds,
+so any number of processes, machines or Lambda invocations can share one
+session. Items are the SDK's input items,
 JSON objects stored and answered exactly.
 
 It also offers the hooks through which the SDK's compaction
@@ -132,9 +133,9 @@ class CairnSession(SessionABC):
         """The SDK's hook for replacing the whole history (a manual compaction): one commit, so a process that
         stops midway leaves the old history or the new one. True once committed.
 
-        A refusal (more items than one add holds) is raised, never answered False: the SDK would then clear
-        the session and add the items in several adds, which a process that stops midway, or another
-        process's add, would cut short.
+        A refusal (more items than one replacement holds) is raised, never answered False: the SDK would
+        then clear the session and add the items in several adds, which a process that stops midway, or
+        another process's add, would cut short.
         """
         await asyncio.to_thread(self._replace, items, None, None)
         return True
