@@ -94,7 +94,9 @@ when it ends. What it measures, in the order printed:
     time to the first answer and peak memory, each beside a fresh process's
     `import boto3` (and its first GetItem) in the same run as a ratio; and
     two floors without Cairn: the API's libraries, and boto3 with one
-    pydantic model.
+    pydantic model. Then the processor time to make each SDK object that
+    makes its own HTTP client, beside a default `httpx.Client()`.
+    `--only cold-starts` runs this part alone.
 13. DynamoDB Local's streams: the raw append by one writer on a table
     without a stream, on the first table with one and on a second, in a
     DynamoDB Local started for this part.
@@ -125,6 +127,7 @@ from bench.calls import measure_calls
 from bench.cas import measure_cas
 from bench.cas_baseline import compare_cas_with_cairn, measure_cas_baseline
 from bench.checkpoint_puts import measure_checkpoint_puts
+from bench.clients import measure_client_costs
 from bench.cold_start import measure_cold_starts
 from bench.downloads import measure_downloads
 from bench.email_ingest import measure_ingest
@@ -285,6 +288,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         outbound = measure_outbound(settings, OUTBOUND_TABLE, plan.trials, plan.seconds, plan.warmup)
         _progress("16/16 cold starts of each Lambda entry point in fresh processes")
         cold_starts = measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)
+        client_costs = measure_client_costs()
         integrations = measure_integrations(plan, settings, database, workdir, "16b/16 ")
     _progress("16c/16 DynamoDB Local's writes on tables with and without a stream (a DynamoDB Local of its own)")
     stream_tables = measure_stream_tables(settings, workdir, plan.seconds, plan.warmup)
@@ -297,7 +301,7 @@ def run(plan: Plan, workdir: Path) -> list[Table]:
         "runtime_calls": runtime_calls, **handler, "appends": appends, "pages": pages, "seed_pages": seed_pages,
         "replay": replay,
         "ingest": ingest, "downloads": downloads, "outbound": outbound, **integrations,
-        "cold_starts": cold_starts,
+        "cold_starts": cold_starts, "client_costs": client_costs,
     }  # fmt: skip
     tables["floor"] = floor_table(tables)
     # The detailed tables, then one that gathers every benchmark's headline figures.
@@ -331,11 +335,14 @@ def run_webhooks(plan: Plan, workdir: Path) -> list[Table]:
 
 
 def run_cold_starts(plan: Plan, workdir: Path) -> list[Table]:
-    """The cold starts alone."""
+    """The cold starts alone, and the SDK objects' making."""
     return _alone(
         workdir,
         COLD_TABLE,
-        lambda settings: [measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes)],
+        lambda settings: [
+            measure_cold_starts(settings, COLD_TABLE, workdir / "cold", plan.processes),
+            measure_client_costs(),
+        ],
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from cairn.client import Address
 from cairn.client.sse import Comment, Message, parse
+from cairn.tls import verified_context
 from tests.support.serve import ServeProcess
 
 HEARTBEAT_SECONDS = 1
@@ -48,7 +49,7 @@ class Reader:
         headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {address.read_token}"}
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
-        self._client = httpx.Client(timeout=httpx.Timeout(10.0))
+        self._client = httpx.Client(timeout=httpx.Timeout(10.0), verify=verified_context())
         self._request = self._client.build_request("GET", address.events_url, params={"after": after}, headers=headers)
         self._opened = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -158,7 +159,7 @@ def test_an_idle_stream_sends_heartbeats_then_ends_after_the_configured_time(add
 
 
 def test_refusals_are_json_errors_before_any_stream(streaming: ServeProcess, address: Address):
-    with httpx.Client(timeout=10) as client:
+    with httpx.Client(timeout=10, verify=verified_context()) as client:
         stream = {"Accept": "text/event-stream"}
         wrong = client.get(address.events_url, headers={**stream, "Authorization": "Bearer nope"})
         assert (wrong.status_code, wrong.json()["error"]["code"]) == (401, "unauthorized")
@@ -207,7 +208,7 @@ def test_every_one_of_many_concurrent_streams_gets_every_event_in_order(dynamodb
 
 def refused_stream(address: Address) -> httpx.Response:
     headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {address.read_token}"}
-    with httpx.Client(timeout=10) as client:
+    with httpx.Client(timeout=10, verify=verified_context()) as client:
         return client.get(address.events_url, headers=headers)
 
 
@@ -249,7 +250,10 @@ def test_an_address_holds_at_most_its_waiting_polls(streaming: ServeProcess, dyn
     from cairn.settings import Settings
 
     table = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
-    with Address.provision(streaming.base_url, expires_in=3600) as address, httpx.Client(timeout=40) as client:
+    with (
+        Address.provision(streaming.base_url, expires_in=3600) as address,
+        httpx.Client(timeout=40, verify=verified_context()) as client,
+    ):
         auth = {"Authorization": f"Bearer {address.read_token}"}
 
         def long_poll() -> httpx.Response:

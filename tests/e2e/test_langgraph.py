@@ -361,11 +361,14 @@ HOSTILE_PUTS = [
 
 
 @pytest.mark.parametrize(("body", "status", "code"), HOSTILE_PUTS)
-def test_hostile_puts_are_refused_and_store_nothing(address: Address, body: dict, status: int, code: str):
+def test_hostile_puts_are_refused_and_store_nothing(
+    address: Address, served: ServeProcess, body: dict, status: int, code: str
+):
     url = f"{address.address_url}/checkpoints"
     auth = {"Authorization": f"Bearer {address.read_token}"}
 
-    answer = httpx.post(url, json=body, headers=auth, timeout=30)
+    with served.client() as http:
+        answer = http.post(url, json=body, headers=auth, timeout=30)
 
     assert (answer.status_code, answer.json()["error"]["code"]) == (status, code)
     assert _stored(address) == []
@@ -374,11 +377,13 @@ def test_hostile_puts_are_refused_and_store_nothing(address: Address, body: dict
 def test_requests_without_the_read_token_are_refused_alike(address: Address, served: ServeProcess):
     url = f"{address.address_url}/checkpoints"
     other = f"{served.base_url}/api/v1/addresses/addr_{'0' * 24}/checkpoints"
-    for target, headers in [
-        (url, {}),
-        (url, {"Authorization": "Bearer wrong"}),
-        (other, {"Authorization": f"Bearer {address.read_token}"}),
-    ]:
+    requests = [
+        (method, target + path, body, headers)
+        for target, headers in [
+            (url, {}),
+            (url, {"Authorization": "Bearer wrong"}),
+            (other, {"Authorization": f"Bearer {address.read_token}"}),
+        ]
         for method, path, body in [
             ("POST", "", _put()),
             ("POST", "/search", {"thread_id": "t"}),
@@ -388,14 +393,17 @@ def test_requests_without_the_read_token_are_refused_alike(address: Address, ser
             ("POST", "/copy", {"source_thread_id": "t", "target_thread_id": "u"}),
             ("POST", "/prune", {"thread_ids": ["t"]}),
             ("POST", "/runs/delete", {"run_ids": ["r"]}),
-        ]:
-            answer = httpx.request(method, target + path, json=body, headers=headers, timeout=30)
-            assert answer.status_code in (401, 422), (method, path, answer.text)
+        ]
+    ]
+    with served.client() as http:
+        for method, target, body, headers in requests:
+            answer = http.request(method, target, json=body, headers=headers, timeout=30)
+            assert answer.status_code in (401, 422), (method, target, answer.text)
             assert answer.json()["error"]["code"] in ("unauthorized", "invalid_request")
     assert _stored(address) == []
 
 
-def test_hostile_parts_writes_and_searches_get_json_errors(address: Address):
+def test_hostile_parts_writes_and_searches_get_json_errors(address: Address, served: ServeProcess):
     url = f"{address.address_url}/checkpoints"
     auth = {"Authorization": f"Bearer {address.read_token}"}
     data = b"part bytes"
@@ -438,12 +446,13 @@ def test_hostile_parts_writes_and_searches_get_json_errors(address: Address):
         ("POST", "/writes/search", {"thread_id": "t", "checkpoint_id": "c1", "after": "T#zz"}, 200),
         ("DELETE", "", None, 422),
     ]
-    for method, path, body, status in cases:
-        answer = httpx.request(method, url + path, json=body, headers=auth, timeout=60)
-        assert answer.status_code == status, (method, path, answer.text[:300])
-        if status >= 400:
-            assert answer.json()["error"]["code"] in {"invalid_request", "payload_too_large", "not_found"}
-    answer = httpx.post(url, content=b"{not json", headers={**auth, "Content-Type": "application/json"}, timeout=30)
+    with served.client() as http:
+        for method, path, body, status in cases:
+            answer = http.request(method, url + path, json=body, headers=auth, timeout=60)
+            assert answer.status_code == status, (method, path, answer.text[:300])
+            if status >= 400:
+                assert answer.json()["error"]["code"] in {"invalid_request", "payload_too_large", "not_found"}
+        answer = http.post(url, content=b"{not json", headers={**auth, "Content-Type": "application/json"}, timeout=30)
     assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid_json")
     assert _stored(address) == []
 

@@ -394,16 +394,19 @@ HOSTILE_ADDS = [
 
 
 @pytest.mark.parametrize(("body", "status", "code"), HOSTILE_ADDS)
-def test_hostile_adds_are_refused_and_store_nothing(address: Address, body: dict, status: int, code: str):
+def test_hostile_adds_are_refused_and_store_nothing(
+    address: Address, served: ServeProcess, body: dict, status: int, code: str
+):
     auth = {"Authorization": f"Bearer {address.read_token}"}
 
-    answer = httpx.post(items_url(address), json=body, headers=auth, timeout=60)
+    with served.client() as http:
+        answer = http.post(items_url(address), json=body, headers=auth, timeout=60)
 
     assert (answer.status_code, answer.json()["error"]["code"]) == (status, code)
     assert asyncio.run(CairnSession(address, "s").get_items()) == []
 
 
-def test_hostile_session_requests_get_json_errors_and_change_nothing(address: Address):
+def test_hostile_session_requests_get_json_errors_and_change_nothing(address: Address, served: ServeProcess):
     auth = {"Authorization": f"Bearer {address.read_token}"}
     kept = [{"role": "user", "content": "kept"}]
     asyncio.run(CairnSession(address, "s").add_items(kept))
@@ -422,10 +425,15 @@ def test_hostile_session_requests_get_json_errors_and_change_nothing(address: Ad
         ("GET", items_url(address) + "?before=0", None, 422, "invalid_request"),
         ("GET", items_url(address) + "?before=" + "9" * 40, None, 422, "invalid_request"),
     ]
-    for method, url, body, status, code in cases:
-        headers = {**auth, "Content-Type": "application/json"}
-        answer = httpx.request(method, url, content=body, headers=headers, timeout=60)
-        assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (method, url, answer.text[:300])
+    with served.client() as http:
+        for method, url, body, status, code in cases:
+            headers = {**auth, "Content-Type": "application/json"}
+            answer = http.request(method, url, content=body, headers=headers, timeout=60)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), (
+                method,
+                url,
+                answer.text[:300],
+            )
     assert asyncio.run(CairnSession(address, "s").get_items()) == kept
 
 
@@ -433,17 +441,22 @@ def test_session_requests_without_the_read_token_are_refused_alike(address: Addr
     kept = [{"role": "user", "content": "kept"}]
     asyncio.run(CairnSession(address, "s").add_items(kept))
     other = f"{served.base_url}/api/v1/addresses/addr_{'0' * 24}/sessions/s/items"
-    for url, headers in [
-        (items_url(address), {}),
-        (items_url(address), {"Authorization": "Bearer wrong"}),
-        (other, {"Authorization": f"Bearer {address.read_token}"}),
-    ]:
+    requests = [
+        (method, url + path, body, headers)
+        for url, headers in [
+            (items_url(address), {}),
+            (items_url(address), {"Authorization": "Bearer wrong"}),
+            (other, {"Authorization": f"Bearer {address.read_token}"}),
+        ]
         for method, path, body in [
             ("POST", "", {"items": [{"role": "user", "content": "forged"}]}),
             ("GET", "", None),
             ("POST", "/pop", None),
             ("DELETE", "", None),
-        ]:
-            answer = httpx.request(method, url + path, json=body, headers=headers, timeout=30)
-            assert (answer.status_code, answer.json()["error"]["code"]) == (401, "unauthorized"), (method, path)
+        ]
+    ]
+    with served.client() as http:
+        for method, url, body, headers in requests:
+            answer = http.request(method, url, json=body, headers=headers, timeout=30)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (401, "unauthorized"), (method, url)
     assert asyncio.run(CairnSession(address, "s").get_items()) == kept

@@ -52,7 +52,7 @@ class Agent:
 
     def post(self, count: int) -> list[int]:
         return [
-            httpx.post(self.inbox_url, json={"type": "job.done", "data": {"n": n}}).json()["event"]["sequence"]
+            self.http.post(self.inbox_url, json={"type": "job.done", "data": {"n": n}}).json()["event"]["sequence"]
             for n in range(count)
         ]
 

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from cairn.local.dynamodb_local import free_port
+from cairn.tls import verified_context
 from tests.support.processes import process_context
 
 READY_LINE = "Cairn is serving on"
@@ -138,7 +139,7 @@ class ServeProcess:
             self.process = None
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(40.0), **kwargs)
+        return httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(40.0), verify=verified_context(), **kwargs)
 
     @property
     def runtime_key(self) -> str:

@@ -21,6 +21,7 @@ import httpx
 import cairn
 from cairn.client.errors import ConnectionFailed, error_from, retry_after
 from cairn.errors import CairnError
+from cairn.tls import verified_context
 
 DEFAULT_TIMEOUT = 10.0
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -63,7 +64,9 @@ class HttpClient:
         """`timeout` bounds each request beyond its long-poll wait; `transport` is for tests."""
         self.timeout = timeout
         self.retry = retry
-        self._client = httpx.Client(timeout=timeout, transport=transport, headers={"User-Agent": USER_AGENT})
+        self._client = httpx.Client(
+            timeout=timeout, transport=transport, headers={"User-Agent": USER_AGENT}, verify=verified_context()
+        )
 
     def request(
         self,

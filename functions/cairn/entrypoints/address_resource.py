@@ -24,6 +24,8 @@ from typing import Any
 import boto3
 import httpx
 
+from cairn.tls import verified_context
+
 # Secret names group the addresses a stack provisioned (the handler's IAM grant is this prefix).
 SECRET_PREFIX = "cairn-addresses"
 _TIMEOUT = httpx.Timeout(20.0)
@@ -74,9 +76,7 @@ def create(name: str, properties: Mapping[str, Any]) -> dict[str, Any]:
 def provision(service_url: str, properties: Mapping[str, Any], key: str) -> dict[str, Any]:
     """POST /api/v1/addresses under `key`; the answer flattened, so each field is a key of the secret's JSON."""
     body = {"task_id": properties["TaskId"], "expires_in_seconds": int(properties["ExpiresInSeconds"])}
-    response = httpx.post(
-        f"{service_url.rstrip('/')}/api/v1/addresses", json=body, headers={"Idempotency-Key": key}, timeout=_TIMEOUT
-    )
+    response = _send("POST", f"{service_url.rstrip('/')}/api/v1/addresses", json=body, headers={"Idempotency-Key": key})
     if response.status_code != 201:
         # The error body is Cairn's `{"error": {"code", "message"}}`: no credential in it.
         raise RuntimeError(f"provisioning failed with {response.status_code}: {response.text[:500]}")
@@ -93,11 +93,11 @@ def provision(service_url: str, properties: Mapping[str, Any], key: str) -> dict
 def write_initial_state(stored: Mapping[str, Any], state: Mapping[str, Any]) -> None:
     """Each key created with `if_revision: 0`; one that exists (a retry wrote it) is left as it is."""
     for key, value in state.items():
-        response = httpx.put(
+        response = _send(
+            "PUT",
             f"{stored['state_url']}/{key}",
             json={"value": value, "if_revision": 0},
             headers={"Authorization": f"Bearer {stored['read_token']}"},
-            timeout=_TIMEOUT,
         )
         if response.status_code not in (200, 201, 409):
             raise RuntimeError(f"writing state key {key!r} failed with {response.status_code}: {response.text[:500]}")
@@ -111,10 +111,14 @@ def delete(physical_id: str) -> None:
     except (secrets.exceptions.ResourceNotFoundException, secrets.exceptions.InvalidRequestException):
         return  # a create that failed before its secret existed, or a delete that already ran
     if "address_id" in stored:
-        response = httpx.delete(
-            stored["address_url"], headers={"Authorization": f"Bearer {stored['read_token']}"}, timeout=_TIMEOUT
-        )
+        response = _send("DELETE", stored["address_url"], headers={"Authorization": f"Bearer {stored['read_token']}"})
         # 404: the address expired (or an earlier try deleted it); either way it is gone.
         if response.status_code not in (200, 204, 404):
             raise RuntimeError(f"deleting the address failed with {response.status_code}: {response.text[:500]}")
     secrets.delete_secret(SecretId=physical_id, ForceDeleteWithoutRecovery=True)
+
+
+def _send(method: str, url: str, **parts: Any) -> httpx.Response:
+    """One request to the service, with the process's TLS settings (`cairn.tls`) rather than new ones."""
+    with httpx.Client(timeout=_TIMEOUT, verify=verified_context()) as client:
+        return client.request(method, url, **parts)

@@ -21,6 +21,7 @@ from cairn.runtime import wire
 from cairn.runtime.errors import SENTINELS, ContractError, RuntimeStoreError, RuntimeStoreUnavailable
 from cairn.runtime.methods import METHODS, Method
 from cairn.runtime.store import RuntimeStore
+from cairn.tls import verified_context
 
 if TYPE_CHECKING:
     # The store's methods are made from `METHODS` when this module loads, so
@@ -53,7 +54,7 @@ class HttpRuntimeStore(_Methods):
         self._key = runtime_key
         self._credentials = aws_credentials
         self._region = region
-        self._client = httpx.Client(timeout=timeout, transport=transport)
+        self._client = httpx.Client(timeout=timeout, transport=transport, verify=verified_context())
 
     def close(self) -> None:
         """Close the connections this store keeps open."""
