@@ -73,8 +73,9 @@ docs: $(VENV)/.installed
 # all the same (`make check` alone is the fast loop). Tests are handed out a few at a time to whichever
 # worker runs short, in the order `tests/conftest.py` gives: measured, that beat handing out large
 # slices of the list, and keeping each module on one worker (which made its module fixtures once, but
-# left a core idle while a long module finished). The infra tests are the exception: they go together
-# to one worker, whose node process alone loads the CDK (`pytest_xdist_make_scheduler` there).
+# left a core idle while a long module finished). The infra tests are the exception, and the architecture
+# map's: each group goes together to one worker, which alone loads the CDK into its node process or
+# parses every source file (`pytest_xdist_make_scheduler` there).
 test: setup chromium
 	@checks=$$(mktemp); $(MAKE) --no-print-directory check docs >$$checks 2>&1 & pid=$$!; \
 	$(BIN)/pytest -q -n $(WORKERS) --dist load $(ARGS); suite=$$?; \

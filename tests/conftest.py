@@ -42,15 +42,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: _TIER_ORDER.index(tier(item)) if tier(item) in _TIER_ORDER else len(_TIER_ORDER))
 
 
-# Tests handed out together, to one worker, ahead of the rest. The infra tests synthesize stacks and
-# read them through the CDK's assertions, which run in a node process that each worker starts and
+# Tests handed out together, to one worker, ahead of the rest, each group what its tests share
+# within a process and would otherwise make once on every worker. The infra tests synthesize stacks
+# and read them through the CDK's assertions, which run in a node process that each worker starts and
 # fills with the CDK's JavaScript on first use: spread over every worker, that load was paid once per
-# worker (a run's largest node cost), and on one it is paid once.
-_ONE_WORKER = ("tests/infra/",)
+# worker (a run's largest node cost), and on one it is paid once. The architecture map's tests share
+# one parse of every source file (about 4 s of processor time).
+_ONE_WORKER = ("tests/infra/", "tests/unit/test_architecture_map.py")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`--dist load`, but with `_ONE_WORKER`'s tests as one unit: every other test is a unit of its own,
+    """`--dist load`, but with each of `_ONE_WORKER`'s groups as one unit: every other test is a unit of its own,
     handed out in the order above to whichever worker has two or fewer left (xdist's scoped scheduler)."""
     if config.getoption("dist") != "load":
         return None

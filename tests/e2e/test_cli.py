@@ -18,7 +18,7 @@ import pytest
 from cairn import cli as cairn_cli
 from cairn.client import Address, Unauthorized
 from cairn.client.tasks import TaskStore
-from tests.support.serve import ServeProcess
+from tests.support.serve import ServeProcess, run_command
 
 # Each test works on addresses of its own, so they share one server.
 pytestmark = pytest.mark.one_server
@@ -46,21 +46,14 @@ class Cli:
 
     def __call__(self, *args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Run:
         env = {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url, **(env or {})}
-        done = subprocess.run(
-            [sys.executable, "-m", "cairn.cli", *args],
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        self.outputs += [done.stdout, done.stderr]
-        return Run(done.returncode, done.stdout, done.stderr)
+        done = run_command(list(args), env, (stdin or "").encode())
+        stdout, stderr = done.stdout.decode(), done.stderr.decode()
+        self.outputs += [stdout, stderr]
+        return Run(done.returncode, stdout, stderr)
 
     def raw(self, *args: str) -> bytes:
         """What a command printed, as bytes (`files read` prints a file's own)."""
-        env = {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url}
-        done = subprocess.run([sys.executable, "-m", "cairn.cli", *args], env=env, capture_output=True, timeout=60)
+        done = run_command(list(args), {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url})
         assert done.returncode == 0, done.stderr
         return done.stdout
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from mcp import Client
 from cairn.client import Address, SignatureInvalid
 from cairn.client.tasks import TaskStore
 from tests.support import signatures
-from tests.support.serve import ServeProcess
+from tests.support.serve import ServeProcess, run_command
 
 # Each test works on addresses of its own, so they share one server.
 pytestmark = pytest.mark.one_server
@@ -143,9 +141,7 @@ def test_sdk_cli_and_mcp_show_content_type_kept_headers_and_verified_by(served: 
     env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_URL": served.base_url}
 
     def cli(*args: str) -> Any:
-        done = subprocess.run(
-            [sys.executable, "-m", "cairn.cli", *args], env=env, capture_output=True, text=True, timeout=60
-        )
+        done = run_command(list(args), env)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 

@@ -324,7 +324,8 @@ def shared_modules() -> set[str]:
     return {f"cairn.{name}" for name in re.findall(r"`(\w+)`", listed)}
 
 
-def imports() -> set[tuple[str, str]]:
+@cache
+def imports() -> frozenset[tuple[str, str]]:
     """(importing module, imported module) for every import between modules of `cairn`, at any depth."""
     known = {module_name(path) for path in PACKAGE.rglob("*.py")}
     found = set()
@@ -344,7 +345,7 @@ def imports() -> set[tuple[str, str]]:
             else:
                 continue
             found.update((importer, target) for target in targets if target in known and target != "cairn")
-    return found
+    return frozenset(found)
 
 
 def node_of(module: str, chart: Diagram) -> str | None:
