@@ -259,8 +259,9 @@ def _command(argv: list[str], env: dict[str, str], stdin: str, stdout: str, stde
     """In the forked process: the standard streams and environment a started command would have, then it."""
     sys.stdout.flush()
     sys.stderr.flush()
-    for number, path, flags in ((0, stdin, os.O_RDONLY), (1, stdout, os.O_WRONLY), (2, stderr, os.O_WRONLY)):
-        opened = os.open(path, flags | (os.O_CREAT if number else 0), 0o600)
+    written = os.O_WRONLY | os.O_CREAT
+    for number, path, flags in ((0, stdin, os.O_RDONLY), (1, stdout, written), (2, stderr, written)):
+        opened = os.open(path, flags, 0o600)
         os.dup2(opened, number)
         os.close(opened)
     # multiprocessing gives its processes /dev/null as standard input: this one reads the file, decoded as
@@ -272,10 +273,10 @@ def _command(argv: list[str], env: dict[str, str], stdin: str, stdout: str, stde
 
     try:
         code = cli.main(argv)
-    except SystemExit as exit:  # argparse's refusals: ended as the interpreter ends on them
-        if exit.code is not None and not isinstance(exit.code, int):
-            print(exit.code, file=sys.stderr)
-        code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+    except SystemExit as ended:  # argparse's refusals: ended as the interpreter ends on them
+        if ended.code is not None and not isinstance(ended.code, int):
+            print(ended.code, file=sys.stderr)
+        code = ended.code if isinstance(ended.code, int) else (0 if ended.code is None else 1)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
