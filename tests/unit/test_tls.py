@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import ssl
 
 import httpx
@@ -10,7 +11,6 @@ import pytest
 from cairn.client import Inbox
 from cairn.client.http import HttpClient
 from cairn.entrypoints import address_resource
-from cairn.local.dynamodb_local import free_port
 from cairn.runtime.http import HttpRuntimeStore
 from cairn.tls import verified_context
 
@@ -34,12 +34,14 @@ def test_clients_made_after_the_first_load_no_certificates_again(monkeypatch: py
         return create(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ssl, "create_default_context", counted)
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    HttpClient().close()
-    Inbox(f"{nowhere}/api/v1/inbox/addr/secret").close()
-    HttpRuntimeStore(nowhere).close()
-    with pytest.raises(httpx.ConnectError):
-        address_resource.provision(nowhere, {"TaskId": "t", "ExpiresInSeconds": "60"}, "key")
+    with socket.socket() as held:  # bound, never listening: every connection to it is refused
+        held.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{held.getsockname()[1]}"
+        HttpClient().close()
+        Inbox(f"{nowhere}/api/v1/inbox/addr/secret").close()
+        HttpRuntimeStore(nowhere).close()
+        with pytest.raises(httpx.ConnectError):
+            address_resource.provision(nowhere, {"TaskId": "t", "ExpiresInSeconds": "60"}, "key")
     assert made == []
     httpx.Client().close()  # what each of them did before
     assert len(made) == 1
