@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
 
@@ -27,6 +27,10 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 # How long a page may take to show what a test waits for: a deadline, never a measure.
 PATIENCE_SECONDS = 15
+# Selenium picks chromedriver's port free, but another process (a test's server, a client's connection)
+# may take it before chromedriver binds it: chromedriver then ends saying so, and is started again.
+PORT_TAKEN = "Address already in use"
+DRIVER_ATTEMPTS = 3
 
 
 def ensure_chromium() -> None:
@@ -51,13 +55,27 @@ def chromium(downloads: Path) -> Iterator[webdriver.Chrome]:
     # and some outlive the browser: a folder of its own, removed after it (a short path, as its sockets
     # need), keeps them out of the machine's /tmp.
     with tempfile.TemporaryDirectory(prefix="chromium-") as scratch:
-        service = Service(str(CHROMEDRIVER), env={**os.environ, "TMPDIR": scratch})
-        driver = webdriver.Chrome(service=service, options=options)
+        driver = _started(options, Path(scratch))
         try:
             driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
             yield driver
         finally:
             driver.quit()
+
+
+def _started(options: webdriver.ChromeOptions, scratch: Path) -> webdriver.Chrome:
+    """Chromium under a chromedriver that listens, started again on another port if its port was taken."""
+    attempt = 1
+    while True:
+        log = scratch / f"chromedriver-{attempt}.log"
+        service = Service(str(CHROMEDRIVER), log_output=str(log), env={**os.environ, "TMPDIR": str(scratch)})
+        try:
+            return webdriver.Chrome(service=service, options=options)
+        except WebDriverException as error:
+            said = log.read_text(errors="replace") if log.exists() else ""
+            if PORT_TAKEN not in said or attempt == DRIVER_ATTEMPTS:
+                raise WebDriverException(f"{error.msg}; chromedriver said: {said[-2000:]}") from error
+        attempt += 1
 
 
 def wait(driver: webdriver.Chrome) -> WebDriverWait[webdriver.Chrome]:
