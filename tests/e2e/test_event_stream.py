@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -84,9 +86,17 @@ class Reader:
     def close(self) -> None:
         """Hang up at once, as a client that goes away does."""
         if self._response is not None:
+            # Closing the response from this thread leaves the reading thread blocked in its read until
+            # the read timeout; shutting the socket down ends that read and tells the server now.
+            stream = self._response.extensions.get("network_stream")
+            connection = stream.get_extra_info("socket") if stream is not None else None
+            if connection is not None:
+                with contextlib.suppress(OSError):  # already closed: the server ended the stream
+                    connection.shutdown(socket.SHUT_RDWR)
             self._response.close()
         self._client.close()
         self._thread.join(10)
+        assert not self._thread.is_alive(), "the stream's reader did not end"
 
 
 def post(address: Address, number: int) -> int:
