@@ -169,7 +169,7 @@ def test_an_idle_stream_sends_heartbeats_then_ends_after_the_configured_time(add
 
 
 def test_refusals_are_json_errors_before_any_stream(streaming: ServeProcess, address: Address):
-    with httpx.Client(timeout=10, verify=verified_context()) as client:
+    with streaming.client() as client:
         stream = {"Accept": "text/event-stream"}
         wrong = client.get(address.events_url, headers={**stream, "Authorization": "Bearer nope"})
         assert (wrong.status_code, wrong.json()["error"]["code"]) == (401, "unauthorized")
@@ -262,7 +262,7 @@ def test_an_address_holds_at_most_its_waiting_polls(streaming: ServeProcess, dyn
     table = make_client(Settings(dynamodb_endpoint=dynamodb_local.endpoint))
     with (
         Address.provision(streaming.base_url, expires_in=3600) as address,
-        httpx.Client(timeout=40, verify=verified_context()) as client,
+        streaming.client() as client,
     ):
         auth = {"Authorization": f"Bearer {address.read_token}"}
 

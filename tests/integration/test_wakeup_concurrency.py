@@ -16,7 +16,7 @@ from cairn.services import Services
 from cairn.settings import Settings
 from cairn.wakeups.models import Delivery, EventNotice, Outcome, Subscription
 from tests.support.fakes import FakeClock
-from tests.support.lambda_client import LambdaClient
+from tests.support.lambda_client import DURABLE_EXECUTIONS, LambdaClient
 
 
 class Recording:
@@ -91,9 +91,6 @@ def test_the_subscription_limit_holds_under_concurrent_creates(dynamodb_local, l
         "GET", f"/api/v1/addresses/{created['address']['id']}/subscriptions", token=created["credentials"]["read_token"]
     )
     assert len(listed.json()["subscriptions"]) == 5
-
-
-DURABLE_EXECUTIONS = "arn:aws:lambda:us-east-1:123456789012:function:release:*/durable-execution/*"
 
 
 def test_one_callback_subscribed_by_many_requests_at_once_is_one_subscription(

@@ -24,6 +24,8 @@ LAMBDA_ANSWER_LIMIT = 6 * 1024 * 1024
 
 # The deployment secret of the tests' services (`cairn.server_secret`).
 SERVER_SECRET = "tests-server-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+# What the tests' deployments allow wake-ups to call back: the durable executions of one function.
+DURABLE_EXECUTIONS = "arn:aws:lambda:us-east-1:123456789012:function:release:*/durable-execution/*"
 
 
 def settings_for_tests(**overrides: Any) -> Settings:

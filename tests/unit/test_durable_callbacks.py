@@ -31,10 +31,9 @@ from cairn.wakeups.payload import event_delivery
 from cairn.wakeups.transports import Transports, send_once
 from cairn.wakeups.webhook import WebhookTransport
 from tests.support.fakes import FakeClock
-from tests.support.lambda_client import LambdaClient, Reply
+from tests.support.lambda_client import DURABLE_EXECUTIONS, LambdaClient, Reply
 
 REGION = "us-east-1"
-DURABLE_EXECUTIONS = "arn:aws:lambda:us-east-1:123456789012:function:release:*/durable-execution/*"
 CALLBACK_ID = "Y2FsbGJhY2stMDAx+/Zm9v=="
 OPERATION = "send_durable_execution_callback_success"
 # What Lambda takes as a callback's result, and what a durable execution checkpoints.
