@@ -18,6 +18,7 @@ from cairn import jsontext
 from cairn.email import mime
 from cairn.email.ingest import StoredMessageMissing
 from cairn.entrypoints import email_handler
+from tests.support.faults import FaultInjector
 from tests.support.lambda_client import LambdaClient, path_of
 from tests.support.mail import BUCKET, PREFIX, Mailroom, fixture_message, new_message_id, ses_event
 from tests.unit.test_event_stream import StreamingContext, stream_request
@@ -434,22 +435,39 @@ def test_a_download_being_sent_counts_among_its_clients_held_reads(make_mailroom
         assert streamed_download(mail, created, event["id"], "att_2", here)["statusCode"] == 200
 
 
-def test_a_download_refused_for_held_reads_counts_no_poll_and_a_refused_download_holds_nothing(make_mailroom):
-    """At its cap a client is refused before the message is read, so its address keeps its polls."""
-    mail = make_mailroom(max_held_reads_per_client=1, poll_rate_per_minute=4)
+def test_a_download_refused_for_held_reads_counts_a_poll_as_a_stream_does_and_a_refused_download_holds_nothing(
+    make_mailroom,
+):
+    """The token is admitted (one poll) before the client's held read is asked for, as a stream's is."""
+    mail = make_mailroom(max_held_reads_per_client=1, poll_rate_per_minute=5)
     created, event = receive_one(mail, "nested_attachments.eml")  # poll 1
     here = "203.0.113.7"
     sending = streamed_download(mail, created, event["id"], "att_1", here)  # poll 2
     assert sending["statusCode"] == 200
-    for _ in range(3):
-        refused = streamed_download(mail, created, event["id"], "att_2", here)
-        assert refused["statusCode"] == 429 and '"too_many_held_reads"' in refused["body"]
+    refused = streamed_download(mail, created, event["id"], "att_2", here)  # poll 3
+    assert refused["statusCode"] == 429 and '"too_many_held_reads"' in refused["body"]
     sending["body"].close()
-    assert streamed_download(mail, created, event["id"], "att_9", here)["statusCode"] == 404  # poll 3
-    again = streamed_download(mail, created, event["id"], "att_2", here)  # poll 4
+    assert streamed_download(mail, created, event["id"], "att_9", here)["statusCode"] == 404  # poll 4
+    again = streamed_download(mail, created, event["id"], "att_2", here)  # poll 5
     assert b"".join(again["body"]) == CSV, "the 404 gave its held read back"
     spent = streamed_download(mail, created, event["id"], "att_2", here)
     assert spent["statusCode"] == 429 and '"rate_limited"' in spent["body"]
+
+
+def test_a_strangers_streamed_download_costs_one_refused_write_and_holds_nothing(make_mailroom):
+    mail = make_mailroom(max_held_reads_per_client=1)
+    created, event = receive_one(mail, "nested_attachments.eml")
+    stranger = {**created, "credentials": {"read_token": "crt_wrong"}}
+    calls = FaultInjector(mail.api.services.client)
+
+    calls.arm()
+    for _ in range(3):
+        assert streamed_download(mail, stranger, event["id"], "att_1", "203.0.113.7")["statusCode"] == 401
+
+    assert calls.calls == 3, "one DynamoDB call each: the admission the token fails"
+    # The stranger's client took no held read: the owner, from the same network, downloads at once.
+    sending = streamed_download(mail, created, event["id"], "att_2", "203.0.113.7")
+    assert b"".join(sending["body"]) == CSV
 
 
 def test_unknown_attachments_events_and_tokens_are_refused(mail: Mailroom):

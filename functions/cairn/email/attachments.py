@@ -7,6 +7,7 @@ message has expired, so has the attachment.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cairn.addresses.feed import Feed
@@ -36,6 +37,27 @@ class EmailAttachments:
         """The attachment's bytes; each download counts as one poll of the address."""
         now = self._clock()
         self._feed.admit_read(address_id, read_token)
+        return self._attachment(address_id, event_id, attachment_id, now)
+
+    def download_held(
+        self, address_id: str, read_token: str | None, event_id: str, attachment_id: str, *, client: str | None
+    ) -> tuple[mime.AttachmentFile, Callable[[], None]]:
+        """The same, for a download sent piece by piece, and what gives back the read it holds meanwhile.
+
+        A slow reader holds the sending as a stream does, so the download holds one of `client`'s reads
+        (`Feed.hold_client_read`) for up to a stream's time. The token is admitted first, as a stream's
+        is: a stranger costs one refused write, not a held read taken and given back around it.
+        """
+        now = self._clock()
+        self._feed.admit_read(address_id, read_token)
+        release = self._feed.hold_client_read(client, seconds=self._settings.max_stream_seconds)
+        try:
+            return self._attachment(address_id, event_id, attachment_id, now), release
+        except BaseException:
+            release()
+            raise
+
+    def _attachment(self, address_id: str, event_id: str, attachment_id: str, now: float) -> mime.AttachmentFile:
         data = self._email_data(address_id, event_id, now)
         listed = _listed(data, attachment_id)
         limit = self._settings.email_attachment_max_bytes

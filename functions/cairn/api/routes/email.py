@@ -1,7 +1,7 @@
 """Inbound email: attachment downloads and replay of a stored message."""
 
 import base64
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -15,10 +15,6 @@ from cairn.api.resolver import ConcurrentRestResolver
 from cairn.api.routes.addresses import BEARER
 from cairn.api.schemas import DeliveryResponse, EmailReplayRequest
 from cairn.services import Services
-
-if TYPE_CHECKING:
-    # Its MIME parsing is loaded with the attachments' use case, on the first download.
-    from cairn.email.mime import AttachmentFile
 
 BINARY_RESPONSE: dict[int, OpenAPIResponse] = {
     200: {
@@ -44,7 +40,8 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
     )
     def download(address_id: str, event_id: str, attachment_id: str) -> Response[Any]:
         if not getattr(app.lambda_context, "streams_responses", False):
-            found = read(address_id, event_id, attachment_id)
+            token = bearer_token(app.current_event)
+            found = services.attachments.download(address_id, token, event_id, attachment_id)
             # Encoded here, not by Powertools, which would re-serialize a JSON-typed body.
             response = Response(
                 status_code=200,
@@ -55,22 +52,18 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
             response.base64_encoded = True
             return response
         # Sent piece by piece, a download to a slow reader holds the execution as a stream does, so it
-        # counts among its client's held reads until it is sent. The read is taken first: a client at its
-        # cap is refused before the message is read or a poll counted.
-        seconds = services.settings.max_stream_seconds
-        release = services.feed.hold_client_read(client_network(app.current_event), seconds=seconds)
-        try:
-            found = read(address_id, event_id, attachment_id)
-        except BaseException:
-            release()
-            raise
+        # counts among its client's held reads until it is sent.
+        found, release = services.attachments.download_held(
+            address_id,
+            bearer_token(app.current_event),
+            event_id,
+            attachment_id,
+            client=client_network(app.current_event),
+        )
         body = HeldBody(found.data, release=release)
         return Response(
             status_code=200, content_type=found.content_type, body=body, headers=attachment_headers(found.filename)
         )
-
-    def read(address_id: str, event_id: str, attachment_id: str) -> "AttachmentFile":
-        return services.attachments.download(address_id, bearer_token(app.current_event), event_id, attachment_id)
 
     @app.post(
         "/api/v1/addresses/<address_id>/email/replay",
