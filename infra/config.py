@@ -32,11 +32,14 @@ _CERTIFICATE_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate
 # `http` and `state` name inbox posts and state changes, so mail may not take them.
 _SURFACE_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 _RESERVED_SURFACES = frozenset({"http", "state", "outbound"})
-# The application's `outbound_from` rule (functions/cairn/settings.py, EMAIL_PATTERN): one plain address.
+# The application's `outbound_from` rule (functions/cairn/settings.py, EMAIL_PATTERN): one plain address;
+# `budget_emails` take it too.
 _SENDER = re.compile(
     r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@"
     r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+"
 )
+# AWS Budgets emails at most this many addresses about a notification.
+BUDGET_EMAILS = 10
 _TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}")
 # Wake-up targets: queues, event buses, functions and state machines, `*` allowed after the service.
 _WAKE_TARGET_ARN = re.compile(
@@ -156,6 +159,11 @@ class StageConfig:
     # Retry-After, and the `table-throttles` alarm). None: bounded only by the account's quota.
     table_max_read_request_units: int | None = None
     table_max_write_request_units: int | None = None
+    # A monthly cost budget for the service's resources, in US dollars (`infra/budget.py`): AWS Budgets
+    # tells `budget_emails` (and `alarm_topic_arn`) when the month's cost passes 80 % of it, and when it
+    # is forecast to pass all of it. None: no budget.
+    monthly_budget_usd: int | None = None
+    budget_emails: tuple[str, ...] = ()
     # Keys of LIMIT_DEFAULTS; a partial table means "the defaults for the rest".
     limits: Mapping[str, int] = field(default_factory=dict)
     # ARN patterns of the AWS services wake-up subscriptions may deliver to; the functions get exactly these.
@@ -215,6 +223,24 @@ class StageConfig:
             units = getattr(self, key)
             if units is not None and units < 1:
                 raise ValueError(f"'{key}' must be a whole number of request units, at least 1, got {units}")
+        self._check_budget()
+
+    def _check_budget(self) -> None:
+        if self.monthly_budget_usd is None:
+            if self.budget_emails:
+                raise ValueError("'budget_emails' needs 'monthly_budget_usd': there is no budget to tell them of")
+            return
+        if self.monthly_budget_usd < 1:
+            raise ValueError(
+                f"'monthly_budget_usd' must be a whole number of dollars, at least 1, got {self.monthly_budget_usd}"
+            )
+        if not self.budget_emails and self.alarm_topic_arn is None:
+            raise ValueError("'monthly_budget_usd' needs 'budget_emails' or 'alarm_topic_arn': someone to tell")
+        if len(self.budget_emails) > BUDGET_EMAILS:
+            raise ValueError(f"'budget_emails' may name at most {BUDGET_EMAILS} addresses (AWS Budgets' limit)")
+        for email in self.budget_emails:
+            if len(email) > 254 or not _SENDER.fullmatch(email):
+                raise ValueError(f"'budget_emails' entries must be plain email addresses, got {email!r}")
 
     def _check_wake_targets(self) -> None:
         for pattern in self.wake_target_arns:
@@ -295,6 +321,8 @@ class StageConfig:
             waf_ip_rate_limit=optional_number("waf_ip_rate_limit"),
             table_max_read_request_units=optional_number("table_max_read_request_units"),
             table_max_write_request_units=optional_number("table_max_write_request_units"),
+            monthly_budget_usd=optional_number("monthly_budget_usd"),
+            budget_emails=_as_list("budget_emails", node.try_get_context("budget_emails")),
             wake_target_arns=_as_list("wake_target_arns", node.try_get_context("wake_target_arns")),
             name_prefix=text("name_prefix"),
             limits={key: number(key, default, _LIMIT_MINIMUMS.get(key, 1)) for key, default in LIMIT_DEFAULTS.items()},

@@ -29,6 +29,8 @@ MEANINGS = {
     "log_retention_days": "retention of function and access logs (a CloudWatch value)",
     "table_max_read_request_units": "the table's most read request units a second (a cost ceiling); None: no maximum",
     "table_max_write_request_units": "the table's most write request units a second (a cost ceiling); None: no maximum",
+    "monthly_budget_usd": "monthly cost budget in USD for the resources tagged `cairn:service`; None: no budget",
+    "budget_emails": "who the budget emails at 80 % of it and at a forecast past it (with `alarm_topic_arn`)",
     "waf_ip_rate_limit": "requests per client IP in five minutes before a WAF web ACL blocks it (429); None: no WAF",
     "limits": "the application's limits by lower-case name (`max_events`, ...); the rest keep their defaults",
     "wake_target_arns": "ARN patterns wake-ups may target (`grant_wake_target` adds constructs)",

@@ -23,6 +23,7 @@ from constructs import Construct
 
 from infra.alarms import Alarms
 from infra.api import API_HANDLER, WORKER_RESOURCES, WORKER_ROOT, CairnApi
+from infra.budget import CostBudget
 from infra.checks import acknowledge, finding_text
 from infra.code import function_code
 from infra.config import StageConfig
@@ -149,6 +150,18 @@ class CairnService(Construct):
             wakeups=self.wakeups,
             topic_arn=config.alarm_topic_arn,
             failed_outcomes=self.outbound.failures if self.outbound else None,
+        )
+        self.budget = (
+            CostBudget(
+                self,
+                "Budget",
+                name=config.resource_name_prefix,
+                monthly_usd=config.monthly_budget_usd,
+                emails=config.budget_emails,
+                topic_arn=config.alarm_topic_arn,
+            )
+            if config.monthly_budget_usd is not None
+            else None
         )
 
     @property

@@ -43,6 +43,8 @@ FULL_CONTEXT = {
     "waf_ip_rate_limit": "3000",
     "table_max_read_request_units": "2000",
     "table_max_write_request_units": 800,
+    "monthly_budget_usd": "250",
+    "budget_emails": "ops@example.com, finance@example.com",
     "event_retention_seconds": 3 * 86_400 + 1,
     "max_events": 5_000,
     "owner_reserved_events": 120,
