@@ -5,17 +5,17 @@ units) bound what traffic can cost a second; none says what a month has cost. AW
 emails `budget_emails`, and notifies `alarm_topic_arn`, when the month's cost passes 80 % of the
 budget and when its forecast passes all of it.
 
-The budget counts what the service's own resources cost. Every resource the construct makes carries
-the cost allocation tag `cairn:service` (its value: the resource name prefix), and the budget filters
-on it. AWS counts a tag's costs only once the account activates it as a cost allocation tag (in the
-Billing console, once the tag exists), and from then on. CDK's helpers made once per stack, at its
-root (the custom resource provider), are outside the service and not counted: they run while the
-stack deploys.
+The budget counts what the service's own resources cost in its region. Every resource the construct
+makes carries the cost allocation tag `cairn:service` (its value: the resource name prefix), and the
+budget filters on it. AWS counts a tag's costs only once the account activates it as a cost
+allocation tag (in the Billing console, once the tag exists), and from then on. CDK's helpers made
+once per stack, at its root (the custom resource provider), are outside the service and not counted:
+they run while the stack deploys.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Tags
+from aws_cdk import Stack, Tags
 from aws_cdk import aws_budgets as budgets
 from constructs import Construct
 
@@ -41,6 +41,9 @@ class CostBudget(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         Tags.of(scope).add(COST_TAG, name)
+        # Budgets are named per account, not per region: a stage deployed in two regions keeps two, each
+        # counting its own region's resources.
+        region = Stack.of(self).region
         subscribers = [
             *(budgets.CfnBudget.SubscriberProperty(subscription_type="EMAIL", address=email) for email in emails),
             *([budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=topic_arn)] if topic_arn else []),
@@ -49,11 +52,11 @@ class CostBudget(Construct):
             self,
             "Budget",
             budget=budgets.CfnBudget.BudgetDataProperty(
-                budget_name=name,
+                budget_name=f"{name}-{region}",
                 budget_type="COST",
                 time_unit="MONTHLY",
                 budget_limit=budgets.CfnBudget.SpendProperty(amount=monthly_usd, unit="USD"),
-                cost_filters={"TagKeyValue": [f"user:{COST_TAG}${name}"]},
+                cost_filters={"TagKeyValue": [f"user:{COST_TAG}${name}"], "Region": [region]},
             ),
             notifications_with_subscribers=[
                 budgets.CfnBudget.NotificationWithSubscribersProperty(

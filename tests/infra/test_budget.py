@@ -20,8 +20,9 @@ def test_the_budget_counts_the_services_tagged_resources_by_the_month(full: Synt
     data = budget["Properties"]["Budget"]
     assert (data["BudgetType"], data["TimeUnit"]) == ("COST", "MONTHLY")
     assert data["BudgetLimit"] == {"Amount": 250, "Unit": "USD"}
-    assert data["CostFilters"] == {"TagKeyValue": [f"user:{COST_TAG}$cairn-prod"]}
-    assert data["BudgetName"] == "cairn-prod"
+    region = {"Ref": "AWS::Region"}
+    assert data["CostFilters"] == {"TagKeyValue": [f"user:{COST_TAG}$cairn-prod"], "Region": [region]}
+    assert data["BudgetName"] == {"Fn::Join": ["", ["cairn-prod-", region]]}, "a budget per region the stage is in"
 
 
 def test_the_emails_and_the_alarm_topic_hear_at_80_percent_and_at_a_forecast_past_the_budget(full: Synthesis) -> None:
