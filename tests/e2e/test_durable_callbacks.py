@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from cairn.client import Address
-from tests.support.serve import ServeProcess, run_command, wait_until
+from tests.support.serve import ServeProcess, command_json, wait_until
 from tests.support.tables import RunTables
 
 _CALLBACK_PATH = re.compile(r"/2025-12-01/durable-execution-callbacks/([^/]+)/succeed")
@@ -193,9 +193,7 @@ def test_a_callback_that_no_longer_waits_fails_the_subscription_with_the_reason(
     env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_URL": served.base_url}
 
     def cli(*args: str) -> dict[str, Any]:
-        done = run_command(list(args), env)
-        assert done.returncode == 0, done.stderr
-        answer: dict[str, Any] = json.loads(done.stdout)
+        answer: dict[str, Any] = command_json(list(args), env)
         return answer
 
     inbox_url = cli("provision", "release")["inbox_url"]

@@ -23,7 +23,7 @@ from mcp import Client
 from cairn.client import Address, SignatureInvalid
 from cairn.client.tasks import TaskStore
 from tests.support import signatures
-from tests.support.serve import ServeProcess, run_command
+from tests.support.serve import ServeProcess, command_json
 
 # Each test works on addresses of its own, so they share one server.
 pytestmark = pytest.mark.one_server
@@ -141,9 +141,7 @@ def test_sdk_cli_and_mcp_show_content_type_kept_headers_and_verified_by(served: 
     env = {**os.environ, "CAIRN_HOME": str(home), "CAIRN_URL": served.base_url}
 
     def cli(*args: str) -> Any:
-        done = run_command(list(args), env)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+        return command_json(list(args), env)
 
     inbox_url = cli("provision", "hooks", "--expires-in", "3600")["inbox_url"]
     with Address.restore(TaskStore(home).address_path("hooks")) as address:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -253,6 +254,13 @@ def run_command(argv: list[str], env: dict[str, str], stdin: bytes = b"", timeou
             raise subprocess.TimeoutExpired(["cairn", *argv], timeout)
         out, err = (Path(stream).read_bytes() for stream in streams[1:])
         return subprocess.CompletedProcess(["cairn", *argv], process.exitcode, out, err)
+
+
+def command_json(argv: list[str], env: dict[str, str]) -> Any:
+    """What `cairn <argv>` printed, read as JSON, once it ended with 0 (an agent command's answer)."""
+    done = run_command(argv, env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def _command(argv: list[str], env: dict[str, str], stdin: str, stdout: str, stderr: str) -> None:
