@@ -32,6 +32,9 @@ from cairn.settings import Settings
 # `get_items(limit=20)`, and an add of as many: a turn's worth of input items.
 TURN_ITEMS = 20
 QUESTION = "What changed in the build since yesterday?"
+# A long conversation compacted: OpenAI's summary keeps its user messages.
+COMPACTED_HISTORY = 300
+COMPACTED_SUMMARY = 251
 # As the SDKs hand them over: an OpenAI Agents input item, a Strands message (typed dicts on their side).
 ITEM: Any = {"role": "user", "content": QUESTION}
 MESSAGE: Any = {"role": "user", "content": [{"text": QUESTION}]}
@@ -116,6 +119,21 @@ def _session_rows(counting: Counting) -> None:
     counting.count(f"CairnSession.add_items ({TURN_ITEMS} items)", [partial(add, s, TURN_ITEMS) for s in sessions])
     counting.count(f"CairnSession.get_items(limit={TURN_ITEMS})", [partial(get, s) for s in sessions])
     counting.count("CairnSession.pop_item", [partial(pop, s) for s in sessions])
+
+    # The SDK's compaction of a long conversation: its summary keeps every user message, more rows than one
+    # transaction holds, so the replacement is staged (written in parts, then one commit makes it the session).
+    long_sessions = [CairnSession(counting.address, f"bench-long-{index}") for index in range(counting.repeats)]
+    for session in long_sessions:
+        add(session, COMPACTED_HISTORY)
+    summary = [ITEM] * COMPACTED_SUMMARY
+
+    def compact(session: CairnSession) -> str:
+        return "replaced" if asyncio.run(session._atomic_replace_items(summary)) else "kept"
+
+    counting.count(
+        f"CairnSession compaction ({COMPACTED_HISTORY} items by {COMPACTED_SUMMARY}, staged)",
+        [partial(compact, s) for s in long_sessions],
+    )
 
 
 class Thread:

@@ -26,7 +26,6 @@ from agents.memory import OpenAIResponsesCompactionSession
 from openai import AsyncOpenAI
 
 from cairn.client import Address
-from cairn.errors import InvalidRequest
 from cairn.integrations.openai_agents import CairnSession
 from tests.support import openai_agents_runs
 from tests.support.processes import process_context
@@ -358,21 +357,46 @@ def test_a_manual_compaction_replaces_the_whole_history_in_one_commit(address: A
     assert stored == [*history, {"type": "compaction", "id": "cmp_1", "encrypted_content": "70 items"}]
 
 
-def test_a_manual_compaction_cairn_refuses_raises_and_keeps_the_history(address: Address):
-    """A summary of 100 user messages and the compaction item is more than one replacement holds (96 items),
-    and is refused: the SDK must not go on to clear the session and add the summary in several adds, which
-    is not one commit."""
+def test_a_compaction_keeping_more_user_messages_than_one_commit_holds_replaces_the_history_at_once(
+    address: Address, served: ServeProcess
+):
+    """300 user messages: OpenAI's summary keeps each, more than one DynamoDB transaction holds, so Cairn writes
+    it in several before one commit makes it the session. Processes reading all the while see the history or
+    the summary, never some of each."""
     endpoint = CompactionEndpoint()
-    session = compacting(address, "too-large", endpoint)
-    history = [{"role": "user", "content": f"m{index}"} for index in range(100)]
+    history = [{"role": "user", "content": f"message {index}"} for index in range(300)]
+    summary = [*history, {"type": "compaction", "id": "cmp_1", "encrypted_content": "300 items"}]
+    asyncio.run(CairnSession(address, "long").add_items(history))
+    context = process_context()
+    done, results = context.Event(), context.Queue()
+    readers = [
+        context.Process(
+            target=openai_agents_runs.read_while,
+            args=(
+                served.base_url,
+                address.id,
+                address.read_token,
+                "long",
+                {"history": history, "summary": summary},
+                done,
+                results,
+            ),
+        )
+        for _ in range(3)
+    ]
+    for reader in readers:
+        reader.start()
 
-    async def scenario() -> list:
-        await session.add_items(history)
-        with pytest.raises(InvalidRequest):
-            await session.run_compaction({"force": True})
-        return await CairnSession(address, "too-large").get_items()
+    asyncio.run(compacting(address, "long", endpoint).run_compaction({"force": True}))
+    done.set()
+    reads = [results.get(timeout=120) for _ in readers]
+    for reader in readers:
+        reader.join(timeout=60)
+        assert reader.exitcode == 0
 
-    assert asyncio.run(scenario()) == history
+    assert asyncio.run(CairnSession(address, "long").get_items()) == summary
+    assert [others for _, others in reads] == [[], [], []]
+    assert all(seen["summary"] >= 1 for seen, _ in reads)  # each reader read on past the commit
 
 
 # -- hostile input ---------------------------------------------------------------------

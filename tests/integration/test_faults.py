@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from cairn.client import Address, HttpClient, RetryPolicy
+from cairn.dynamodb import keys, table_ops
 from cairn.dynamodb.client import make_client
 from tests.support.faults import BUSY_CODES, FAULTS, FaultInjector, assert_success_or_retryable, calls_made, faulty_api
 from tests.support.lambda_client import LambdaClient, Reply, path_of
@@ -326,6 +327,27 @@ def verify_session_replace(api: LambdaClient, created: dict, first: Reply, retry
     assert stored.json()["items"] == [SESSION_ITEMS[0], *SUMMARY]  # made, and once
 
 
+# More rows than one transaction holds: written to a stage in two commits after its opening, then made the
+# session by a fourth.
+LONG_SUMMARY = [*({"role": "user", "content": f"said {index}"} for index in range(150)), *SUMMARY]
+
+
+def send_session_replace_staged(api: LambdaClient, created: dict) -> Reply:
+    body = {"items": LONG_SUMMARY, "version": 1, "replace_id": "fault-replace-staged"}
+    return api.request("POST", session_items_path(created) + "/replace", json_body=body, token=token(created))
+
+
+def verify_session_replace_staged(api: LambdaClient, created: dict, first: Reply, retry: Reply) -> None:
+    assert retry.status == 200, retry.text
+    assert retry.json()["count"] == len(LONG_SUMMARY)
+    stored = api.request("GET", session_items_path(created), token=token(created))
+    assert stored.json()["items"] == LONG_SUMMARY  # made, and once
+    # Nothing else is left of the session: its head, the items and the replacement's claim.
+    pk = keys.address_pk(created["address"]["id"])
+    rows = table_ops.query_range(api.services.client, api.services.settings.table_name, pk, ProjectionExpression="sk")
+    assert sum("AGS#" in row["sk"]["S"] for row in rows) == 1 + len(LONG_SUMMARY) + 1
+
+
 def strands_path(created: dict) -> str:
     return f"/api/v1/addresses/{created['address']['id']}/strands/faults/agents/default"
 
@@ -368,6 +390,7 @@ OPERATIONS = {
     "subscription_delete": Operation(with_subscription, send_subscription_delete, verify_subscription_delete),
     "session_add": Operation(provisioned, send_session_add, verify_session_add),
     "session_replace": Operation(with_session, send_session_replace, verify_session_replace),
+    "session_replace_staged": Operation(with_session, send_session_replace_staged, verify_session_replace_staged),
     "strands_message": Operation(with_strands_agent, send_strands_message, verify_strands_message),
 }
 

@@ -10,7 +10,7 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
-from multiprocessing.synchronize import Barrier
+from multiprocessing.synchronize import Barrier, Event
 from typing import Any
 
 from agents import Agent, Model, ModelResponse, Runner, set_tracing_disabled
@@ -108,6 +108,33 @@ def churn(
 def add(base_url: str, address_id: str, token: str, session_id: str, items: list[dict[str, Any]]) -> None:
     """One `add_items` from a process of its own, as another worker sharing the session makes it."""
     asyncio.run(CairnSession.connect(base_url, address_id, token, session_id).add_items(items))
+
+
+def read_while(
+    base_url: str,
+    address_id: str,
+    token: str,
+    session_id: str,
+    known: dict[str, list[dict[str, Any]]],
+    done: Event,
+    results: Any,
+) -> None:
+    """Read the whole session over and over until `done`, then once more; reports how many reads were each of
+    the `known` states by name, and how many items each read that was none of them held."""
+    seen: dict[str, int] = dict.fromkeys(known, 0)
+    others: list[int] = []
+    session = CairnSession.connect(base_url, address_id, token, session_id)
+    while True:
+        finished = done.is_set()
+        items = asyncio.run(session.get_items())
+        name = next((name for name, state in known.items() if items == state), None)
+        if name is None:
+            others.append(len(items))
+        else:
+            seen[name] += 1
+        if finished:
+            break
+    results.put((seen, others))
 
 
 def main(argv: list[str]) -> None:

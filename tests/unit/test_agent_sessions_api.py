@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
+from collections import Counter
 from typing import Any
 
 import httpx
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
 from cairn.agent_sessions import conversations
 from cairn.client import Address, HttpClient, RetryPolicy
 from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
+from cairn.dynamodb.agent_session_table import STAGE_LEASE
 from cairn.errors import StorageLimitExceeded
 from cairn.files.ports import stored_bytes
 from cairn.integrations.openai_agents import CairnSession
@@ -346,8 +350,8 @@ def test_replacing_the_newest_items_keeps_the_older_ones_in_order(api: LambdaCli
     assert asyncio.run(CairnSession(address, "s").get_items(limit=2)) == [said(4)[3], *summary]
 
 
-def test_a_replacement_of_every_item_holds_more_than_an_add(api: LambdaClient, address: Address):
-    """OpenAI's compaction summary keeps every user message: replacing the whole history takes up to 96."""
+def test_a_replacement_of_every_item_holds_as_many_as_a_read_answers(api: LambdaClient, address: Address):
+    """OpenAI's compaction summary keeps every user message: replacing the whole history takes up to a page."""
     call(api, address, "POST", json_body={"items": said(3)})
     summary = [*said(conversations.MAX_ITEMS_PER_REPLACE - 1), {"type": "compaction"}]
 
@@ -397,8 +401,6 @@ def test_a_replacement_sent_again_under_its_replace_id_changes_nothing_more(api:
     [
         ({"items": said(conversations.MAX_ITEMS_PER_REPLACE + 1)}, 422, "invalid_request"),
         ({"items": [{"t": "x" * 1_800_000}, {"t": "y" * 1_800_000}]}, 413, "payload_too_large"),
-        # 95 items and one of 900 KB, stored in pieces: past what one commit holds.
-        ({"items": [*said(95), {"t": "z" * 900_000}]}, 400, "invalid_request"),
         ({"items": said(1), "newest": 0}, 422, "invalid_request"),
         ({"items": said(1), "version": -1}, 422, "invalid_request"),
         ({"items": said(1), "replace_id": "has.dot"}, 422, "invalid_request"),
@@ -409,7 +411,6 @@ def test_a_replacement_sent_again_under_its_replace_id_changes_nothing_more(api:
     ids=[
         "too-many",
         "too-many-bytes",
-        "too-many-pieces",
         "newest-zero",
         "negative-version",
         "bad-id",
@@ -472,3 +473,206 @@ def test_a_replacement_needs_the_addresss_token(api: LambdaClient, address: Addr
 
     assert (reply.status, reply.error_code) == (401, "unauthorized")
     assert stored(api, address) == said(2)
+
+
+# -- replacements of every item larger than one commit (staged) ---------------------------
+
+
+def session_rows(api: LambdaClient, address: Address) -> list[str]:
+    """The sort keys of every row the address's sessions hold: heads, items, their pieces and claims."""
+    rows = api.services.client.query(
+        TableName=api.services.settings.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"A#{address.id}"}},
+        ProjectionExpression="sk",
+    )["Items"]
+    return [row["sk"]["S"] for row in rows if "AGS#" in row["sk"]["S"]]
+
+
+def history(api: LambdaClient, address: Address, count: int) -> list[dict[str, Any]]:
+    """A session of `count` user messages, added 50 at a time."""
+    items = said(count)
+    for start in range(0, count, 50):
+        call(api, address, "POST", json_body={"items": items[start : start + 50]})
+    return items
+
+
+def compaction_of(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What OpenAI's compaction answers for a history: every user message, then its summary."""
+    return [*items, {"type": "compaction", "encrypted_content": f"{len(items)} items"}]
+
+
+def fail_transactions(api: LambdaClient, numbers: set[int]) -> None:
+    """Fail the API client's `TransactWriteItems` calls of these numbers (from 1), as an unreachable DynamoDB
+    would."""
+    calls = 0
+
+    def before(model: Any, **_: Any) -> None:
+        nonlocal calls
+        if model.name == "TransactWriteItems":
+            calls += 1
+            if calls in numbers:
+                raise EndpointConnectionError(endpoint_url="http://dynamodb.invalid")
+
+    api.services.client.meta.events.register("before-call.dynamodb", before)
+
+
+def test_a_compaction_keeping_more_items_than_one_commit_holds_replaces_every_item(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 300)
+    summary = compaction_of(said(250))
+    version = call(api, address, "GET").json()["version"]
+
+    body = {"items": summary, "version": version, "replace_id": "compact-big"}
+    first, again = replace(api, address, **body), replace(api, address, **body)
+
+    assert first.status == 200, first.text
+    assert first.json() == again.json()
+    assert first.json()["count"] == 251
+    assert stored(api, address) == summary
+    # Nothing of the old history or of the writing is left: the head, the new items and the claim.
+    assert len(session_rows(api, address)) == 1 + 251 + 1
+    assert len(old) == 300
+    cost = sum(item_bytes(sent_size(canonical(each))) for each in summary)
+    assert usage(api, address) == len(b"s") + ROW_OVERHEAD + cost + ROW_OVERHEAD
+    # The session goes on after it.
+    call(api, address, "POST", json_body={"items": said(1)})
+    assert call(api, address, "POST", "/pop").json()["item"] == said(1)[0]
+    assert stored(api, address) == summary
+
+
+def test_a_large_replacement_that_fails_midway_leaves_the_session_as_it_was(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 200)
+    rows, counted_before = session_rows(api, address), usage(api, address)
+    version = call(api, address, "GET").json()["version"]
+    # The opening and the first rows commit; the second part fails, and the writer lets go of what it wrote.
+    fail_transactions(api, {3})
+
+    reply = replace(api, address, items=compaction_of(said(150)), version=version)
+
+    assert reply.status == 503, reply.text
+    assert stored(api, address) == old
+    assert session_rows(api, address) == rows
+    assert usage(api, address) == counted_before
+    # Nothing a reader sees changed, nor the version: sent again under it, it is made whole.
+    assert call(api, address, "GET").json()["version"] == version
+    assert replace(api, address, items=compaction_of(said(150)), version=version).json()["count"] == 151
+    assert stored(api, address) == compaction_of(said(150))
+
+
+def test_a_large_replacement_its_writer_left_is_passed_by_and_goes_once_it_lapses(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 120)
+    rows, counted_before = session_rows(api, address), usage(api, address)
+    # The writer stops after its first rows: even the letting go fails, as when its process ends.
+    fail_transactions(api, {3, 4})
+    assert replace(api, address, items=compaction_of(said(200))).status == 503
+    assert len(session_rows(api, address)) > len(rows)  # its first rows are stored, above the items
+
+    # Reads, pages and pops pass its rows by; adds go on below them.
+    assert stored(api, address) == old
+    assert asyncio.run(CairnSession(address, "s").get_items(limit=3)) == old[-3:]
+    page = call(api, address, "GET", f"?limit=2&before={10**9}").json()
+    assert page["items"] == old[-2:]
+    late = {"role": "user", "content": "late"}
+    call(api, address, "POST", json_body={"items": [late]})
+    assert call(api, address, "POST", "/pop").json()["item"] == late
+    # Another large replacement waits for it to lapse.
+    held = replace(api, address, items=compaction_of(said(100)))
+    assert (held.status, held.error_code, held.json()["error"]["reason"]) == (409, "session_conflict", "held")
+    assert stored(api, address) == old
+
+    # Once it lapses, the next change lets it go: its rows deleted, its bytes no longer counted.
+    clock.advance(STAGE_LEASE)
+    call(api, address, "POST", json_body={"items": [late]})
+    assert stored(api, address) == [*old, late]
+    assert len(session_rows(api, address)) == len(rows) + 1
+    assert usage(api, address) == counted_before + item_bytes(sent_size(canonical(late)))
+    assert replace(api, address, items=compaction_of(said(100))).json()["count"] == 101
+    assert stored(api, address) == compaction_of(said(100))
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "unversioned"])
+def test_an_add_made_while_a_large_replacement_writes(moto_env: None, clock: FakeClock, versioned: bool):
+    """With the version it read, the replacement yields to the add and leaves nothing; without, it replaces
+    the add too, as a replacement of every item in one commit made after the add would."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 100)
+    rows = session_rows(api, address)
+    version = call(api, address, "GET").json()["version"]
+    late = {"role": "user", "content": "added meanwhile"}
+    transactions = 0
+
+    def add_once_written(model: Any, **_: Any) -> None:
+        nonlocal transactions
+        if model.name == "TransactWriteItems":
+            transactions += 1
+            if transactions == 3:  # after the opening and the first rows: another writer's add
+                assert call(api, address, "POST", json_body={"items": [late]}).status == 201
+
+    api.services.client.meta.events.register("before-call.dynamodb", add_once_written)
+    summary = compaction_of(said(120))
+
+    reply = replace(api, address, items=summary, **({"version": version} if versioned else {}))
+
+    if versioned:
+        assert (reply.status, reply.error_code) == (409, "session_conflict")
+        assert reply.json()["error"]["current_version"] == call(api, address, "GET").json()["version"]
+        assert stored(api, address) == [*old, late]
+        assert len(session_rows(api, address)) == len(rows) + 1
+    else:
+        assert reply.json()["count"] == 121
+        assert stored(api, address) == summary
+
+
+def test_a_large_replacement_of_a_session_not_yet_written_counts_its_head_and_items(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    summary = compaction_of(said(130))
+
+    reply = api.request(
+        "POST", url(address, "new") + "/replace", token=address.read_token, json_body={"items": summary}
+    )
+
+    assert (reply.status, reply.json()["count"], reply.json()["version"]) == (200, 131, 1)
+    assert asyncio.run(CairnSession(address, "new").get_items()) == summary
+    cost = sum(item_bytes(sent_size(canonical(each))) for each in summary)
+    assert usage(api, address) == len(b"new") + ROW_OVERHEAD + cost
+
+
+def test_a_read_the_last_commit_of_a_large_replacement_overtakes_is_read_again(moto_env: None, clock: FakeClock):
+    """A read meets the head while the replacement is written, then queries the items below its rows: when the
+    replacement commits and deletes the old items in between, the read answers the replacement, not what was
+    left of the history."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    history(api, address, 120)
+    summary = compaction_of(said(150))
+    at_last_commit, go = threading.Event(), threading.Event()
+    calls: Counter[tuple[str, str]] = Counter()
+
+    def interleave(model: Any, **_: Any) -> None:
+        actor = "writer" if threading.current_thread() is writer else "reader"
+        calls[actor, model.name] += 1
+        if actor == "writer" and model.name == "TransactWriteItems" and calls[actor, model.name] == 4:
+            at_last_commit.set()  # the opening and two parts are written; the last commit waits
+            go.wait(timeout=30)
+        if actor == "reader" and model.name == "Query" and calls[actor, model.name] == 2:
+            go.set()  # the reader has the head; its query below the stage waits for the writer to end
+            writer.join(timeout=30)
+
+    writer = threading.Thread(target=replace, args=(api, address), kwargs={"items": summary})
+    api.services.client.meta.events.register("before-call.dynamodb", interleave)
+    writer.start()
+    assert at_last_commit.wait(timeout=30)
+
+    read = call(api, address, "GET").json()
+
+    assert not writer.is_alive()
+    assert read["items"] == summary
+    assert read["version"] == call(api, address, "GET").json()["version"]

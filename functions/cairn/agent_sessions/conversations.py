@@ -27,14 +27,14 @@ from cairn.errors import InvalidRequest, PayloadTooLarge
 # One add is one DynamoDB transaction (100 actions, 4 MB): the address check, the head, each item and
 # the pieces of the large ones. These bounds keep every add within it, so an add is never split.
 MAX_ITEMS_PER_ADD = 64
-# A replacement of every item commits its items with only the head, the address check, the count and its
-# claim beside them, so more fit: as many as one transaction holds when none is stored in pieces (the store
-# refuses one that does not fit). The OpenAI Agents SDK's compaction sends every user message and a summary.
-MAX_ITEMS_PER_REPLACE = 96
+# The OpenAI Agents SDK's compaction sends every user message and a summary: a replacement of every item
+# takes as many as one page of a read answers, in several commits when one does not hold them (the store
+# stages them, and one commit makes them the session). Replacing only the newest items is one commit.
+MAX_PAGE_ITEMS = 1000
+MAX_ITEMS_PER_REPLACE = MAX_PAGE_ITEMS
 MAX_ADD_BYTES = 3_500_000
 # What one answer carries (its JSON as Lambda sends it), far below Lambda's 6 MB; one item always fits.
 ANSWER_BUDGET = 4_000_000
-MAX_PAGE_ITEMS = 1000
 SESSION_ID = re.compile(r"[A-Za-z0-9._:@~+=-]{1,256}")
 
 
@@ -85,8 +85,8 @@ class AgentSessions:
         version: int | None = None,
         replace_id: str | None = None,
     ) -> Replaced:
-        """Put `items` (up to `MAX_ITEMS_PER_REPLACE`) in place of the newest `newest` items (None: all),
-        in one commit: a reader sees the items before or after, never a session between them.
+        """Put `items` (up to `MAX_ITEMS_PER_REPLACE`) in place of the newest `newest` items (None: all):
+        a reader sees the items before or after, never a session between them.
 
         `version`: only while the session is at the version its caller read (`SessionConflict` otherwise),
         so that what is replaced is what was read. `replace_id` makes a retry safe, as `add_id` does.

@@ -81,11 +81,13 @@ class SessionItemStore(Protocol):
         now: float,
         max_bytes: int,
     ) -> Replaced:
-        """Put the items in place of the session's newest `newest` items (None: every item), in one commit.
+        """Put the items in place of the session's newest `newest` items (None: every item), in one commit
+        that readers see whole (a replacement of every item by more than it holds writes them before it).
 
-        `SessionConflict` (`moved`) when `version` is given and the session is no longer at it; `InvalidRequest`
-        when the items replaced, while older ones stay, do not fit in one commit with the new ones. Otherwise as
-        `add` (the token, the storage limit, and `replace_id` as `add_id`).
+        `SessionConflict` (`moved`) when `version` is given and the session is no longer at it, (`held`) when
+        another replacement of every item is being written; `InvalidRequest` when the items replaced, while
+        older ones stay, do not fit in one commit with the new ones. Otherwise as `add` (the token, the
+        storage limit, and `replace_id` as `add_id`).
         """
         ...
 

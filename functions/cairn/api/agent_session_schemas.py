@@ -51,9 +51,10 @@ class ItemsReplaceRequest(Schema):
     items: list[Item] = Field(
         max_length=conversations.MAX_ITEMS_PER_REPLACE,
         description="The items that take the replaced ones' place, in order (none: the replaced ones go): at most "
-        f"{conversations.MAX_ITEMS_PER_REPLACE} and {conversations.MAX_ADD_BYTES} bytes as JSON, and what one "
-        "DynamoDB transaction holds with the head (an item over 400 KB is stored in pieces, which count; else "
-        "400 `invalid_request`).",
+        f"{conversations.MAX_ITEMS_PER_REPLACE} and {conversations.MAX_ADD_BYTES} bytes as JSON. Replacing every "
+        "item with more than one DynamoDB transaction holds writes them in several, which no read sees until "
+        "the last makes them the session; meanwhile another such replacement of the session is refused (409 "
+        "`session_conflict`, reason `held`).",
     )
     newest: int | None = Field(
         default=None,

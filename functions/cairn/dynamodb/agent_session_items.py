@@ -10,7 +10,7 @@ from cairn import credentials
 from cairn.checkpoints.models import Owner
 from cairn.dynamodb import blobs, keys
 from cairn.dynamodb.checkpoint_items import expiry
-from cairn.dynamodb.items import get_int, key, n, s
+from cairn.dynamodb.items import get_int, get_s, key, n, s
 
 Item = dict[str, Any]
 
@@ -29,6 +29,25 @@ def item_bytes(size: int) -> int:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """A replacement of every item written ahead of the commit that makes it the session: its rows hold
+    sequences `base + 1 .. last`, above every live item, where no read looks, and count `size` bytes.
+
+    `until`: while the replacement's writer holds it (epoch seconds); after, any writer may drop it.
+    """
+
+    stage_id: str
+    base: int
+    last: int
+    size: int
+    until: int
+
+    @property
+    def items(self) -> int:
+        return self.last - self.base
+
+
+@dataclass(frozen=True)
 class Head:
     """A session's head as read: items `floor + 1 .. last_seq` are the live ones, `count` of them."""
 
@@ -40,6 +59,15 @@ class Head:
     stored_bytes: int = 0  # what the live items count (`item_bytes`)
     held_bytes: int = 0  # what popped items kept for their pops' retries count, until `held_until`
     held_until: int = 0
+    stage: Stage | None = None
+    # Writes of the head that changed nothing a reader sees (a stage's opening, rows and dropping): `version`
+    # counts them, as the condition of every write must, but the session's version (`visible_version`) does not.
+    quiet_writes: int = 0
+
+    @property
+    def visible_version(self) -> int:
+        """The session's version as reads answer it and replacements name it: moved by each change of its items."""
+        return self.version - self.quiet_writes
 
     def added(self, items: int, size: int) -> Head:
         return replace(
@@ -70,32 +98,79 @@ class Head:
         kept = self.stored_bytes - min(removed_bytes, self.stored_bytes)
         return replace(self.added(items, size), count=self.count - removed + items, stored_bytes=kept + size)
 
+    def staging(self, stage_id: str, base: int, until: int) -> Head:
+        """A replacement's stage opened above `base`, held until `until`; none of its rows written yet."""
+        return replace(self, stage=Stage(stage_id, base, base, 0, until))._quietly_written()
+
+    def staged(self, items: int, size: int) -> Head:
+        """`items` more rows of `size` counted bytes written to the open stage."""
+        assert self.stage is not None
+        stage = replace(self.stage, last=self.stage.last + items, size=self.stage.size + size)
+        return replace(self, stage=stage)._quietly_written()
+
+    def flipped(self) -> Head:
+        """The stage's rows made the session's items, every item below them hidden, as a clear hides them."""
+        assert self.stage is not None
+        stage = self.stage
+        return replace(
+            self,
+            floor=stage.base,
+            last_seq=stage.last,
+            count=stage.items,
+            stored_bytes=stage.size,
+            stage=None,
+            version=self.version + 1,
+        )
+
+    def unstaged(self) -> Head:
+        """The stage dropped: its rows are left to delete, and no longer count."""
+        return replace(self, stage=None)._quietly_written()
+
+    def _quietly_written(self) -> Head:
+        return replace(self, version=self.version + 1, quiet_writes=self.quiet_writes + 1)
+
     def lapsed(self, now: float) -> Head:
-        """The head with the pop claims it counts let go once all of them have expired."""
-        return replace(self, held_bytes=0, held_until=0) if self.held_bytes and now >= self.held_until else self
+        """The head without what it counts past its time: the pop claims' bytes once all of them have expired,
+        and a stage its writer no longer holds (`lapsed_stage`), whose rows are then left to delete."""
+        head = replace(self, held_bytes=0, held_until=0) if self.held_bytes and now >= self.held_until else self
+        return replace(head, stage=None) if head.lapsed_stage(now) else head
+
+    def lapsed_stage(self, now: float) -> Stage | None:
+        return self.stage if self.stage is not None and now >= self.stage.until else None
 
     def counted(self, session_id: str) -> int:
         """What the session's head and items count against the address's storage limit (claims apart)."""
         if self.version == 0:
             return 0
-        return len(session_id.encode()) + ROW_OVERHEAD + self.stored_bytes + self.held_bytes
+        staged = self.stage.size if self.stage else 0
+        return len(session_id.encode()) + ROW_OVERHEAD + self.stored_bytes + self.held_bytes + staged
 
 
 def head_from(item: Item | None) -> Head:
     if item is None:
         return Head()
     expires_at = float(item["expires_at"]["N"]) if "expires_at" in item else None
+    stage_id = get_s(item, _STAGE_ID)
+    stored_bytes, held_bytes, held_until = (get_int(item, name) for name in _COUNTS)
     return Head(
         get_int(item, "last_seq"),
         get_int(item, "floor"),
         get_int(item, "count"),
         get_int(item, _VERSION),
         expires_at,
-        *(get_int(item, name) for name in _COUNTS),
+        stored_bytes,
+        held_bytes,
+        held_until,
+        None if stage_id is None else Stage(stage_id, *(get_int(item, name) for name in _STAGE)),
+        get_int(item, _QUIET_WRITES),
     )
 
 
 _COUNTS = ("stored_bytes", "held_bytes", "held_until")
+# A stage's attributes on the head, present only while one is open: its id, then `Stage`'s numbers in order.
+_STAGE_ID = "stage_id"
+_STAGE = ("stage_base", "stage_last", "stage_bytes", "stage_until")
+_QUIET_WRITES = "quiet_writes"  # present once there was one
 
 
 def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -> Item:
@@ -110,6 +185,8 @@ def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -
             "count": n(new.count),
             _VERSION: n(new.version),
             **{name: n(getattr(new, name)) for name in _COUNTS},
+            **_stage_attributes(new.stage),
+            **({_QUIET_WRITES: n(new.quiet_writes)} if new.quiet_writes else {}),
             **expiry(owner),
         },
     }
@@ -120,6 +197,13 @@ def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -
         put["ExpressionAttributeNames"] = {"#version": _VERSION}
         put["ExpressionAttributeValues"] = {":seen": n(seen.version)}
     return {"Put": put}
+
+
+def _stage_attributes(stage: Stage | None) -> Item:
+    if stage is None:
+        return {}
+    numbers = (stage.base, stage.last, stage.size, stage.until)
+    return {_STAGE_ID: s(stage.stage_id), **{name: n(value) for name, value in zip(_STAGE, numbers, strict=True)}}
 
 
 def item_puts(table: str, owner: Owner, session_id: str, sequence: int, text: str, size: int) -> list[Item]:
@@ -135,15 +219,17 @@ def add_claim(table: str, owner: Owner, session_id: str, client_id: str, digest:
     """The claim of one add or replacement under the id its client gave it, with the digest of what it
     wrote (`added_digest`, `replaced_digest`), stored once: a retry of a change that committed finds it and
     writes nothing, and another change under the same id finds another digest."""
-    sk = keys.agent_session_add_sk(session_id, client_id)
-    return {
-        "Put": {
-            "TableName": table,
-            "Item": {**key(keys.address_pk(owner.address_id), sk), ADD_DIGEST: s(digest), **expiry(owner)},
-            "ConditionExpression": "attribute_not_exists(pk)",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
+    claim_key = key(keys.address_pk(owner.address_id), keys.agent_session_add_sk(session_id, client_id))
+    return {"Put": {"TableName": table, "Item": {**claim_key, ADD_DIGEST: s(digest), **expiry(owner)}, **_UNCLAIMED}}
+
+
+def no_claim(table: str, address_id: str, session_id: str, client_id: str) -> Item:
+    """A check that no change committed under the id yet, failing, as the claim's put does, with the claim found."""
+    claim_key = key(keys.address_pk(address_id), keys.agent_session_add_sk(session_id, client_id))
+    return {"ConditionCheck": {"TableName": table, "Key": claim_key, **_UNCLAIMED}}
+
+
+_UNCLAIMED = {"ConditionExpression": "attribute_not_exists(pk)", "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
 
 
 def added_digest(items: Sequence[str]) -> str:

@@ -9,13 +9,23 @@ A clear moves the head's `floor` to its last sequence, which hides every
 item at or below it at once; they are deleted after the commit. A
 replacement of every item does the same and puts the new items above; one
 of the newest items only deletes them in its commit.
+
+A replacement of every item with more rows than one commit holds (the OpenAI
+Agents SDK's compaction keeps every user message) is staged: its rows are
+written a commit at a time above the live items, where no read looks, under
+a stage the head records, and one last commit makes them the session's items
+as the floor moves under them. A writer that stops midway leaves its stage
+to lapse; the next commit after that lets it go.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,12 +43,19 @@ if TYPE_CHECKING:
 
 Item = dict[str, Any]
 _T = TypeVar("_T")
+logger = logging.getLogger(__name__)
 _S = TypeVar("_S")
 
 # Each lost race is another writer's commit, so attempts are progress; the bound only ends a pathological run.
 _ATTEMPTS = 64
 # What every change commits besides its own actions: the address's check, the head and the count of stored bytes.
 _OWN_ACTIONS = 3
+# How far above the live items a stage opens: more than adds could append while it is held, so theirs stay below.
+STAGE_GAP = 1_000_000
+# How long a stage is its writer's (seconds): far longer than one request writes; then any writer may drop it.
+STAGE_LEASE = 300
+# The sequence numbers keys can spell.
+_SEQUENCES = 10**keys.SEQ_WIDTH
 
 
 class _Moved(Exception):
@@ -51,6 +68,10 @@ class _Stale(Exception):
     def __init__(self, head: Head) -> None:
         super().__init__("stale")
         self.head = head
+
+
+class _Oversized(Exception):
+    """Every item is replaced, by more rows than one commit holds: the replacement is staged."""
 
 
 class _Claimed(Exception):
@@ -68,6 +89,19 @@ class Growth:
 
     rows: int
     max_bytes: int
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A replacement of every item too large for one commit, as asked for."""
+
+    owner: Owner
+    session_id: str
+    items: Sequence[str]
+    sizes: Sequence[int]
+    version: int | None
+    replace_id: str | None
+    digest: str
 
 
 class AgentSessionTable:
@@ -176,7 +210,8 @@ class AgentSessionTable:
         now: float,
         max_bytes: int,
     ) -> Replaced:
-        """Put `items` in place of the session's newest `newest` items (None: all of them), in one commit.
+        """Put `items` in place of the session's newest `newest` items (None: all of them), in one commit (of
+        every item by more rows than one commit holds, one commit after writing them: `_replace_staged`).
 
         With `version`, only while the session is still at that version (`SessionConflict` otherwise):
         the items replaced are then exactly the newest ones its caller read. Replacing every item moves
@@ -191,7 +226,7 @@ class AgentSessionTable:
         size = sum(agent_session_items.item_bytes(each) for each in sizes)
 
         def attempt(head: Head) -> tuple[Head, bool]:
-            if version is not None and head.version != version:
+            if version is not None and head.visible_version != version:
                 raise _Stale(head)
             removed = self._newest_rows(owner.address_id, session_id, head, newest)
             new = head.replaced(
@@ -204,10 +239,7 @@ class AgentSessionTable:
             actions = [*claims, *deletes, *self._item_puts(owner, session_id, head, items, sizes)]
             if len(actions) + _OWN_ACTIONS > table_ops.MAX_TRANSACTION_ACTIONS:
                 if removed is None:
-                    raise InvalidRequest(
-                        "These items, with their pieces, take more than one commit: send fewer or smaller ones.",
-                        field="items",
-                    )
+                    raise _Oversized()
                 raise InvalidRequest(
                     f"Replacing the newest {newest} items while keeping older ones takes more than one commit "
                     "with these items: replace fewer, or every item.",
@@ -228,7 +260,11 @@ class AgentSessionTable:
             return new, removed is None
 
         try:
-            new, swept = self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
+            try:
+                new, swept = self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
+            except _Oversized:
+                staged = _Staged(owner, session_id, items, sizes, version=version, replace_id=replace_id, digest=digest)
+                new, swept = self._replace_staged(staged, now=now, max_bytes=max_bytes)
         except _Stale as stale:
             claim = (
                 None
@@ -239,12 +275,139 @@ class AgentSessionTable:
                 raise SessionConflict(
                     "The session changed since it was read: read it again.",
                     reason="moved",
-                    current_version=stale.head.version,
+                    current_version=stale.head.visible_version,
                 ) from None
             new, swept = self._replaced_before(claim, digest, owner.address_id, session_id), True
         if swept:
             self._delete_through(owner.address_id, session_id, new.floor)
-        return Replaced(new.count, new.version)
+        return Replaced(new.count, new.visible_version)
+
+    def _replace_staged(self, staged: _Staged, *, now: float, max_bytes: int) -> tuple[Head, bool]:
+        """Every item replaced by `staged`'s, whose rows one commit cannot hold: a stage opened above the live
+        items, its rows written to it a commit at a time, then one commit making them the session.
+
+        Its commits before the last change nothing a reader sees, so they leave the session's version as it was
+        (`Head.quiet_writes`): with `version`, each needs the session still at it, and another writer's change
+        ends the replacement (`_Stale`), while one that fails leaves the session at it for a retry. Without,
+        adds may come in meanwhile, below the stage, and the last commit replaces them too, as a replacement of
+        every item in one commit would. Ended any other way than by its last commit, the stage is dropped (or,
+        past dropping, left to lapse).
+        """
+        owner, session_id = staged.owner, staged.session_id
+        stage_id = uuid.uuid4().hex
+
+        def read() -> Head:
+            return self._head(owner.address_id, session_id)
+
+        # Every way out but the last commit drops the stage, if it opened: an opening whose answer was lost
+        # may have committed.
+        try:
+            opened = functools.partial(self._open_stage, staged, stage_id, now=now, max_bytes=max_bytes)
+            seen, head = self._until_committed(read(), read, opened)
+            if seen.stage is not None:  # a lapsed stage, let go of by the opening
+                self._delete_stage_rows(owner.address_id, session_id, seen.stage)
+            while head.stage is not None:
+                step = functools.partial(self._stage_step, staged, stage_id, now=now, max_bytes=max_bytes)
+                head = self._until_committed(head, read, step)
+        except _Claimed as claimed:
+            self._drop_stage(owner, session_id, stage_id, now)
+            return self._replaced_before(claimed.item, staged.digest, owner.address_id, session_id), True
+        except _Stale:
+            self._drop_stage(owner, session_id, stage_id, now)
+            raise _Stale(read()) from None  # the version now, past this replacement's own commits
+        except Exception:
+            self._drop_stage(owner, session_id, stage_id, now)
+            raise
+        return head, True
+
+    def _open_stage(
+        self, staged: _Staged, stage_id: str, seen: Head, *, now: float, max_bytes: int
+    ) -> tuple[Head, Head]:
+        """The commit opening the stage `stage_id` on the head `seen`: the head read and the head committed.
+        (On a session with no head yet, it makes the head, which counts.)"""
+        if staged.version is not None and seen.visible_version != staged.version:
+            raise _Stale(seen)
+        held = seen.lapsed(now).stage
+        if held is not None:
+            raise SessionConflict(
+                "Another replacement of this session is under way: read the session again once it ends.",
+                reason="held",
+                held_until=held.until,
+            )
+        # Above a lapsed stage's rows too, which are deleted after the commit.
+        base = max(seen.last_seq, seen.stage.last if seen.stage else 0) + STAGE_GAP
+        if base + len(staged.items) >= _SEQUENCES:
+            raise InvalidRequest("This session has no room left for a replacement: clear it.", field="items")
+        new = seen.staging(stage_id, base, int(now) + STAGE_LEASE)
+        checks = self._claim_checks(staged)
+        growth = Growth(0, max_bytes)
+        self._commit(staged.owner, staged.session_id, (seen, new), checks, now=now, claimed=bool(checks), growth=growth)
+        return seen, new
+
+    def _stage_step(self, staged: _Staged, stage_id: str, seen: Head, *, now: float, max_bytes: int) -> Head:
+        """The next commit of the stage `stage_id` on the head `seen`: more of its rows, or, once it holds every
+        one, the flip making them the session."""
+        stage = seen.stage
+        if stage is None or stage.stage_id != stage_id:
+            raise Unavailable("The replacement was let go before it ended: send it again.")
+        if staged.version is not None and seen.visible_version != staged.version:
+            raise _Stale(seen)
+        owner, session_id = staged.owner, staged.session_id
+        if stage.items == len(staged.items):
+            new = seen.flipped()
+            claims = self._claims(owner, session_id, staged.replace_id, staged.digest)
+            growth = Growth(agent_session_items.ROW_OVERHEAD * len(claims), max_bytes)
+            self._commit(owner, session_id, (seen, new), claims, now=now, claimed=bool(claims), growth=growth)
+            return new
+        puts, count, size = self._stage_part(staged, stage)
+        new = seen.staged(count, size)
+        self._commit(owner, session_id, (seen, new), puts, now=now, growth=Growth(0, max_bytes))
+        return new
+
+    def _stage_part(self, staged: _Staged, stage: agent_session_items.Stage) -> tuple[list[Item], int, int]:
+        """The puts of the next items the stage lacks, as many as one commit holds: the puts, how many items
+        they hold, and what those count."""
+        puts: list[Item] = []
+        count = size = 0
+        room = table_ops.MAX_TRANSACTION_ACTIONS - _OWN_ACTIONS
+        for index in range(stage.items, len(staged.items)):
+            sent = staged.sizes[index]
+            item = agent_session_items.item_puts(
+                self._table, staged.owner, staged.session_id, stage.last + count + 1, staged.items[index], sent
+            )
+            if len(puts) + len(item) > room:
+                break
+            puts += item
+            count += 1
+            size += agent_session_items.item_bytes(sent)
+        return puts, count, size
+
+    def _claim_checks(self, staged: _Staged) -> list[Item]:
+        """For a replacement its client named: the check that it has not committed yet."""
+        if staged.replace_id is None:
+            return []
+        address_id = staged.owner.address_id
+        return [agent_session_items.no_claim(self._table, address_id, staged.session_id, staged.replace_id)]
+
+    def _drop_stage(self, owner: Owner, session_id: str, stage_id: str, now: float) -> None:
+        """Let go of the stage `stage_id` if it is still open, and delete its rows; on failure it lapses instead."""
+
+        def read() -> Head:
+            return self._head(owner.address_id, session_id)
+
+        def dropped(seen: Head) -> agent_session_items.Stage | None:
+            if seen.stage is None or seen.stage.stage_id != stage_id:
+                return None
+            self._commit(owner, session_id, (seen, seen.unstaged()), [], now=now)
+            return seen.stage
+
+        try:
+            stage = self._until_committed(read(), read, dropped)
+        except Exception:  # noqa: BLE001 - the replacement's own failure is the one to answer
+            logger.warning("A session's stage was left to lapse", exc_info=True)
+            return
+        if stage is not None:
+            self._delete_stage_rows(owner.address_id, session_id, stage)
 
     def _newest_rows(self, address_id: str, session_id: str, head: Head, newest: int | None) -> list[Item] | None:
         """The stored rows of the session's newest `newest` items as of `head`; None when that is every item."""
@@ -282,8 +445,21 @@ class AgentSessionTable:
 
     def _delete_through(self, address_id: str, session_id: str, floor: int) -> None:
         """Remove the items (and their pieces) a clear hid: every sequence up to `floor`."""
+        self._delete_items(address_id, session_id, 0, floor)
+
+    def _delete_stage_rows(self, address_id: str, session_id: str, stage: agent_session_items.Stage) -> None:
+        """Remove the rows of a stage no head records any more, after the commit that let it go: that commit
+        is answered as made whatever happens here, and rows left over lie above the live items, where reads
+        pass them by, until a later replacement's floor moves past them."""
+        try:
+            self._delete_items(address_id, session_id, stage.base + 1, stage.last)
+        except Exception:  # noqa: BLE001 - see above
+            logger.warning("Rows of a session's stage were left to delete later", exc_info=True)
+
+    def _delete_items(self, address_id: str, session_id: str, lowest: int, highest: int) -> None:
+        """Remove the rows of sequences `lowest .. highest` and their pieces."""
         pk = keys.address_pk(address_id)
-        first, last = keys.agent_session_item_sk(session_id, 0), keys.agent_session_item_sk(session_id, floor)
+        first, last = keys.agent_session_item_sk(session_id, lowest), keys.agent_session_item_sk(session_id, highest)
         for lower, upper in (
             (first, last),
             (keys.payload_chunk_prefix(first), keys.upper_bound(keys.payload_chunk_prefix(last))),
@@ -345,6 +521,7 @@ class AgentSessionTable:
         commit only shrinks.
         """
         seen, new = move
+        lapsed = new.lapsed_stage(now)
         new = new.lapsed(now)
         grown = new.counted(session_id) - seen.counted(session_id) + (growth.rows if growth else 0)
         head = agent_session_items.head_put(self._table, owner, session_id, seen, new)
@@ -377,10 +554,24 @@ class AgentSessionTable:
                 raise _Moved() from cancelled
 
         storage_usage.with_room(self._reclaim if growth and grown > 0 else None, owner, now, transact)
+        if lapsed is not None:
+            self._delete_stage_rows(owner.address_id, session_id, lapsed)
 
     # -- reads ---------------------------------------------------------------
 
     def page(self, address_id: str, session_id: str, *, limit: int, before: int | None, max_bytes: int) -> ItemPage:
+        for _ in range(_ATTEMPTS):
+            head, page = self._page_as_of_head(address_id, session_id, limit=limit, before=before, max_bytes=max_bytes)
+            # While a replacement is staged, the items are read by a query of their own after the head: its last
+            # commit may come in between, and the rows it hides start to go. The page stands if the session did
+            # not change meanwhile; else it is read again, most often from the replacement's items.
+            if head.stage is None or self._head(address_id, session_id).visible_version == head.visible_version:
+                return page
+        raise Unavailable("The session is too busy right now; retry shortly.")
+
+    def _page_as_of_head(
+        self, address_id: str, session_id: str, *, limit: int, before: int | None, max_bytes: int
+    ) -> tuple[Head, ItemPage]:
         newest_first: list[str] = []
         budget = max_bytes
         oldest = None
@@ -389,11 +580,11 @@ class AgentSessionTable:
         for item in live:
             size = agent_session_items.size_of(item)
             if len(newest_first) == limit or (newest_first and size > budget):
-                return ItemPage(list(reversed(newest_first)), oldest, head.version)
+                return head, ItemPage(list(reversed(newest_first)), oldest, head.visible_version)
             newest_first.append(self._text(item))
             budget -= size
             oldest = int(item["seq"]["N"])
-        return ItemPage(list(reversed(newest_first)), None, head.version)
+        return head, ItemPage(list(reversed(newest_first)), None, head.visible_version)
 
     def _owner_and_head(self, admission: Admission, session_id: str) -> tuple[Owner, Head]:
         """The owner the admission acts for (`Unauthorized` if none) and the session's head, in one read."""
@@ -441,17 +632,27 @@ class AgentSessionTable:
             if first is None or first["sk"]["S"] != head_sk:
                 return Head(), iter(())
             head = agent_session_items.head_from(first)
+            newest = next(rows, None)
+            if newest is None or get_int(newest, "seq") <= head.last_seq:
+                rows = itertools.chain([newest] if newest else [], rows)
+            else:
+                # A stage's rows sit between the head and the live items: read from below them.
+                rows = self._items_through(pk, session_id, head.last_seq, wanted)
         else:
             head = self._head(address_id, session_id)
             if before <= head.floor + 1:
                 return head, iter(())
-            upper = keys.agent_session_item_sk(session_id, before - 1)
-            rows = table_ops.query_range(
-                self._client, self._table, pk, lowest, upper, ScanIndexForward=False, page_size=wanted
-            )
+            rows = self._items_through(pk, session_id, min(before - 1, head.last_seq), wanted)
         if head.count == 0:
             return head, iter(())
         return head, itertools.takewhile(lambda item: get_int(item, "seq") > head.floor, rows)
+
+    def _items_through(self, pk: str, session_id: str, highest: int, wanted: int) -> Iterator[Item]:
+        """The rows of sequences up to `highest`, newest first, `wanted` a query."""
+        lowest, upper = keys.agent_session_item_sk(session_id, 1), keys.agent_session_item_sk(session_id, highest)
+        return table_ops.query_range(
+            self._client, self._table, pk, lowest, upper, ScanIndexForward=False, page_size=wanted
+        )
 
     def _text(self, item: Item) -> str:
         data = blobs.read(self._client, self._table, item, legacy_prefix=keys.payload_chunk_prefix(item["sk"]["S"]))

@@ -72,7 +72,7 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
 
     @app.post(
         f"{ITEMS}/replace",
-        summary="Replace a session's newest items, or all of them, in one commit",
+        summary="Replace a session's newest items, or all of them, at once",
         description="The new items take the place of the newest `newest` items (every item when absent): a reader "
         "sees the session before or after, never between, and a process that stops midway leaves one or the "
         "other. With `version` (a read's), only while nothing changed since that read (409 `session_conflict` "

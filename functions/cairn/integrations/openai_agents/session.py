@@ -133,9 +133,9 @@ class CairnSession(SessionABC):
         """The SDK's hook for replacing the whole history (a manual compaction): one commit, so a process that
         stops midway leaves the old history or the new one. True once committed.
 
-        A refusal (more items than one replacement holds) is raised, never answered False: the SDK would
-        then clear the session and add the items in several adds, which a process that stops midway, or
-        another process's add, would cut short.
+        A refusal (more items than a replacement holds, or another replacement of every item under way) is
+        raised, never answered False: the SDK would then clear the session and add the items in several adds,
+        which a process that stops midway, or another process's add, would cut short.
         """
         await asyncio.to_thread(self._replace, items, None, None)
         return True
