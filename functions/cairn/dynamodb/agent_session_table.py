@@ -71,7 +71,11 @@ class _Stale(Exception):
 
 
 class _Oversized(Exception):
-    """Every item is replaced, by more rows than one commit holds: the replacement is staged."""
+    """Every item is replaced, by more rows than one commit holds: the replacement is staged, from `head`."""
+
+    def __init__(self, head: Head) -> None:
+        super().__init__("oversized")
+        self.head = head
 
 
 class _Claimed(Exception):
@@ -239,7 +243,7 @@ class AgentSessionTable:
             actions = [*claims, *deletes, *self._item_puts(owner, session_id, head, items, sizes)]
             if len(actions) + _OWN_ACTIONS > table_ops.MAX_TRANSACTION_ACTIONS:
                 if removed is None:
-                    raise _Oversized()
+                    raise _Oversized(head)
                 raise InvalidRequest(
                     f"Replacing the newest {newest} items while keeping older ones takes more than one commit "
                     "with these items: replace fewer, or every item.",
@@ -262,9 +266,9 @@ class AgentSessionTable:
         try:
             try:
                 new, swept = self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
-            except _Oversized:
+            except _Oversized as oversized:
                 staged = _Staged(owner, session_id, items, sizes, version=version, replace_id=replace_id, digest=digest)
-                new, swept = self._replace_staged(staged, now=now, max_bytes=max_bytes)
+                new, swept = self._replace_staged(staged, oversized.head, now=now, max_bytes=max_bytes)
         except _Stale as stale:
             claim = (
                 None
@@ -282,9 +286,10 @@ class AgentSessionTable:
             self._delete_through(owner.address_id, session_id, new.floor)
         return Replaced(new.count, new.visible_version)
 
-    def _replace_staged(self, staged: _Staged, *, now: float, max_bytes: int) -> tuple[Head, bool]:
+    def _replace_staged(self, staged: _Staged, head: Head, *, now: float, max_bytes: int) -> tuple[Head, bool]:
         """Every item replaced by `staged`'s, whose rows one commit cannot hold: a stage opened above the live
-        items, its rows written to it a commit at a time, then one commit making them the session.
+        items (on `head`, as last read), its rows written to it a commit at a time, then one commit making them
+        the session.
 
         Its commits before the last change nothing a reader sees, so they leave the session's version as it was
         (`Head.quiet_writes`): with `version`, each needs the session still at it, and another writer's change
@@ -303,7 +308,7 @@ class AgentSessionTable:
         # may have committed.
         try:
             opened = functools.partial(self._open_stage, staged, stage_id, now=now, max_bytes=max_bytes)
-            seen, head = self._until_committed(read(), read, opened)
+            seen, head = self._until_committed(head, read, opened)
             if seen.stage is not None:  # a lapsed stage, let go of by the opening
                 self._delete_stage_rows(owner.address_id, session_id, seen.stage)
             while head.stage is not None:
