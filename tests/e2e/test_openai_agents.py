@@ -341,6 +341,43 @@ def test_an_add_another_process_makes_while_the_sdk_compacts_is_kept(address: Ad
     assert stored[-1] == late
 
 
+def test_the_sdks_compaction_after_a_run_of_many_tool_calls_replaces_that_run_and_keeps_what_came_before(
+    address: Address,
+):
+    """A run calling a tool 60 times makes 122 items, more than one commit could delete: the SDK's compaction
+    after it puts its summary in their place all the same, and the history the run was not handed stays."""
+    set_tracing_disabled(True)
+    endpoint = CompactionEndpoint()
+    earlier = [{"role": "user", "content": f"earlier {index}"} for index in range(5)]
+    asyncio.run(CairnSession(address, "tools").add_items(earlier))
+    agent = Agent(
+        name="worker",
+        instructions="Do every step.",
+        model=openai_agents_runs.ToolCallingModel(calls=60),
+        tools=[openai_agents_runs.step],
+    )
+    # The run is handed the newest history item only: the older ones are not the run's to sum up.
+    session = OpenAIResponsesCompactionSession(
+        "tools",
+        CairnSession(address, "tools", session_settings=SessionSettings(limit=1)),
+        client=endpoint.client(),
+        compaction_mode="input",
+        should_trigger_compaction=lambda _: True,
+    )
+
+    result = asyncio.run(Runner.run(agent, "Do the steps.", session=session))
+
+    assert result.final_output == "done 60 steps"
+    # Summed up once: the run's 122 items and the history item it was handed, 123 of the session's 127.
+    assert [len(sent) for sent in endpoint.inputs] == [123]
+    stored = asyncio.run(CairnSession(address, "tools").get_items())
+    assert stored == [
+        *earlier,
+        {"role": "user", "content": "Do the steps."},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "123 items"},
+    ]
+
+
 def test_a_manual_compaction_replaces_the_whole_history_in_one_commit(address: Address):
     """70 user messages: the summary keeps each, so it is more than one add holds, and still one commit."""
     endpoint = CompactionEndpoint()

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 from multiprocessing.synchronize import Barrier, Event
 from typing import Any
 
-from agents import Agent, Model, ModelResponse, Runner, set_tracing_disabled
+from agents import Agent, Model, ModelResponse, Runner, function_tool, set_tracing_disabled
 from agents.usage import Usage
-from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 from cairn.integrations.openai_agents import CairnSession
 
@@ -53,6 +53,43 @@ class StoringModel(EchoingModel):
         response = await super().get_response(system_instructions, input, *args, **kwargs)
         self.answered += 1
         return ModelResponse(output=response.output, usage=response.usage, response_id=f"resp_{self.answered}")
+
+
+class ToolCallingModel(Model):
+    """A scripted model, no network, that first calls the `step` tool `calls` times in one answer, then, given
+    their outputs, says it is done: one run makes two items a call (the call and its output) beside its
+    messages. Each answer has an id, as the Responses API's stored answers do."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        called = not isinstance(input, str) and any(item.get("type") == "function_call_output" for item in input)
+        if called:
+            message = ResponseOutputMessage(
+                id="msg_done",
+                type="message",
+                role="assistant",
+                status="completed",
+                content=[ResponseOutputText(type="output_text", text=f"done {self.calls} steps", annotations=[])],
+            )
+            return ModelResponse(output=[message], usage=Usage(), response_id="resp_done")
+        calls = [
+            ResponseFunctionToolCall(
+                type="function_call", id=f"fc_{n}", call_id=f"call_{n}", name="step", arguments=json.dumps({"n": n})
+            )
+            for n in range(self.calls)
+        ]
+        return ModelResponse(output=list(calls), usage=Usage(), response_id="resp_calls")
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError("the scripted model does not stream")
+
+
+@function_tool
+def step(n: int) -> str:
+    """Do step `n` of the work."""
+    return f"step {n} done"
 
 
 def _text(item: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from cairn.agent_sessions import conversations
 from cairn.client import Address, HttpClient, RetryPolicy
+from cairn.dynamodb import keys
 from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
 from cairn.dynamodb.agent_session_table import STAGE_LEASE
 from cairn.errors import StorageLimitExceeded
@@ -405,8 +406,9 @@ def test_a_replacement_sent_again_under_its_replace_id_changes_nothing_more(api:
         ({"items": said(1), "version": -1}, 422, "invalid_request"),
         ({"items": said(1), "replace_id": "has.dot"}, 422, "invalid_request"),
         ({"items": said(1), "extra": True}, 422, "invalid_request"),
-        # Keeping the oldest items while replacing 97 deletes those in the commit: 98 items, more than it takes.
-        ({"items": said(1), "newest": 97}, 400, "invalid_request"),
+        # Keeping the oldest items, the new ones go in one commit: 98, with the head, the address check and the
+        # count, are more than it takes.
+        ({"items": said(98), "newest": 1}, 400, "invalid_request"),
     ],
     ids=[
         "too-many",
@@ -676,3 +678,78 @@ def test_a_read_the_last_commit_of_a_large_replacement_overtakes_is_read_again(m
     assert not writer.is_alive()
     assert read["items"] == summary
     assert read["version"] == call(api, address, "GET").json()["version"]
+
+
+# -- replacements of the newest items, however many ---------------------------------------
+
+
+def test_replacing_any_number_of_the_newest_items_keeps_the_older_ones_and_leaves_no_row_behind(
+    moto_env: None, clock: FakeClock
+):
+    """The SDK's compaction after a run replaces that run's items, while older history stays: a run of many
+    tool calls makes more items than one commit could delete, and the replacement takes them all the same."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    older = history(api, address, 300)[:100]
+    first = {"type": "compaction", "encrypted_content": "run 1"}
+    version = call(api, address, "GET").json()["version"]
+
+    replaced = replace(api, address, items=[first], newest=200, version=version)
+
+    assert (replaced.status, replaced.json()["count"]) == (200, 101), replaced.text
+    assert stored(api, address) == [*older, first]
+    assert len(session_rows(api, address)) == 1 + 101
+    # The rows it hid are deleted, and the head hides nothing any more: later changes have nothing to sweep.
+    head = api.services.client.get_item(
+        TableName=api.services.settings.table_name,
+        Key={"pk": {"S": keys.address_pk(address.id)}, "sk": {"S": keys.agent_session_head_sk("s")}},
+    )["Item"]
+    assert "hidden_high" not in head
+    # A second run, compacted the same way, keeps the first run's summary.
+    run = [{"role": "assistant", "content": f"step {index}"} for index in range(150)]
+    for start in range(0, 150, 50):
+        call(api, address, "POST", json_body={"items": run[start : start + 50]})
+    second = {"type": "compaction", "encrypted_content": "run 2"}
+    assert replace(api, address, items=[second], newest=150).json()["count"] == 102
+    assert stored(api, address) == [*older, first, second]
+    assert len(session_rows(api, address)) == 1 + 102
+    cost = sum(item_bytes(sent_size(canonical(each))) for each in [*older, first, second])
+    assert usage(api, address) == len(b"s") + ROW_OVERHEAD + cost
+
+
+def test_items_a_replacement_hid_and_could_not_delete_are_passed_by_and_deleted_by_the_next(
+    moto_env: None, clock: FakeClock
+):
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    items = history(api, address, 150)
+    rows = session_rows(api, address)
+    summary = {"type": "compaction", "encrypted_content": "tail"}
+    failing = True
+
+    def deletes_fail(model: Any, **_: Any) -> None:
+        if failing and model.name == "BatchWriteItem":
+            raise EndpointConnectionError(endpoint_url="http://dynamodb.invalid")
+
+    api.services.client.meta.events.register("before-call.dynamodb", deletes_fail)
+
+    # The commit is made; the deletes after it fail, and the answer is the commit's.
+    assert replace(api, address, items=[summary], newest=120).json()["count"] == 31
+    failing = False
+    assert len(session_rows(api, address)) == len(rows) + 1  # every old row is still stored
+
+    # Reads, pages and pops pass the hidden rows by; adds go above them.
+    assert stored(api, address) == [*items[:30], summary]
+    assert asyncio.run(CairnSession(address, "s").get_items(limit=2)) == [items[29], summary]
+    page = call(api, address, "GET", "?limit=2&before=140").json()
+    assert page["items"] == items[28:30]
+    late = {"role": "user", "content": "late"}
+    call(api, address, "POST", json_body={"items": [late]})
+    assert call(api, address, "POST", "/pop").json()["item"] == late
+    assert call(api, address, "POST", "/pop").json()["item"] == summary
+    # The next replacement of the newest items deletes them before it hides others (above them).
+    newer = [{"role": "user", "content": f"newer {index}"} for index in range(3)]
+    call(api, address, "POST", json_body={"items": newer})
+    assert replace(api, address, items=[summary], newest=1).json()["count"] == 33
+    assert stored(api, address) == [*items[:30], *newer[:2], summary]
+    assert len(session_rows(api, address)) == 1 + 33

@@ -60,9 +60,9 @@ class ItemsReplaceRequest(Schema):
         default=None,
         ge=1,
         description="How many of the newest items to replace; absent: every item. Replacing some while "
-        "older ones stay deletes them in the same commit, so they and the new items must fit in one "
-        "DynamoDB transaction: 97 in all (one fewer with a `replace_id`, fewer again for an item over 400 KB, "
-        "stored in pieces), else 400 `invalid_request`. Replacing every item has no such bound.",
+        "older ones stay takes any number of them, but the new items must fit in one DynamoDB transaction "
+        "with the head: 97 (one fewer with a `replace_id`, fewer again for an item over 400 KB, stored in "
+        "pieces), else 400 `invalid_request`. Replacing every item has no such bound.",
     )
     version: int | None = Field(
         default=None,

@@ -49,7 +49,8 @@ class Stage:
 
 @dataclass(frozen=True)
 class Head:
-    """A session's head as read: items `floor + 1 .. last_seq` are the live ones, `count` of them."""
+    """A session's head as read: items `floor + 1 .. last_seq` are the live ones, `count` of them, but for those
+    it hides (`hides`)."""
 
     last_seq: int = 0
     floor: int = 0
@@ -63,6 +64,13 @@ class Head:
     # Writes of the head that changed nothing a reader sees (a stage's opening, rows and dropping): `version`
     # counts them, as the condition of every write must, but the session's version (`visible_version`) does not.
     quiet_writes: int = 0
+    # The newest items a replacement of some of them put others above, hidden in its commit and deleted after:
+    # the sequences `hidden_low + 1 .. hidden_high` (none while `hidden_high` is 0).
+    hidden_low: int = 0
+    hidden_high: int = 0
+
+    def hides(self, sequence: int) -> bool:
+        return self.hidden_low < sequence <= self.hidden_high
 
     @property
     def visible_version(self) -> int:
@@ -88,15 +96,29 @@ class Head:
         return replace(popped, held_bytes=self.held_bytes + freed, held_until=max(self.held_until, held_until))
 
     def cleared(self) -> Head:
-        return replace(self, floor=self.last_seq, count=0, stored_bytes=0, version=self.version + 1)
+        """Every item hidden under the floor (with any a replacement hid)."""
+        return replace(
+            self, floor=self.last_seq, count=0, stored_bytes=0, version=self.version + 1, hidden_low=0, hidden_high=0
+        )
 
-    def replaced(self, removed: int | None, removed_bytes: int, items: int, size: int) -> Head:
+    def replaced(
+        self, removed: int | None, removed_bytes: int, items: int, size: int, *, hiding_from: int | None = None
+    ) -> Head:
         """`items` new ones of `size` counted bytes in place of the newest `removed` (None: every item, which
-        the floor then hides, as a clear does), which counted `removed_bytes`."""
+        the floor then hides, as a clear does), which counted `removed_bytes`. Replacing some, the new ones go
+        above them; with `hiding_from` (the oldest one's sequence), the head hides them up to the last, rather
+        than the commit deleting them. Rows hidden before are gone by then: the head no longer hides them."""
         if removed is None:
             return replace(self.cleared(), last_seq=self.last_seq + items, count=items, stored_bytes=size)
         kept = self.stored_bytes - min(removed_bytes, self.stored_bytes)
-        return replace(self.added(items, size), count=self.count - removed + items, stored_bytes=kept + size)
+        new = replace(self.added(items, size), count=self.count - removed + items, stored_bytes=kept + size)
+        if hiding_from is None:
+            return replace(new, hidden_low=0, hidden_high=0)
+        return replace(new, hidden_low=hiding_from - 1, hidden_high=self.last_seq)
+
+    def unhidden(self) -> Head:
+        """The rows it hid deleted: nothing left to pass by."""
+        return replace(self, hidden_low=0, hidden_high=0)._quietly_written()
 
     def staging(self, stage_id: str, base: int, until: int) -> Head:
         """A replacement's stage opened above `base`, held until `until`; none of its rows written yet."""
@@ -120,6 +142,8 @@ class Head:
             stored_bytes=stage.size,
             stage=None,
             version=self.version + 1,
+            hidden_low=0,
+            hidden_high=0,
         )
 
     def unstaged(self) -> Head:
@@ -163,6 +187,7 @@ def head_from(item: Item | None) -> Head:
         held_until,
         None if stage_id is None else Stage(stage_id, *(get_int(item, name) for name in _STAGE)),
         get_int(item, _QUIET_WRITES),
+        *(get_int(item, name) for name in _HIDDEN),
     )
 
 
@@ -171,6 +196,7 @@ _COUNTS = ("stored_bytes", "held_bytes", "held_until")
 _STAGE_ID = "stage_id"
 _STAGE = ("stage_base", "stage_last", "stage_bytes", "stage_until")
 _QUIET_WRITES = "quiet_writes"  # present once there was one
+_HIDDEN = ("hidden_low", "hidden_high")  # present while some items are hidden
 
 
 def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -> Item:
@@ -187,6 +213,7 @@ def head_put(table: str, owner: Owner, session_id: str, seen: Head, new: Head) -
             **{name: n(getattr(new, name)) for name in _COUNTS},
             **_stage_attributes(new.stage),
             **({_QUIET_WRITES: n(new.quiet_writes)} if new.quiet_writes else {}),
+            **({name: n(getattr(new, name)) for name in _HIDDEN} if new.hidden_high else {}),
             **expiry(owner),
         },
     }

@@ -8,7 +8,9 @@ again and goes on from there, so no add is lost and no item popped twice.
 A clear moves the head's `floor` to its last sequence, which hides every
 item at or below it at once; they are deleted after the commit. A
 replacement of every item does the same and puts the new items above; one
-of the newest items only deletes them in its commit.
+of the newest items puts the new ones above them too, and deletes the
+replaced ones in its commit, or, when it cannot hold them, has the head hide
+them (`Head.hides`) until they are deleted after the commit.
 
 A replacement of every item with more rows than one commit holds (the OpenAI
 Agents SDK's compaction keeps every user message) is staged: its rows are
@@ -220,7 +222,8 @@ class AgentSessionTable:
         With `version`, only while the session is still at that version (`SessionConflict` otherwise):
         the items replaced are then exactly the newest ones its caller read. Replacing every item moves
         the floor, as a clear does, whatever their number; replacing some of them while keeping older ones
-        deletes those in the commit, so they must fit in it with the new items (`InvalidRequest` when not).
+        deletes those in the commit or hides them by the head, whatever their number too, but the new items
+        must fit in the commit (`InvalidRequest` when not).
         A retry under a `replace_id` that committed writes nothing and answers the head now.
         """
         owner, head = self._owner_and_head(admission, session_id)
@@ -233,22 +236,22 @@ class AgentSessionTable:
             if version is not None and head.visible_version != version:
                 raise _Stale(head)
             removed = self._newest_rows(owner.address_id, session_id, head, newest)
-            new = head.replaced(
-                None if removed is None else len(removed),
-                sum(agent_session_items.counted_bytes(row) for row in removed or ()),
-                len(items),
-                size,
-            )
-            deletes = [each for row in removed or () for each in agent_session_items.item_deletes(self._table, row)]
-            actions = [*claims, *deletes, *self._item_puts(owner, session_id, head, items, sizes)]
-            if len(actions) + _OWN_ACTIONS > table_ops.MAX_TRANSACTION_ACTIONS:
+            puts = [*claims, *self._item_puts(owner, session_id, head, items, sizes)]
+            if len(puts) + _OWN_ACTIONS > table_ops.MAX_TRANSACTION_ACTIONS:
                 if removed is None:
                     raise _Oversized(head)
                 raise InvalidRequest(
-                    f"Replacing the newest {newest} items while keeping older ones takes more than one commit "
-                    "with these items: replace fewer, or every item.",
-                    field="newest",
+                    "The items that take the newest ones' place while older ones stay take more than one "
+                    "commit: send fewer or smaller ones, or replace every item.",
+                    field="items",
                 )
+            if removed is None:
+                new, actions, hiding = head.replaced(None, 0, len(items), size), puts, False
+            else:
+                new, actions, hiding = self._replacing_newest(head, removed, puts, len(items), size)
+            if removed is not None and head.hidden_high:
+                # Rows an earlier replacement hid and could not delete: gone before this head stops hiding them.
+                self._delete_items(owner.address_id, session_id, head.hidden_low + 1, head.hidden_high)
             try:
                 self._commit(
                     owner,
@@ -261,6 +264,8 @@ class AgentSessionTable:
                 )
             except _Claimed as claimed:
                 return self._replaced_before(claimed.item, digest, owner.address_id, session_id), True
+            if hiding:
+                self._sweep_hidden(owner, session_id, new, now=now)
             return new, removed is None
 
         try:
@@ -285,6 +290,35 @@ class AgentSessionTable:
         if swept:
             self._delete_through(owner.address_id, session_id, new.floor)
         return Replaced(new.count, new.visible_version)
+
+    def _sweep_hidden(self, owner: Owner, session_id: str, hiding: Head, *, now: float) -> None:
+        """Delete the rows the head `hiding` hides, then let the head forget them (a write no reader sees), unless
+        another change already did. Best effort: the replacement is made; rows left are deleted by the next one."""
+
+        def forget(seen: Head) -> None:
+            if (seen.hidden_low, seen.hidden_high) == (hiding.hidden_low, hiding.hidden_high):
+                self._commit(owner, session_id, (seen, seen.unhidden()), [], now=now)
+
+        if not self._delete_unseen(owner.address_id, session_id, hiding.hidden_low + 1, hiding.hidden_high):
+            return
+        read = functools.partial(self._head, owner.address_id, session_id)
+        try:
+            self._until_committed(hiding, read, forget)
+        except Exception:  # noqa: BLE001 - the replacement's own answer stands
+            logger.warning("A session's head still hides rows already deleted", exc_info=True)
+
+    def _replacing_newest(
+        self, head: Head, removed: list[Item], puts: list[Item], items: int, size: int
+    ) -> tuple[Head, list[Item], bool]:
+        """The head and the actions putting `puts` (`items` of `size` counted bytes, claims first) in place of
+        the newest rows `removed`: their deletes beside the puts when the commit holds them all, else the head
+        hiding them, to be deleted after the commit (True)."""
+        removed_bytes = sum(agent_session_items.counted_bytes(row) for row in removed)
+        deletes = [each for row in removed for each in agent_session_items.item_deletes(self._table, row)]
+        if len(puts) + len(deletes) + _OWN_ACTIONS <= table_ops.MAX_TRANSACTION_ACTIONS:
+            return head.replaced(len(removed), removed_bytes, items, size), [*puts, *deletes], False
+        oldest = min(get_int(row, "seq") for row in removed)
+        return head.replaced(len(removed), removed_bytes, items, size, hiding_from=oldest), puts, True
 
     def _replace_staged(self, staged: _Staged, head: Head, *, now: float, max_bytes: int) -> tuple[Head, bool]:
         """Every item replaced by `staged`'s, whose rows one commit cannot hold: a stage opened above the live
@@ -453,13 +487,19 @@ class AgentSessionTable:
         self._delete_items(address_id, session_id, 0, floor)
 
     def _delete_stage_rows(self, address_id: str, session_id: str, stage: agent_session_items.Stage) -> None:
-        """Remove the rows of a stage no head records any more, after the commit that let it go: that commit
-        is answered as made whatever happens here, and rows left over lie above the live items, where reads
-        pass them by, until a later replacement's floor moves past them."""
+        """Remove the rows of a stage no head records any more, after the commit that let it go. Rows left over
+        lie above the live items, where reads pass them by, until a later replacement's floor moves past them."""
+        self._delete_unseen(address_id, session_id, stage.base + 1, stage.last)
+
+    def _delete_unseen(self, address_id: str, session_id: str, lowest: int, highest: int) -> bool:
+        """Remove rows no read sees any more, after the commit that hid them, which is answered as made whatever
+        happens here: rows it leaves are passed by, and a later change deletes them. True once all are gone."""
         try:
-            self._delete_items(address_id, session_id, stage.base + 1, stage.last)
+            self._delete_items(address_id, session_id, lowest, highest)
         except Exception:  # noqa: BLE001 - see above
-            logger.warning("Rows of a session's stage were left to delete later", exc_info=True)
+            logger.warning("Rows of a session were left to delete later", exc_info=True)
+            return False
+        return True
 
     def _delete_items(self, address_id: str, session_id: str, lowest: int, highest: int) -> None:
         """Remove the rows of sequences `lowest .. highest` and their pieces."""
@@ -624,7 +664,8 @@ class AgentSessionTable:
         """The session's head, and its live items below sequence `before`, newest first, `wanted` a query.
 
         With no `before`, one query reads both: the head sorts right above the items. Items a clear hid
-        (at or below the head's `floor`) end the list; they are only waiting to be deleted.
+        (at or below the head's `floor`) end the list, and items a replacement hid are passed by; they are
+        only waiting to be deleted.
         """
         pk = keys.address_pk(address_id)
         lowest = keys.agent_session_item_sk(session_id, 1)
@@ -650,7 +691,8 @@ class AgentSessionTable:
             rows = self._items_through(pk, session_id, min(before - 1, head.last_seq), wanted)
         if head.count == 0:
             return head, iter(())
-        return head, itertools.takewhile(lambda item: get_int(item, "seq") > head.floor, rows)
+        live = itertools.takewhile(lambda item: get_int(item, "seq") > head.floor, rows)
+        return head, (item for item in live if not head.hides(get_int(item, "seq")))
 
     def _items_through(self, pk: str, session_id: str, highest: int, wanted: int) -> Iterator[Item]:
         """The rows of sequences up to `highest`, newest first, `wanted` a query."""
