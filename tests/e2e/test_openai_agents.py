@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,9 @@ from typing import Any
 import httpx
 import pytest
 from agents import Agent, Runner, SessionSettings, set_tracing_disabled
+from agents.extensions.memory import EncryptedSession
 from agents.memory import OpenAIResponsesCompactionSession
+from cryptography.fernet import Fernet
 from openai import AsyncOpenAI
 
 from cairn.client import Address
@@ -375,6 +378,81 @@ def test_the_sdks_compaction_after_a_run_of_many_tool_calls_replaces_that_run_an
         *earlier,
         {"role": "user", "content": "Do the steps."},
         {"type": "compaction", "id": "cmp_1", "encrypted_content": "123 items"},
+    ]
+
+
+ENCRYPTION_KEY = Fernet.generate_key().decode("ascii")
+
+
+def encrypted_compacting(
+    address: Address, session_id: str, endpoint: CompactionEndpoint
+) -> tuple[OpenAIResponsesCompactionSession, EncryptedSession]:
+    """The SDK's compacting session over its encrypting one over a `CairnSession`, compacting after every run."""
+    encrypted = EncryptedSession(session_id, CairnSession(address, session_id), encryption_key=ENCRYPTION_KEY)
+    compacting_session = OpenAIResponsesCompactionSession(
+        session_id,
+        encrypted,
+        client=endpoint.client(),
+        compaction_mode="input",
+        should_trigger_compaction=lambda _: True,
+    )
+    return compacting_session, encrypted
+
+
+def test_an_add_another_process_makes_while_the_sdk_compacts_an_encrypted_session_is_kept(
+    address: Address, served: ServeProcess
+):
+    """Under the SDK's encrypting session too, the summary goes in one commit only while the session is as
+    read: the SDK would otherwise clear it and add the summary, and the other worker's add would go."""
+    set_tracing_disabled(True)
+    late = {"role": "user", "content": "added by another worker"}
+
+    def another_worker_adds() -> None:
+        worker = process_context().Process(
+            target=openai_agents_runs.add,
+            args=(served.base_url, address.id, address.read_token, "encrypted", [late]),
+        )
+        worker.start()
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+
+    endpoint = CompactionEndpoint(meanwhile=another_worker_adds)
+    session, _ = encrypted_compacting(address, "encrypted", endpoint)
+    agent = Agent(name="assistant", instructions="Answer briefly.", model=openai_agents_runs.StoringModel())
+
+    asyncio.run(Runner.run(agent, "Remember 42.", session=session))
+
+    assert len(endpoint.inputs) == 1  # the compaction ran, and its summary was refused as stale
+    stored = asyncio.run(CairnSession(address, "encrypted").get_items())
+    # The run's two items as they were, encrypted, and the other worker's add after them.
+    assert [item.get("__enc__") for item in stored[:2]] == [1, 1]
+    assert stored[2:] == [late]
+
+
+def test_the_sdks_compaction_of_an_encrypted_session_removes_the_items_past_their_time(address: Address):
+    """As the SDK's own stores do, the commit that puts the summary in place also removes the oldest items
+    whose encryption is past the session's time to live, which no read returns any more."""
+    set_tracing_disabled(True)
+    endpoint = CompactionEndpoint()
+    session, encrypted = encrypted_compacting(address, "expiring", endpoint)
+    an_hour_ago = int(time.time()) - 3600
+    expired = [
+        {
+            **encrypted._wrap(item),
+            "payload": encrypted.cipher.encrypt_at_time(json.dumps(item).encode(), an_hour_ago).decode(),
+        }
+        for item in [{"role": "user", "content": f"long ago {index}"} for index in range(3)]
+    ]
+    asyncio.run(CairnSession(address, "expiring").add_items(expired))
+    agent = Agent(name="assistant", instructions="Answer briefly.", model=openai_agents_runs.StoringModel())
+
+    first = asyncio.run(Runner.run(agent, "Hello.", session=session))
+
+    assert first.final_output == "heard: Hello."  # the expired items were not handed to the model
+    assert len(asyncio.run(CairnSession(address, "expiring").get_items())) == 2  # none of the expired is left
+    assert asyncio.run(encrypted.get_items()) == [
+        {"role": "user", "content": "Hello."},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "2 items"},
     ]
 
 

@@ -104,11 +104,12 @@ class CairnSession(SessionABC):
         `items` in place of those from `start` on, in one commit, only while the session is still as read
         (False, and nothing changed, otherwise).
 
-        None (the SDK then compacts by clearing and adding) for an SDK without the hook's snapshot type,
-        and when asked to prune an expired prefix as well, which only the SDK's encrypting session asks.
+        `prune_prefix` (the SDK's encrypting session asks it, for items past their time to live): the oldest
+        items it holds true of go in the same commit (`_replace_newest`).
+        None (the SDK then compacts by clearing and adding) for an SDK without the hook's snapshot type.
         """
         snapshot_type = _snapshot_type()
-        if snapshot_type is None or prune_prefix is not None:
+        if snapshot_type is None:
             return None
         read = await asyncio.to_thread(self._newest_as_of_one_version, limit)
         if read is None:
@@ -119,8 +120,9 @@ class CairnSession(SessionABC):
             newest = len(items) - start
             if newest <= 0:
                 return False
+            read_before = items[:start] if complete else None
             try:
-                await asyncio.to_thread(self._replace, output, newest, version)
+                await asyncio.to_thread(self._replace_newest, newest, output, version, prune_prefix, read_before)
             except _REPLACEMENT_REFUSED as refused:
                 # The SDK then keeps the history as it is and goes on.
                 logger.warning("Cairn kept session %r as it was, refusing its compaction: %s", self.session_id, refused)
@@ -140,14 +142,50 @@ class CairnSession(SessionABC):
         await asyncio.to_thread(self._replace, items, None, None)
         return True
 
-    def _newest_as_of_one_version(self, limit: int) -> tuple[list[TResponseInputItem], bool, int] | None:
-        """The newest `limit` items, whether they are all the session holds, and the version they are of;
-        None when the session kept changing between the pages of the read (or the server names no version)."""
+    def _newest_as_of_one_version(self, limit: int | None) -> tuple[list[TResponseInputItem], bool, int] | None:
+        """The newest `limit` items (None: every one), whether they are all the session holds, and the version
+        they are of; None when the session kept changing between the pages of the read (or the server names no
+        version)."""
         for _ in range(_SNAPSHOT_READS):
             items, complete, versions = self._read_newest(limit)
             if len(versions) == 1 and (version := versions.pop()) is not None:
                 return items, complete, version
         return None
+
+    def _replace_newest(
+        self,
+        newest: int,
+        items: list[TResponseInputItem],
+        version: int,
+        prune_prefix: Callable[[TResponseInputItem], bool] | None,
+        read_before: list[TResponseInputItem] | None,
+    ) -> None:
+        """Replace the newest `newest` items with `items` while the session is at `version`.
+
+        With `prune_prefix`, the oldest items it holds true of go too, in the same commit: it then replaces
+        every item by those between and `items`. `read_before`: every item before the newest ones, when the
+        snapshot read them all (else they are read). Where that replacement is more than one holds, or needs
+        more room than the address has, the newest items alone are replaced and the others stay, as the
+        encrypting session passes them by.
+        """
+        if prune_prefix is not None:
+            before = read_before if read_before is not None else self._every_item_before(newest, version)
+            expired = _leading(before or [], prune_prefix)
+            if before and expired:
+                try:
+                    self._replace([*before[expired:], *items], None, version)
+                    return
+                except (InvalidRequest, PayloadTooLarge, StorageLimitExceeded):
+                    pass
+        self._replace(items, newest, version)
+
+    def _every_item_before(self, newest: int, version: int) -> list[TResponseInputItem] | None:
+        """Every item but the newest `newest`, as of `version`; None when the session is no longer at it."""
+        read = self._newest_as_of_one_version(None)
+        if read is None or read[2] != version:
+            return None
+        every = read[0]
+        return every[: len(every) - newest]
 
     def _replace(self, items: list[TResponseInputItem], newest: int | None, version: int | None) -> None:
         """Replace the newest `newest` items (None: all) with `items`, while at `version` if given."""
@@ -197,6 +235,11 @@ def _parts(items: list[TResponseInputItem]) -> list[list[TResponseInputItem]]:
         parts[-1].append(item)
         size += item_size
     return parts
+
+
+def _leading(items: list[TResponseInputItem], holds: Callable[[TResponseInputItem], bool]) -> int:
+    """How many of the first items `holds` is true of, up to the first it is not."""
+    return next((index for index, item in enumerate(items) if not holds(item)), len(items))
 
 
 def _snapshot_type() -> type[_CompactionSnapshot] | None:
