@@ -752,3 +752,24 @@ def test_items_a_replacement_hid_and_could_not_delete_are_passed_by_and_deleted_
     assert replace(api, address, items=[summary], newest=1).json()["count"] == 33
     assert stored(api, address) == [*items[:30], *newer[:2], summary]
     assert len(session_rows(api, address)) == 1 + 33
+
+
+def test_a_large_replacement_past_the_last_sequence_a_key_spells_is_refused_and_changes_nothing(
+    moto_env: None, clock: FakeClock
+):
+    """Each stage opens far above the live items: a session that has used up its sequence numbers (a million
+    large replacements) is told so, and keeps its items."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 10)
+    api.services.client.update_item(
+        TableName=api.services.settings.table_name,
+        Key={"pk": {"S": keys.address_pk(address.id)}, "sk": {"S": keys.agent_session_head_sk("s")}},
+        UpdateExpression="SET floor = :floor, last_seq = :last",
+        ExpressionAttributeValues={":floor": {"N": "0"}, ":last": {"N": str(10**keys.SEQ_WIDTH - 1_000_050)}},
+    )
+
+    reply = replace(api, address, items=compaction_of(said(120)))
+
+    assert (reply.status, reply.error_code) == (400, "invalid_request"), reply.text
+    assert stored(api, address) == old

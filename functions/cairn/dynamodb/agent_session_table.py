@@ -376,7 +376,9 @@ class AgentSessionTable:
         # Above a lapsed stage's rows too, which are deleted after the commit.
         base = max(seen.last_seq, seen.stage.last if seen.stage else 0) + STAGE_GAP
         if base + len(staged.items) >= _SEQUENCES:
-            raise InvalidRequest("This session has no room left for a replacement: clear it.", field="items")
+            raise InvalidRequest(
+                "This session has used up its sequence numbers: continue in a new session.", field="items"
+            )
         new = seen.staging(stage_id, base, int(now) + STAGE_LEASE)
         checks = self._claim_checks(staged)
         growth = Growth(0, max_bytes)
