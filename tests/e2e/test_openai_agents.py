@@ -317,22 +317,29 @@ def test_the_sdks_compaction_after_a_run_leaves_its_summary_and_the_conversation
     assert second.final_output == "heard: My name is Ada. | What is my name?"
 
 
-def test_an_add_another_process_makes_while_the_sdk_compacts_is_kept(address: Address, served: ServeProcess):
-    """The SDK reads the history, asks for its summary, then writes it back: a worker's add in between must
-    not be cleared away with what was summed up (with no hook, the SDK clears the session, then adds)."""
-    set_tracing_disabled(True)
-    late = {"role": "user", "content": "added by another worker"}
+LATE = {"role": "user", "content": "added by another worker"}
 
-    def another_worker_adds() -> None:
+
+def another_worker_adding(served: ServeProcess, address: Address, session_id: str, item: dict) -> Callable[[], None]:
+    """What another worker does while the SDK compacts: add `item` to the session, from a process of its own."""
+
+    def add() -> None:
         worker = process_context().Process(
             target=openai_agents_runs.add,
-            args=(served.base_url, address.id, address.read_token, "shared-compaction", [late]),
+            args=(served.base_url, address.id, address.read_token, session_id, [item]),
         )
         worker.start()
         worker.join(timeout=60)
         assert worker.exitcode == 0
 
-    endpoint = CompactionEndpoint(meanwhile=another_worker_adds)
+    return add
+
+
+def test_an_add_another_process_makes_while_the_sdk_compacts_is_kept(address: Address, served: ServeProcess):
+    """The SDK reads the history, asks for its summary, then writes it back: a worker's add in between must
+    not be cleared away with what was summed up (with no hook, the SDK clears the session, then adds)."""
+    set_tracing_disabled(True)
+    endpoint = CompactionEndpoint(meanwhile=another_worker_adding(served, address, "shared-compaction", LATE))
     agent = Agent(name="assistant", instructions="Answer briefly.", model=openai_agents_runs.StoringModel())
 
     asyncio.run(Runner.run(agent, "Remember 42.", session=compacting(address, "shared-compaction", endpoint)))
@@ -341,7 +348,7 @@ def test_an_add_another_process_makes_while_the_sdk_compacts_is_kept(address: Ad
     stored = asyncio.run(CairnSession(address, "shared-compaction").get_items())
     # The history as it was, the other worker's add after it; no summary in place of either.
     assert [item.get("role") for item in stored] == ["user", "assistant", "user"], stored
-    assert stored[-1] == late
+    assert stored[-1] == LATE
 
 
 def test_the_sdks_compaction_after_a_run_of_many_tool_calls_replaces_that_run_and_keeps_what_came_before(
@@ -405,18 +412,7 @@ def test_an_add_another_process_makes_while_the_sdk_compacts_an_encrypted_sessio
     """Under the SDK's encrypting session too, the summary goes in one commit only while the session is as
     read: the SDK would otherwise clear it and add the summary, and the other worker's add would go."""
     set_tracing_disabled(True)
-    late = {"role": "user", "content": "added by another worker"}
-
-    def another_worker_adds() -> None:
-        worker = process_context().Process(
-            target=openai_agents_runs.add,
-            args=(served.base_url, address.id, address.read_token, "encrypted", [late]),
-        )
-        worker.start()
-        worker.join(timeout=60)
-        assert worker.exitcode == 0
-
-    endpoint = CompactionEndpoint(meanwhile=another_worker_adds)
+    endpoint = CompactionEndpoint(meanwhile=another_worker_adding(served, address, "encrypted", LATE))
     session, _ = encrypted_compacting(address, "encrypted", endpoint)
     agent = Agent(name="assistant", instructions="Answer briefly.", model=openai_agents_runs.StoringModel())
 
@@ -426,7 +422,7 @@ def test_an_add_another_process_makes_while_the_sdk_compacts_an_encrypted_sessio
     stored = asyncio.run(CairnSession(address, "encrypted").get_items())
     # The run's two items as they were, encrypted, and the other worker's add after them.
     assert [item.get("__enc__") for item in stored[:2]] == [1, 1]
-    assert stored[2:] == [late]
+    assert stored[2:] == [LATE]
 
 
 def test_the_sdks_compaction_of_an_encrypted_session_removes_the_items_past_their_time(address: Address):
