@@ -149,12 +149,15 @@ def churn_sessions(endpoint: str, table: str, limit: int, address_id: str, token
             summary = {"type": "compaction", "encrypted_content": "z" * (SIZE // 5 + 97 * process)}
             version = sessions.items(address_id, token, session_id, limit=0, before=None).version
             newest = 1 if round_number == 5 else None
+            # Every item replaced by the user messages a summary keeps and the summary: more rows than one commit
+            # holds, so the replacement is staged, and counts as it goes.
+            kept = [] if newest else [{"role": "user", "content": f"p{process} said {n}"} for n in range(100)]
             try:
                 sessions.replace(
                     address_id,
                     token,
                     session_id,
-                    [summary],
+                    [*kept, summary],
                     newest=newest,
                     version=version,
                     replace_id=f"p{process}-x{round_number}",
