@@ -20,6 +20,17 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 from cairn.integrations.openai_agents import CairnSession
 
 
+def said_message(text: str) -> ResponseOutputMessage:
+    """The assistant's message saying `text`, as the Responses API answers it."""
+    return ResponseOutputMessage(
+        id="msg_scripted",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
 class EchoingModel(Model):
     """A scripted model, no network: it answers with every user message it was given, in order.
 
@@ -28,15 +39,7 @@ class EchoingModel(Model):
 
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
         said = [input] if isinstance(input, str) else [_text(item) for item in input if item.get("role") == "user"]
-        text = "heard: " + " | ".join(said)
-        message = ResponseOutputMessage(
-            id="msg_scripted",
-            type="message",
-            role="assistant",
-            status="completed",
-            content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
-        )
-        return ModelResponse(output=[message], usage=Usage(), response_id=None)
+        return ModelResponse(output=[said_message("heard: " + " | ".join(said))], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the scripted model does not stream")
@@ -66,21 +69,16 @@ class ToolCallingModel(Model):
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
         called = not isinstance(input, str) and any(item.get("type") == "function_call_output" for item in input)
         if called:
-            message = ResponseOutputMessage(
-                id="msg_done",
-                type="message",
-                role="assistant",
-                status="completed",
-                content=[ResponseOutputText(type="output_text", text=f"done {self.calls} steps", annotations=[])],
+            return ModelResponse(
+                output=[said_message(f"done {self.calls} steps")], usage=Usage(), response_id="resp_done"
             )
-            return ModelResponse(output=[message], usage=Usage(), response_id="resp_done")
-        calls = [
+        calls: list[Any] = [
             ResponseFunctionToolCall(
                 type="function_call", id=f"fc_{n}", call_id=f"call_{n}", name="step", arguments=json.dumps({"n": n})
             )
             for n in range(self.calls)
         ]
-        return ModelResponse(output=list(calls), usage=Usage(), response_id="resp_calls")
+        return ModelResponse(output=calls, usage=Usage(), response_id="resp_calls")
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the scripted model does not stream")

@@ -43,7 +43,8 @@ class Stage:
     until: int
 
     @property
-    def items(self) -> int:
+    def written(self) -> int:
+        """How many items its rows hold so far."""
         return self.last - self.base
 
 
@@ -138,7 +139,7 @@ class Head:
             self,
             floor=stage.base,
             last_seq=stage.last,
-            count=stage.items,
+            count=stage.written,
             stored_bytes=stage.size,
             stage=None,
             version=self.version + 1,

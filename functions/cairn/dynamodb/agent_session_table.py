@@ -273,7 +273,7 @@ class AgentSessionTable:
                 new, swept = self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
             except _Oversized as oversized:
                 staged = _Staged(owner, session_id, items, sizes, version=version, replace_id=replace_id, digest=digest)
-                new, swept = self._replace_staged(staged, oversized.head, now=now, max_bytes=max_bytes)
+                new, swept = self._replace_staged(staged, oversized.head, now=now, max_bytes=max_bytes), True
         except _Stale as stale:
             claim = (
                 None
@@ -320,10 +320,10 @@ class AgentSessionTable:
         oldest = min(get_int(row, "seq") for row in removed)
         return head.replaced(len(removed), removed_bytes, items, size, hiding_from=oldest), puts, True
 
-    def _replace_staged(self, staged: _Staged, head: Head, *, now: float, max_bytes: int) -> tuple[Head, bool]:
+    def _replace_staged(self, staged: _Staged, head: Head, *, now: float, max_bytes: int) -> Head:
         """Every item replaced by `staged`'s, whose rows one commit cannot hold: a stage opened above the live
         items (on `head`, as last read), its rows written to it a commit at a time, then one commit making them
-        the session.
+        the session. Answers the head that commit left (for a retry of one made before, the head now).
 
         Its commits before the last change nothing a reader sees, so they leave the session's version as it was
         (`Head.quiet_writes`): with `version`, each needs the session still at it, and another writer's change
@@ -334,9 +334,7 @@ class AgentSessionTable:
         """
         owner, session_id = staged.owner, staged.session_id
         stage_id = uuid.uuid4().hex
-
-        def read() -> Head:
-            return self._head(owner.address_id, session_id)
+        read = functools.partial(self._head, owner.address_id, session_id)
 
         # Every way out but the last commit drops the stage, if it opened: an opening whose answer was lost
         # may have committed.
@@ -350,14 +348,14 @@ class AgentSessionTable:
                 head = self._until_committed(head, read, step)
         except _Claimed as claimed:
             self._drop_stage(owner, session_id, stage_id, now)
-            return self._replaced_before(claimed.item, staged.digest, owner.address_id, session_id), True
+            return self._replaced_before(claimed.item, staged.digest, owner.address_id, session_id)
         except _Stale:
             self._drop_stage(owner, session_id, stage_id, now)
             raise _Stale(read()) from None  # the version now, past this replacement's own commits
         except Exception:
             self._drop_stage(owner, session_id, stage_id, now)
             raise
-        return head, True
+        return head
 
     def _open_stage(
         self, staged: _Staged, stage_id: str, seen: Head, *, now: float, max_bytes: int
@@ -394,7 +392,7 @@ class AgentSessionTable:
         if staged.version is not None and seen.visible_version != staged.version:
             raise _Stale(seen)
         owner, session_id = staged.owner, staged.session_id
-        if stage.items == len(staged.items):
+        if stage.written == len(staged.items):
             new = seen.flipped()
             claims = self._claims(owner, session_id, staged.replace_id, staged.digest)
             growth = Growth(agent_session_items.ROW_OVERHEAD * len(claims), max_bytes)
@@ -411,7 +409,7 @@ class AgentSessionTable:
         puts: list[Item] = []
         count = size = 0
         room = table_ops.MAX_TRANSACTION_ACTIONS - _OWN_ACTIONS
-        for index in range(stage.items, len(staged.items)):
+        for index in range(stage.written, len(staged.items)):
             sent = staged.sizes[index]
             item = agent_session_items.item_puts(
                 self._table, staged.owner, staged.session_id, stage.last + count + 1, staged.items[index], sent
@@ -432,9 +430,7 @@ class AgentSessionTable:
 
     def _drop_stage(self, owner: Owner, session_id: str, stage_id: str, now: float) -> None:
         """Let go of the stage `stage_id` if it is still open, and delete its rows; on failure it lapses instead."""
-
-        def read() -> Head:
-            return self._head(owner.address_id, session_id)
+        read = functools.partial(self._head, owner.address_id, session_id)
 
         def dropped(seen: Head) -> agent_session_items.Stage | None:
             if seen.stage is None or seen.stage.stage_id != stage_id:
