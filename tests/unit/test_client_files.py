@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,24 @@ def test_saving_again_replaces_the_file_atomically_and_leaves_no_temporary_files
     write_private(path, b"two")
     assert read_private(path) == b"two"
     assert [p.name for p in tmp_path.iterdir()] == ["address.json"]
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_a_written_file_is_flushed_and_then_its_directory_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exclusive: bool
+):
+    """After a power cut the file is there: its data, and then the directory holding its new name, reach the disk."""
+    path = tmp_path / "address.json"
+    flushed: list[tuple[int, bool]] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:
+        flushed.append((os.fstat(descriptor).st_ino, path.exists()))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    write_private(path, b"token", exclusive=exclusive)
+    assert flushed == [(path.stat().st_ino, False), (tmp_path.stat().st_ino, True)]
 
 
 def test_files_open_to_the_group_or_the_world_are_refused(tmp_path: Path):

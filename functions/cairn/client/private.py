@@ -2,20 +2,22 @@
 
 A read token is a bearer credential: whoever can read the file holds the
 address. Directories are created 0700 and files 0600, written atomically (a
-crash leaves the old file or the new one, never half of one), and refused on
-read when they are symbolic links, belong to someone else, or are open to
-the group or the world.
+crash leaves the old file or the new one, never half of one) and durably (the
+directory entry is flushed too, so a file written before a power cut is
+there after it), and refused on read when they are symbolic links, belong to
+someone else, or are open to the group or the world.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from cairn.disk import write_durably
 
 
 class UnsafeFile(Exception):
@@ -38,26 +40,12 @@ def ensure_private_dir(path: str | Path) -> Path:
 
 
 def write_private(path: str | Path, data: bytes, *, exclusive: bool = False) -> None:
-    """Write `data` to `path` with mode 0600, atomically.
+    """Write `data` to `path` with mode 0600, atomically and durably (`cairn.disk.write_durably`).
 
     With `exclusive`, an existing file wins and `FileExistsError` is raised:
     two processes creating the same file cannot both believe they did.
     """
-    path = Path(path)
-    # Named apart from `path`, so a name as long as the file system takes still has room for it.
-    temporary = path.with_name(f".cairn-{secrets.token_hex(6)}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        if exclusive:
-            os.link(temporary, path)
-        else:
-            os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    write_durably(Path(path), data, exclusive=exclusive)
 
 
 @contextmanager

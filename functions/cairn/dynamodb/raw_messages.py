@@ -9,8 +9,6 @@ Attachments are never copied out: a download re-reads the message.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +18,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from cairn import aws
+from cairn.disk import write_durably
 from cairn.dynamodb.items import error_code
 from cairn.email.ports import MESSAGE_ID_PATTERN, RawMessageStore
 from cairn.settings import Settings
@@ -78,15 +77,8 @@ class FileRawMessages:
 
     def save(self, message_id: str, raw: bytes) -> None:
         self._directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # Written aside and renamed, so a reader never sees half a message.
-        handle, temporary = tempfile.mkstemp(dir=self._directory, prefix=".incoming-")
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(raw)
-            os.replace(temporary, self._path(message_id))
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        # A reader never sees half a message, and one whose receipt was answered survives a power cut.
+        write_durably(self._path(message_id), raw)
 
     def delete(self, message_id: str) -> None:
         self._path(message_id).unlink(missing_ok=True)
@@ -100,7 +92,7 @@ class FileRawMessages:
         removed = 0
         for path in self._directory.glob("*"):
             if not MESSAGE_ID_PATTERN.fullmatch(path.name):
-                continue  # e.g. a `.incoming-` file being written
+                continue  # e.g. a message still being written, under a temporary name
             try:
                 if path.stat().st_mtime < cutoff:
                     path.unlink()

@@ -8,10 +8,10 @@ records its outcome as SES's events would.
 
 from __future__ import annotations
 
-import os
 import smtplib
 from pathlib import Path
 
+from cairn.disk import write_durably
 from cairn.email.outbound_ports import ComposedMessage, Handoff, MailerError
 
 SMTP_TIMEOUT_SECONDS = 30
@@ -50,9 +50,7 @@ class OutboxMailer:
         name = message.message_id.strip("<>").replace("@", "_at_").replace("/", "_")
         try:
             self._folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            descriptor = os.open(self._folder / f"{name}.eml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(message.raw)
+            write_durably(self._folder / f"{name}.eml", message.raw, exclusive=True)
         except OSError as error:
             raise MailerError(f"outbox not writable: {error}", permanent=False) from error
         return Handoff(provider_message_id=message.message_id, outcome="delivered")

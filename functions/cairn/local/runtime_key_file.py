@@ -9,9 +9,10 @@ the same way, beside the data it opens.
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
+
+from cairn.disk import write_durably
 
 FILE_NAME = "runtime-key"
 SERVER_SECRET_FILE_NAME = "server-secret"
@@ -26,14 +27,14 @@ def load_or_create(path: Path) -> str:
         return existing
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = secrets.token_urlsafe(32)
-    path.unlink(missing_ok=True)
+    data = (key + "\n").encode()
     try:
-        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Whole or absent to every other start, and on disk before anything is signed or sealed with it.
+        write_durably(path, data, exclusive=True)
     except FileExistsError:
-        # Another start made it first: its key is the one in force.
-        return _read(path)
-    with os.fdopen(handle, "w") as file:
-        file.write(key + "\n")
+        if made_meanwhile := _read(path):
+            return made_meanwhile  # another start made it first: its key is the one in force
+        write_durably(path, data)  # an empty file, left by a crash of a version that wrote in place
     return key
 
 
