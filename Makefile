@@ -20,9 +20,8 @@ WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 setup: $(VENV)/.installed node_modules/.installed java
 
-# uv installs what pip would, several times faster. strands-agents (the `strands` extra) and selenium
-# go in without their requirements: `dev` lists those they use (not strands' `mcp` cap, nor selenium's
-# trio: see pyproject.toml).
+# uv installs what pip would, several times faster. selenium goes in without its requirements: `dev`
+# lists those it uses (not its trio: see pyproject.toml).
 # Then the bytecode, compiled on every core: without it, the suite's first processes each compiled the
 # same modules again (on a fresh clone, a minute of the suite's time). Not all of it, though: the
 # packages in NOT_PRECOMPILED are two thirds of the source installed, and the suite imports little of
@@ -35,7 +34,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet 'uv>=0.5'
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps 'strands-agents>=1.62' 'selenium>=4.20'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps 'selenium>=4.20'
 	$(BIN)/python -m compileall -q -j 0 -x '/site-packages/($(NOT_PRECOMPILED))/' functions \
 		$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 	touch $@
