@@ -7,6 +7,7 @@ import base64
 import json
 import threading
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -214,6 +215,53 @@ def test_cairn_session_pop_item_survives_a_lost_answer(api: LambdaClient, addres
     assert asyncio.run(session.pop_item()) == said(3)[2]
     assert len(lost) == 1
     assert asyncio.run(session.get_items()) == said(2)
+
+
+LATE = {"role": "user", "content": "late"}
+# Each write of the session, and the history it leaves behind a history of two messages.
+WRITES: dict[str, tuple[Callable[[CairnSession], Awaitable[Any]], list[dict[str, Any]]]] = {
+    "add_items": (lambda session: session.add_items([LATE]), [*said(2), LATE]),
+    "pop_item": (lambda session: session.pop_item(), said(1)),
+    "clear_session": (lambda session: session.clear_session(), []),
+    "_atomic_replace_items": (lambda session: session._atomic_replace_items([LATE]), [LATE]),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_cancelled_caller_sees_its_cancellation_once_the_write_has_settled(
+    api: LambdaClient, address: Address, write: str
+):
+    """The SDK's rule for a session's writes (`await_session_mutation`): a run cancelled during one settles
+    its checkpoint by reading what is stored, so the cancellation must reach it after the write, not while
+    the write is still on its way to land later."""
+    call(api, address, "POST", json_body={"items": said(2)})
+    sent, release, answered = threading.Event(), threading.Event(), []
+
+    def holding_writes(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return api.handle(request)
+        sent.set()
+        release.wait(30)
+        answer = api.handle(request)
+        answered.append(answer.status_code)
+        return answer
+
+    base_url = address.address_url.split("/api/v1/", 1)[0]
+    http = HttpClient(transport=httpx.MockTransport(holding_writes))
+    session = CairnSession(Address.connect(base_url, address.id, address.read_token, http=http), "s")
+    start, history = WRITES[write]
+
+    async def cancelled_midway() -> list[int]:
+        running = asyncio.ensure_future(start(session))
+        await asyncio.to_thread(sent.wait, 30)
+        running.cancel()
+        threading.Timer(0.2, release.set).start()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        return list(answered)
+
+    assert len(asyncio.run(cancelled_midway())) == 1
+    assert stored(api, address) == history
 
 
 def test_cairn_session_adds_more_than_one_add_holds_in_order_and_a_lost_answer_adds_nothing_twice(

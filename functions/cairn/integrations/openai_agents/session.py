@@ -22,9 +22,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agents.items import TResponseInputItem
+from agents.memory import await_session_mutation
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from agents.memory.session import _CompactionSnapshot
 
 logger = logging.getLogger(__name__)
+_Answer = TypeVar("_Answer")
 
 # The most items one answer holds (the server's page), and so what one read asks for.
 _PAGE_ITEMS = 1000
@@ -79,7 +81,7 @@ class CairnSession(SessionABC):
         """Add the items after every item already there: in one commit when one add holds them (64 items,
         3,500,000 bytes of JSON), else as several adds in order, each whole."""
         if items:
-            await asyncio.to_thread(self._add, list(items))
+            await _settled(self._add, list(items))
 
     def _add(self, items: list[TResponseInputItem]) -> None:
         # One id for every attempt of each add: a retry after a lost answer adds nothing twice.
@@ -90,12 +92,12 @@ class CairnSession(SessionABC):
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; no other process gets the same one."""
         # One id for every attempt of this pop: a retry after a lost answer takes no second item.
-        answer = await asyncio.to_thread(self._request, "POST", "/pop", None, {"pop_id": uuid.uuid4().hex})
+        answer = await _settled(self._request, "POST", "/pop", None, {"pop_id": uuid.uuid4().hex})
         item: TResponseInputItem | None = answer["item"]
         return item
 
     async def clear_session(self) -> None:
-        await asyncio.to_thread(self._request, "DELETE", "", None)
+        await _settled(self._request, "DELETE", "", None)
 
     async def _get_compaction_snapshot(
         self, limit: int, *, prune_prefix: Callable[[TResponseInputItem], bool] | None = None
@@ -122,7 +124,7 @@ class CairnSession(SessionABC):
                 return False
             read_before = items[:start] if complete else None
             try:
-                await asyncio.to_thread(self._replace_newest, newest, output, version, prune_prefix, read_before)
+                await _settled(self._replace_newest, newest, output, version, prune_prefix, read_before)
             except _REPLACEMENT_REFUSED as refused:
                 # The SDK then keeps the history as it is and goes on.
                 logger.warning("Cairn kept session %r as it was, refusing its compaction: %s", self.session_id, refused)
@@ -139,7 +141,7 @@ class CairnSession(SessionABC):
         raised, never answered False: the SDK would then clear the session and add the items in several adds,
         which a process that stops midway, or another process's add, would cut short.
         """
-        await asyncio.to_thread(self._replace, items, None, None)
+        await _settled(self._replace, items, None, None)
         return True
 
     def _newest_as_of_one_version(self, limit: int | None) -> tuple[list[TResponseInputItem], bool, int] | None:
@@ -220,6 +222,13 @@ class CairnSession(SessionABC):
     ) -> Any:
         payload = None if body is None else json_body(body)
         return self._http.request(method, self._url + path, token=self._token, body=payload, params=params).json()
+
+
+async def _settled(write: Callable[..., _Answer], *arguments: Any) -> _Answer:
+    """`write(*arguments)` on a worker thread, where a cancelled caller sees its cancellation only once the
+    write has settled: the thread cannot be stopped, and the SDK, cancelled during a write, settles its run
+    by reading what the session holds, so the write must not still be on its way to land after that."""
+    return await await_session_mutation(asyncio.to_thread(write, *arguments))
 
 
 def _parts(items: list[TResponseInputItem]) -> list[list[TResponseInputItem]]:
