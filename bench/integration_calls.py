@@ -35,6 +35,8 @@ QUESTION = "What changed in the build since yesterday?"
 # A long conversation compacted: OpenAI's summary keeps its user messages.
 COMPACTED_HISTORY = 300
 COMPACTED_SUMMARY = 251
+# A turn of 150 tool calls: each call and its output.
+STAGED_ADD_ITEMS = 300
 # As the SDKs hand them over: an OpenAI Agents input item, a Strands message (typed dicts on their side).
 ITEM: Any = {"role": "user", "content": QUESTION}
 MESSAGE: Any = {"role": "user", "content": [{"text": QUESTION}]}
@@ -117,6 +119,11 @@ def _session_rows(counting: Counting) -> None:
     counting.count("CairnSession.add_items (first add, new session)", [partial(add, s, 1) for s in sessions])
     counting.count("CairnSession.add_items (1 item)", [partial(add, s, 1) for s in sessions])
     counting.count(f"CairnSession.add_items ({TURN_ITEMS} items)", [partial(add, s, TURN_ITEMS) for s in sessions])
+    # A turn of many tool calls, added at once: more rows than one transaction holds, so the add is staged.
+    counting.count(
+        f"CairnSession.add_items ({STAGED_ADD_ITEMS} items, staged)",
+        [partial(add, s, STAGED_ADD_ITEMS) for s in sessions],
+    )
     counting.count(f"CairnSession.get_items(limit={TURN_ITEMS})", [partial(get, s) for s in sessions])
     counting.count("CairnSession.pop_item", [partial(pop, s) for s in sessions])
 

@@ -388,6 +388,41 @@ def test_the_sdks_compaction_after_a_run_of_many_tool_calls_replaces_that_run_an
     ]
 
 
+def test_a_run_of_many_tool_calls_is_stored_whole_while_other_processes_read(address: Address, served: ServeProcess):
+    """150 tool calls: the SDK adds the calls and their outputs, 300 items, at once, more rows than one DynamoDB
+    transaction holds. Processes reading the session all the while never see a call without its output, a
+    history the model's API refuses."""
+    set_tracing_disabled(True)
+    context = process_context()
+    done, results = context.Event(), context.Queue()
+    reading = (served.base_url, address.id, address.read_token, "steps", done, results)
+    readers = [context.Process(target=openai_agents_runs.read_tool_calls_while, args=reading) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    agent = Agent(
+        name="worker",
+        instructions="Do every step.",
+        model=openai_agents_runs.ToolCallingModel(calls=150),
+        tools=[openai_agents_runs.step],
+    )
+
+    result = asyncio.run(Runner.run(agent, "Do the steps.", session=CairnSession(address, "steps")))
+    done.set()
+    reads = [results.get(timeout=120) for _ in readers]
+    for reader in readers:
+        reader.join(timeout=60)
+        assert reader.exitcode == 0
+
+    assert result.final_output == "done 150 steps"
+    stored = asyncio.run(CairnSession(address, "steps").get_items())
+    assert Counter(item.get("type", "message") for item in stored) == {
+        "message": 2,
+        "function_call": 150,
+        "function_call_output": 150,
+    }
+    assert reads == [(0, len(stored))] * 3  # none saw half of the turn, and each read on past its end
+
+
 ENCRYPTION_KEY = Fernet.generate_key().decode("ascii")
 
 
@@ -523,7 +558,7 @@ HOSTILE_ADDS = [
     pytest.param({"items": "x"}, 422, "invalid_request", id="not-a-list"),
     pytest.param({}, 422, "invalid_request", id="missing"),
     pytest.param({"items": [{"n": 1}], "surprise": 1}, 422, "invalid_request", id="unknown-field"),
-    pytest.param({"items": [{"n": n} for n in range(65)]}, 422, "invalid_request", id="too-many"),
+    pytest.param({"items": [{"n": n} for n in range(1001)]}, 422, "invalid_request", id="too-many"),
     pytest.param({"items": [{"t": "x" * 1_800_000}, {"t": "y" * 1_800_000}]}, 413, "payload_too_large", id="too-big"),
 ]
 

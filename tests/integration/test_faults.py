@@ -348,6 +348,25 @@ def verify_session_replace_staged(api: LambdaClient, created: dict, first: Reply
     assert sum("AGS#" in row["sk"]["S"] for row in rows) == 1 + len(LONG_SUMMARY) + 1
 
 
+LONG_TURN = [{"role": "tool", "content": f"output {index}"} for index in range(150)]
+
+
+def send_session_add_staged(api: LambdaClient, created: dict) -> Reply:
+    body = {"items": LONG_TURN, "add_id": "fault-add-staged"}
+    return api.request("POST", session_items_path(created), json_body=body, token=token(created))
+
+
+def verify_session_add_staged(api: LambdaClient, created: dict, first: Reply, retry: Reply) -> None:
+    assert retry.status == 201, retry.text
+    assert retry.json()["count"] == len(SESSION_ITEMS) + len(LONG_TURN)
+    stored = api.request("GET", session_items_path(created), token=token(created))
+    assert stored.json()["items"] == [*SESSION_ITEMS, *LONG_TURN]  # whole, after the items before, and once
+    # Nothing else is left of the session: its head, the items and the add's claim.
+    pk = keys.address_pk(created["address"]["id"])
+    rows = table_ops.query_range(api.services.client, api.services.settings.table_name, pk, ProjectionExpression="sk")
+    assert sum("AGS#" in row["sk"]["S"] for row in rows) == 1 + len(SESSION_ITEMS) + len(LONG_TURN) + 1
+
+
 def strands_path(created: dict) -> str:
     return f"/api/v1/addresses/{created['address']['id']}/strands/faults/agents/default"
 
@@ -391,6 +410,7 @@ OPERATIONS = {
     "session_add": Operation(provisioned, send_session_add, verify_session_add),
     "session_replace": Operation(with_session, send_session_replace, verify_session_replace),
     "session_replace_staged": Operation(with_session, send_session_replace_staged, verify_session_replace_staged),
+    "session_add_staged": Operation(with_session, send_session_add_staged, verify_session_add_staged),
     "strands_message": Operation(with_strands_agent, send_strands_message, verify_strands_message),
 }
 

@@ -179,3 +179,22 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+def read_tool_calls_while(
+    base_url: str, address_id: str, token: str, session_id: str, done: Event, results: Any
+) -> None:
+    """Read the whole session over and over until `done`, then once more; reports how many reads held a tool
+    call without its output (or an output without its call), and the most items a read held."""
+    unpaired = largest = 0
+    session = CairnSession.connect(base_url, address_id, token, session_id)
+    while True:
+        finished = done.is_set()
+        items = asyncio.run(session.get_items())
+        calls = {item["call_id"] for item in items if item.get("type") == "function_call"}
+        outputs = {item["call_id"] for item in items if item.get("type") == "function_call_output"}
+        unpaired += calls != outputs
+        largest = max(largest, len(items))
+        if finished:
+            break
+    results.put((unpaired, largest))

@@ -271,7 +271,7 @@ def test_cairn_session_adds_more_than_one_add_holds_in_order_and_a_lost_answer_a
     items or bytes than one add holds go as several adds, in order; the second add's first answer is lost
     here, and its retry adds nothing twice."""
     large = [{"role": "tool", "content": str(index) * 1_500_000} for index in range(3)]
-    items = [*said(150), *large, {"role": "user", "content": "last"}]
+    items = [*said(1010), *large, {"role": "user", "content": "last"}]
     adds: list[int] = []
 
     def losing_the_second_add(request: httpx.Request) -> httpx.Response:
@@ -288,8 +288,9 @@ def test_cairn_session_adds_more_than_one_add_holds_in_order_and_a_lost_answer_a
 
     asyncio.run(session.add_items(items))
 
-    # 64, 64 (its answer lost, then sent again), 22 and two large items (3 MB), the third and the last.
-    assert adds == [64, 64, 64, 24, 2]
+    # 1,000 (as many as one add holds), 10 and two large items (3 MB; its answer lost, then sent again), the
+    # third and the last.
+    assert adds == [1000, 12, 12, 2]
     assert stored(api, address) == items
 
 
@@ -725,6 +726,148 @@ def test_a_read_the_last_commit_of_a_large_replacement_overtakes_is_read_again(m
     assert not writer.is_alive()
     assert read["items"] == summary
     assert read["version"] == call(api, address, "GET").json()["version"]
+
+
+# -- adds too large for one commit -------------------------------------------------------------
+
+
+def turn(calls: int) -> list[dict[str, Any]]:
+    """A turn of `calls` tool calls, as the OpenAI Agents SDK adds it: each call, then its output."""
+    return [
+        each
+        for index in range(calls)
+        for each in (
+            {"type": "function_call", "call_id": f"c{index}", "name": "step", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{index}", "output": str(index)},
+        )
+    ]
+
+
+def cost(items: list[dict[str, Any]]) -> int:
+    return sum(item_bytes(sent_size(canonical(each))) for each in items)
+
+
+def test_an_add_of_more_rows_than_one_commit_holds_lands_whole_after_every_item(moto_env: None, clock: FakeClock):
+    """A reader between its commits sees none of it (a tool call without its output is refused by the model's
+    API), and its last commit makes all of it the newest items."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 30)
+    counted_before = usage(api, address)
+    version = call(api, address, "GET").json()["version"]
+    added = turn(150)
+    between: list[dict[str, Any]] = []
+
+    def read_before_each_commit(model: Any, **_: Any) -> None:
+        if model.name == "TransactWriteItems":
+            between.append(call(api, address, "GET").json())
+
+    api.services.client.meta.events.register("before-call.dynamodb", read_before_each_commit)
+    body = {"items": added, "add_id": "long-turn"}
+    first = call(api, address, "POST", json_body=body)
+    api.services.client.meta.events.unregister("before-call.dynamodb", read_before_each_commit)
+    again = call(api, address, "POST", json_body=body)
+
+    assert (first.status, first.json()["count"], again.json()["count"]) == (201, 330, 330), first.text
+    # Read before the opening, each part and the last commit: the history as it was. After that commit, a write
+    # no reader sees lets the head forget what it passed by (below), and the reader sees every item.
+    sights = [(read["items"], read["version"]) for read in between]
+    assert len(sights) >= 5
+    assert sights == [(old, version)] * (len(sights) - 1) + [([*old, *added], version + 1)]
+    assert stored(api, address) == [*old, *added]
+    assert call(api, address, "GET").json()["version"] == version + 1
+    # Nothing else is left: the head, the items and the add's claim, counted exactly.
+    assert len(session_rows(api, address)) == 1 + 330 + 1
+    assert usage(api, address) == counted_before + cost(added) + ROW_OVERHEAD
+    # The session goes on after it.
+    assert call(api, address, "POST", "/pop").json()["item"] == added[-1]
+    late = {"role": "user", "content": "late"}
+    call(api, address, "POST", json_body={"items": [late]})
+    assert stored(api, address) == [*old, *added[:-1], late]
+
+
+def test_a_large_add_that_fails_midway_leaves_the_session_as_it_was_and_is_made_whole_when_sent_again(
+    moto_env: None, clock: FakeClock
+):
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 30)
+    rows, counted_before = session_rows(api, address), usage(api, address)
+    version = call(api, address, "GET").json()["version"]
+    # The opening and the first rows commit; the second part fails, and the writer lets go of what it wrote.
+    fail_transactions(api, {3})
+    body = {"items": turn(150), "add_id": "long-turn"}
+
+    assert call(api, address, "POST", json_body=body).status == 503
+
+    assert stored(api, address) == old
+    assert session_rows(api, address) == rows
+    assert usage(api, address) == counted_before
+    assert call(api, address, "GET").json()["version"] == version
+    assert call(api, address, "POST", json_body=body).json()["count"] == 330
+    assert stored(api, address) == [*old, *turn(150)]
+
+
+def test_rows_a_stopped_replacement_left_behind_never_join_a_large_add(moto_env: None, clock: FakeClock):
+    """A large replacement whose writer stopped left rows above the items, and deleting them failed when its
+    stage lapsed: they lie between the items and the large add's own rows, hidden by its last commit and
+    deleted after it."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 30)
+    rows, counted_before = session_rows(api, address), usage(api, address)
+    fail_transactions(api, {3, 4})  # the replacement's second part fails, and so does its letting go
+    assert replace(api, address, items=compaction_of(said(200))).status == 503
+    clock.advance(STAGE_LEASE)
+    batches = 0
+
+    def first_deletes_fail(model: Any, **_: Any) -> None:
+        nonlocal batches
+        if model.name == "BatchWriteItem":
+            batches += 1
+            if batches == 1:  # the lapsed stage's rows, deleted once the add's opening lets it go
+                raise EndpointConnectionError(endpoint_url="http://dynamodb.invalid")
+
+    api.services.client.meta.events.register("before-call.dynamodb", first_deletes_fail)
+    added = turn(150)
+
+    assert call(api, address, "POST", json_body={"items": added}).json()["count"] == 330
+
+    assert stored(api, address) == [*old, *added]
+    assert len(session_rows(api, address)) == len(rows) + len(added)
+    assert usage(api, address) == counted_before + cost(added)
+
+
+def test_a_large_add_waits_while_another_large_change_of_the_session_is_written(moto_env: None, clock: FakeClock):
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 30)
+    fail_transactions(api, {3, 4})  # a large replacement's writer stops, holding its stage
+    assert replace(api, address, items=compaction_of(said(200))).status == 503
+
+    held = call(api, address, "POST", json_body={"items": turn(150)})
+
+    assert (held.status, held.error_code, held.json()["error"]["reason"]) == (409, "session_conflict", "held")
+    assert stored(api, address) == old
+    # `CairnSession` sends it again until the stage is let go: here, once the stage lapses.
+    answers: list[int] = []
+
+    def lapsing_once_refused(request: httpx.Request) -> httpx.Response:
+        answer = api.handle(request)
+        if request.method == "POST":
+            answers.append(answer.status_code)
+            if answer.status_code == 409:
+                clock.advance(STAGE_LEASE)
+        return answer
+
+    base_url = address.address_url.split("/api/v1/", 1)[0]
+    http = HttpClient(transport=httpx.MockTransport(lapsing_once_refused))
+    asyncio.run(
+        CairnSession(Address.connect(base_url, address.id, address.read_token, http=http), "s").add_items(turn(150))
+    )
+
+    assert answers == [409, 201]
+    assert stored(api, address) == [*old, *turn(150)]
 
 
 # -- replacements of the newest items, however many ---------------------------------------

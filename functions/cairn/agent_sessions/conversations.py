@@ -24,13 +24,14 @@ from cairn.checkpoints.models import Admission, Owner, owner_of
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, PayloadTooLarge
 
-# One add is one DynamoDB transaction (100 actions, 4 MB): the address check, the head, each item and
-# the pieces of the large ones. These bounds keep every add within it, so an add is never split.
-MAX_ITEMS_PER_ADD = 64
-# The OpenAI Agents SDK's compaction sends every user message and a summary: a replacement of every item
-# takes as many as one page of a read answers, in several commits when one does not hold them (the store
-# stages them, and one commit makes them the session). Replacing only the newest items is one commit.
+# A DynamoDB transaction holds 100 actions and 4 MB: the address check, the head, each item and the pieces
+# of the large ones. A change with more rows is staged (written ahead where no read looks, then made the
+# session's items by one commit), so a reader still sees all of it or none. An add takes as many items as
+# a turn of many tool calls makes, and as one page of a read answers; the OpenAI Agents SDK's compaction
+# sends every user message and a summary, which a replacement of every item takes as many of. Replacing
+# only the newest items while older ones stay is one commit.
 MAX_PAGE_ITEMS = 1000
+MAX_ITEMS_PER_ADD = MAX_PAGE_ITEMS
 MAX_ITEMS_PER_REPLACE = MAX_PAGE_ITEMS
 MAX_ADD_BYTES = 3_500_000
 # What one answer carries (its JSON as Lambda sends it), far below Lambda's 6 MB; one item always fits.

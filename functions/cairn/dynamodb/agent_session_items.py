@@ -30,8 +30,9 @@ def item_bytes(size: int) -> int:
 
 @dataclass(frozen=True)
 class Stage:
-    """A replacement of every item written ahead of the commit that makes it the session: its rows hold
-    sequences `base + 1 .. last`, above every live item, where no read looks, and count `size` bytes.
+    """A change too large for one commit (a replacement of every item, or an add) written ahead of the commit
+    that makes its rows the session's items: they hold sequences `base + 1 .. last`, above every live item,
+    where no read looks, and count `size` bytes.
 
     `until`: while the replacement's writer holds it (epoch seconds); after, any writer may drop it.
     """
@@ -145,6 +146,23 @@ class Head:
             version=self.version + 1,
             hidden_low=0,
             hidden_high=0,
+        )
+
+    def appended(self) -> Head:
+        """The stage's rows made the newest items, after every live one. The sequences between, where no item
+        lives but rows of a stage dropped before may remain, are hidden until they are deleted after the commit
+        (and rows hidden before are gone by then)."""
+        assert self.stage is not None
+        stage = self.stage
+        return replace(
+            self,
+            last_seq=stage.last,
+            count=self.count + stage.written,
+            stored_bytes=self.stored_bytes + stage.size,
+            stage=None,
+            version=self.version + 1,
+            hidden_low=self.last_seq,
+            hidden_high=stage.base,
         )
 
     def unstaged(self) -> Head:

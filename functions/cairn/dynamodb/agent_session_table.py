@@ -12,12 +12,13 @@ of the newest items puts the new ones above them too, and deletes the
 replaced ones in its commit, or, when it cannot hold them, has the head hide
 them (`Head.hides`) until they are deleted after the commit.
 
-A replacement of every item with more rows than one commit holds (the OpenAI
-Agents SDK's compaction keeps every user message) is staged: its rows are
-written a commit at a time above the live items, where no read looks, under
-a stage the head records, and one last commit makes them the session's items
-as the floor moves under them. A writer that stops midway leaves its stage
-to lapse; the next commit after that lets it go.
+A change with more rows than one commit holds is staged: a replacement of
+every item (the OpenAI Agents SDK's compaction keeps every user message), or
+an add (a turn of many tool calls). Its rows are written a commit at a time
+above the live items, where no read looks, under a stage the head records,
+and one last commit makes them the session's items: as the floor moves under
+them, for a replacement; after the live items, for an add. A writer that
+stops midway leaves its stage to lapse; the next commit after that lets it go.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class _Stale(Exception):
 
 
 class _Oversized(Exception):
-    """Every item is replaced, by more rows than one commit holds: the replacement is staged, from `head`."""
+    """An add, or a replacement of every item, has more rows than one commit holds: it is staged, from `head`."""
 
     def __init__(self, head: Head) -> None:
         super().__init__("oversized")
@@ -99,15 +100,17 @@ class Growth:
 
 @dataclass(frozen=True)
 class _Staged:
-    """A replacement of every item too large for one commit, as asked for."""
+    """A change too large for one commit, as asked for: a replacement of every item, or an add (`appending`).
+    `change_id`: its client's id for it (`replace_id`, `add_id`)."""
 
     owner: Owner
     session_id: str
     items: Sequence[str]
     sizes: Sequence[int]
     version: int | None
-    replace_id: str | None
+    change_id: str | None
     digest: str
+    appending: bool = False
 
 
 class AgentSessionTable:
@@ -140,6 +143,8 @@ class AgentSessionTable:
         def attempt(head: Head) -> int:
             new = head.added(len(items), size)
             puts = self._item_puts(owner, session_id, head, items, sizes)
+            if len(claims) + len(puts) + _OWN_ACTIONS > table_ops.MAX_TRANSACTION_ACTIONS:
+                raise _Oversized(head)
             try:
                 self._commit(
                     owner,
@@ -159,7 +164,16 @@ class AgentSessionTable:
                 return head.count
             return new.count
 
-        return self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
+        try:
+            return self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
+        except _Oversized as oversized:
+            staged = _Staged(
+                owner, session_id, items, sizes, version=None, change_id=add_id, digest=digest, appending=True
+            )
+            new = self._write_staged(staged, oversized.head, now=now, max_bytes=max_bytes)
+        if new.hidden_high:
+            self._sweep_hidden(owner, session_id, new, now=now)
+        return new.count
 
     def pop(self, admission: Admission, session_id: str, *, pop_id: str | None, now: float) -> Popped:
         def top() -> tuple[Head, Item | None]:
@@ -217,7 +231,7 @@ class AgentSessionTable:
         max_bytes: int,
     ) -> Replaced:
         """Put `items` in place of the session's newest `newest` items (None: all of them), in one commit (of
-        every item by more rows than one commit holds, one commit after writing them: `_replace_staged`).
+        every item by more rows than one commit holds, one commit after writing them: `_write_staged`).
 
         With `version`, only while the session is still at that version (`SessionConflict` otherwise):
         the items replaced are then exactly the newest ones its caller read. Replacing every item moves
@@ -272,8 +286,8 @@ class AgentSessionTable:
             try:
                 new, swept = self._until_committed(head, lambda: self._head(owner.address_id, session_id), attempt)
             except _Oversized as oversized:
-                staged = _Staged(owner, session_id, items, sizes, version=version, replace_id=replace_id, digest=digest)
-                new, swept = self._replace_staged(staged, oversized.head, now=now, max_bytes=max_bytes), True
+                staged = _Staged(owner, session_id, items, sizes, version=version, change_id=replace_id, digest=digest)
+                new, swept = self._write_staged(staged, oversized.head, now=now, max_bytes=max_bytes), True
         except _Stale as stale:
             claim = (
                 None
@@ -320,17 +334,18 @@ class AgentSessionTable:
         oldest = min(get_int(row, "seq") for row in removed)
         return head.replaced(len(removed), removed_bytes, items, size, hiding_from=oldest), puts, True
 
-    def _replace_staged(self, staged: _Staged, head: Head, *, now: float, max_bytes: int) -> Head:
-        """Every item replaced by `staged`'s, whose rows one commit cannot hold: a stage opened above the live
-        items (on `head`, as last read), its rows written to it a commit at a time, then one commit making them
-        the session. Answers the head that commit left (for a retry of one made before, the head now).
+    def _write_staged(self, staged: _Staged, head: Head, *, now: float, max_bytes: int) -> Head:
+        """`staged`'s change, whose rows one commit cannot hold: a stage opened above the live items (on `head`,
+        as last read), its rows written to it a commit at a time, then one commit making them the session's
+        items, in place of every item or after them. Answers the head that commit left (for a retry of one made
+        before, the head now).
 
         Its commits before the last change nothing a reader sees, so they leave the session's version as it was
         (`Head.quiet_writes`): with `version`, each needs the session still at it, and another writer's change
         ends the replacement (`_Stale`), while one that fails leaves the session at it for a retry. Without,
-        adds may come in meanwhile, below the stage, and the last commit replaces them too, as a replacement of
-        every item in one commit would. Ended any other way than by its last commit, the stage is dropped (or,
-        past dropping, left to lapse).
+        adds may come in meanwhile, below the stage: the last commit of a replacement replaces them too, as a
+        replacement of every item in one commit would, and an add's puts its items after them. Ended any other
+        way than by its last commit, the stage is dropped (or, past dropping, left to lapse).
         """
         owner, session_id = staged.owner, staged.session_id
         stage_id = uuid.uuid4().hex
@@ -348,7 +363,8 @@ class AgentSessionTable:
                 head = self._until_committed(head, read, step)
         except _Claimed as claimed:
             self._drop_stage(owner, session_id, stage_id, now)
-            return self._replaced_before(claimed.item, staged.digest, owner.address_id, session_id)
+            field = "add_id" if staged.appending else "replace_id"
+            return self._replaced_before(claimed.item, staged.digest, owner.address_id, session_id, field=field)
         except _Stale:
             self._drop_stage(owner, session_id, stage_id, now)
             raise _Stale(read()) from None  # the version now, past this replacement's own commits
@@ -367,7 +383,8 @@ class AgentSessionTable:
         held = seen.lapsed(now).stage
         if held is not None:
             raise SessionConflict(
-                "Another replacement of this session is under way: read the session again once it ends.",
+                "Another change of this session, too large for one commit, is under way: send this one again once "
+                "it ends.",
                 reason="held",
                 held_until=held.until,
             )
@@ -393,8 +410,11 @@ class AgentSessionTable:
             raise _Stale(seen)
         owner, session_id = staged.owner, staged.session_id
         if stage.written == len(staged.items):
-            new = seen.flipped()
-            claims = self._claims(owner, session_id, staged.replace_id, staged.digest)
+            if staged.appending and seen.hidden_high:
+                # Rows an earlier replacement hid and could not delete: gone before this head stops hiding them.
+                self._delete_items(owner.address_id, session_id, seen.hidden_low + 1, seen.hidden_high)
+            new = seen.appended() if staged.appending else seen.flipped()
+            claims = self._claims(owner, session_id, staged.change_id, staged.digest)
             growth = Growth(agent_session_items.ROW_OVERHEAD * len(claims), max_bytes)
             self._commit(owner, session_id, (seen, new), claims, now=now, claimed=bool(claims), growth=growth)
             return new
@@ -423,10 +443,10 @@ class AgentSessionTable:
 
     def _claim_checks(self, staged: _Staged) -> list[Item]:
         """For a replacement its client named: the check that it has not committed yet."""
-        if staged.replace_id is None:
+        if staged.change_id is None:
             return []
         address_id = staged.owner.address_id
-        return [agent_session_items.no_claim(self._table, address_id, staged.session_id, staged.replace_id)]
+        return [agent_session_items.no_claim(self._table, address_id, staged.session_id, staged.change_id)]
 
     def _drop_stage(self, owner: Owner, session_id: str, stage_id: str, now: float) -> None:
         """Let go of the stage `stage_id` if it is still open, and delete its rows; on failure it lapses instead."""
@@ -458,12 +478,14 @@ class AgentSessionTable:
             raise _Moved()
         return rows
 
-    def _replaced_before(self, claim: Item | None, digest: str, address_id: str, session_id: str) -> Head:
-        """The head now, for a retry of a replacement that committed under its id (found as `claim`)."""
+    def _replaced_before(
+        self, claim: Item | None, digest: str, address_id: str, session_id: str, *, field: str = "replace_id"
+    ) -> Head:
+        """The head now, for a retry of a change that committed under its id (found as `claim`), sent as `field`."""
         if not agent_session_items.same_claim(claim, digest):
             raise IdempotencyKeyReused(
-                "This replace_id was sent before with another replacement: send this one under an id of its own.",
-                field="replace_id",
+                f"This {field} was sent before with another change: send this one under an id of its own.",
+                field=field,
             )
         return self._head(address_id, session_id)
 
@@ -486,7 +508,8 @@ class AgentSessionTable:
 
     def _delete_stage_rows(self, address_id: str, session_id: str, stage: agent_session_items.Stage) -> None:
         """Remove the rows of a stage no head records any more, after the commit that let it go. Rows left over
-        lie above the live items, where reads pass them by, until a later replacement's floor moves past them."""
+        lie above the live items, where reads pass them by, until a later replacement's floor moves past them
+        or a later large add's commit hides them (`Head.appended`) and deletes them."""
         self._delete_unseen(address_id, session_id, stage.base + 1, stage.last)
 
     def _delete_unseen(self, address_id: str, session_id: str, lowest: int, highest: int) -> bool:

@@ -1,7 +1,9 @@
 """`CairnSession`: the OpenAI Agents SDK's `Session` on an address's session routes.
 
 Every method is one request (a long read, or an add longer than one add
-holds, a few): an add commits whole and after every earlier add, a pop
+holds, a few): an add commits whole and after every earlier add (one of
+more rows than a DynamoDB transaction holds too: the server writes it
+where no read looks before one commit makes it the session's), a pop
 takes an item no other process gets, and a read sees only committed adds,
 so any number of processes, machines or Lambda invocations can share one
 session. Items are the SDK's input items,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,8 +47,11 @@ _Answer = TypeVar("_Answer")
 _PAGE_ITEMS = 1000
 # What one add holds (the server's `MAX_ITEMS_PER_ADD`, and below its `MAX_ADD_BYTES` of canonical JSON by
 # a margin for how this client's encoding may differ): a longer `add_items` travels as several adds.
-_ITEMS_PER_ADD = 64
+_ITEMS_PER_ADD = 1000
 _BYTES_PER_ADD = 3_400_000
+# An add too large for one commit is refused while another such change of the session is being written (409
+# `session_conflict`, reason `held`): it is sent again, after waits growing to this, until that one ends.
+_HELD_WAIT_SECONDS = (0.05, 2.0)
 # A snapshot spanning pages is read again when the session changed between them, this many times at most.
 _SNAPSHOT_READS = 3
 # Refusals that leave a replacement undone and the session as it was: the compaction is skipped, not failed.
@@ -78,8 +84,8 @@ class CairnSession(SessionABC):
         return await asyncio.to_thread(self._get_items, resolve_session_limit(limit, self.session_settings))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Add the items after every item already there: in one commit when one add holds them (64 items,
-        3,500,000 bytes of JSON), else as several adds in order, each whole."""
+        """Add the items after every item already there: whole when one add holds them (1,000 items, 3,500,000
+        bytes of JSON), else as several adds in order, each whole."""
         if items:
             await _settled(self._add, list(items))
 
@@ -87,7 +93,21 @@ class CairnSession(SessionABC):
         # One id for every attempt of each add: a retry after a lost answer adds nothing twice.
         add_id = uuid.uuid4().hex
         for number, part in enumerate(_parts(items)):
-            self._request("POST", "", {"items": part, "add_id": f"{add_id}-{number}"})
+            self._add_once_free({"items": part, "add_id": f"{add_id}-{number}"})
+
+    def _add_once_free(self, body: dict[str, Any]) -> None:
+        """Send the add, and again while another change too large for one commit holds the session: that one
+        ends within moments, or lapses within the server's lease when its writer stopped."""
+        wait, longest = _HELD_WAIT_SECONDS
+        while True:
+            try:
+                self._request("POST", "", body)
+                return
+            except SessionConflict as conflict:
+                if conflict.details.get("reason") != "held":
+                    raise
+            time.sleep(wait)
+            wait = min(wait * 2, longest)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item; no other process gets the same one."""
