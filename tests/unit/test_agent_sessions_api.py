@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import threading
 from collections import Counter
@@ -48,6 +49,18 @@ def call(api: LambdaClient, address: Address, method: str, path: str = "", **par
 
 def said(n: int) -> list[dict[str, Any]]:
     return [{"role": "user", "content": f"m{index}"} for index in range(n)]
+
+
+def turn(calls: int) -> list[dict[str, Any]]:
+    """A turn of `calls` tool calls, as the OpenAI Agents SDK adds it: each call, then its output."""
+    return [
+        each
+        for index in range(calls)
+        for each in (
+            {"type": "function_call", "call_id": f"c{index}", "name": "step", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{index}", "output": str(index)},
+        )
+    ]
 
 
 def test_each_route_answers_its_documented_shape(api: LambdaClient, address: Address):
@@ -592,25 +605,32 @@ def test_a_compaction_keeping_more_items_than_one_commit_holds_replaces_every_it
     assert stored(api, address) == summary
 
 
-def test_a_large_replacement_that_fails_midway_leaves_the_session_as_it_was(moto_env: None, clock: FakeClock):
+@pytest.mark.parametrize("change", ["replacement", "add"])
+def test_a_large_change_that_fails_midway_leaves_the_session_as_it_was(moto_env: None, clock: FakeClock, change: str):
     api = LambdaClient.on_moto(clock)
     address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
     old = history(api, address, 100)
     rows, counted_before = session_rows(api, address), usage(api, address)
     version = call(api, address, "GET").json()["version"]
+    if change == "replacement":
+        made = compaction_of(said(120))
+        send = functools.partial(replace, api, address, items=made, version=version)
+    else:
+        made = [*old, *turn(150)]
+        send = functools.partial(call, api, address, "POST", json_body={"items": turn(150), "add_id": "long"})
     # The opening and the first rows commit; the second part fails, and the writer lets go of what it wrote.
     fail_transactions(api, {3})
 
-    reply = replace(api, address, items=compaction_of(said(120)), version=version)
+    reply = send()
 
     assert reply.status == 503, reply.text
     assert stored(api, address) == old
     assert session_rows(api, address) == rows
     assert usage(api, address) == counted_before
-    # Nothing a reader sees changed, nor the version: sent again under it, it is made whole.
+    # Nothing a reader sees changed, nor the version: sent again (under it), it is made whole.
     assert call(api, address, "GET").json()["version"] == version
-    assert replace(api, address, items=compaction_of(said(120)), version=version).json()["count"] == 121
-    assert stored(api, address) == compaction_of(said(120))
+    assert send().json()["count"] == len(made)
+    assert stored(api, address) == made
 
 
 def test_a_large_replacement_its_writer_left_is_passed_by_and_goes_once_it_lapses(moto_env: None, clock: FakeClock):
@@ -731,18 +751,6 @@ def test_a_read_the_last_commit_of_a_large_replacement_overtakes_is_read_again(m
 # -- adds too large for one commit -------------------------------------------------------------
 
 
-def turn(calls: int) -> list[dict[str, Any]]:
-    """A turn of `calls` tool calls, as the OpenAI Agents SDK adds it: each call, then its output."""
-    return [
-        each
-        for index in range(calls)
-        for each in (
-            {"type": "function_call", "call_id": f"c{index}", "name": "step", "arguments": "{}"},
-            {"type": "function_call_output", "call_id": f"c{index}", "output": str(index)},
-        )
-    ]
-
-
 def cost(items: list[dict[str, Any]]) -> int:
     return sum(item_bytes(sent_size(canonical(each))) for each in items)
 
@@ -784,28 +792,6 @@ def test_an_add_of_more_rows_than_one_commit_holds_lands_whole_after_every_item(
     late = {"role": "user", "content": "late"}
     call(api, address, "POST", json_body={"items": [late]})
     assert stored(api, address) == [*old, *added[:-1], late]
-
-
-def test_a_large_add_that_fails_midway_leaves_the_session_as_it_was_and_is_made_whole_when_sent_again(
-    moto_env: None, clock: FakeClock
-):
-    api = LambdaClient.on_moto(clock)
-    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
-    old = history(api, address, 30)
-    rows, counted_before = session_rows(api, address), usage(api, address)
-    version = call(api, address, "GET").json()["version"]
-    # The opening and the first rows commit; the second part fails, and the writer lets go of what it wrote.
-    fail_transactions(api, {3})
-    body = {"items": turn(150), "add_id": "long-turn"}
-
-    assert call(api, address, "POST", json_body=body).status == 503
-
-    assert stored(api, address) == old
-    assert session_rows(api, address) == rows
-    assert usage(api, address) == counted_before
-    assert call(api, address, "GET").json()["version"] == version
-    assert call(api, address, "POST", json_body=body).json()["count"] == 330
-    assert stored(api, address) == [*old, *turn(150)]
 
 
 def test_rows_a_stopped_replacement_left_behind_never_join_a_large_add(moto_env: None, clock: FakeClock):

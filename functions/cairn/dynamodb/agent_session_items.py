@@ -34,7 +34,7 @@ class Stage:
     that makes its rows the session's items: they hold sequences `base + 1 .. last`, above every live item,
     where no read looks, and count `size` bytes.
 
-    `until`: while the replacement's writer holds it (epoch seconds); after, any writer may drop it.
+    `until`: while the change's writer holds it (epoch seconds); after, any writer may drop it.
     """
 
     stage_id: str

@@ -442,7 +442,7 @@ class AgentSessionTable:
         return puts, count, size
 
     def _claim_checks(self, staged: _Staged) -> list[Item]:
-        """For a replacement its client named: the check that it has not committed yet."""
+        """For a change its client named: the check that it has not committed yet."""
         if staged.change_id is None:
             return []
         address_id = staged.owner.address_id

@@ -93,9 +93,9 @@ class CairnSession(SessionABC):
         # One id for every attempt of each add: a retry after a lost answer adds nothing twice.
         add_id = uuid.uuid4().hex
         for number, part in enumerate(_parts(items)):
-            self._add_once_free({"items": part, "add_id": f"{add_id}-{number}"})
+            self._send_add({"items": part, "add_id": f"{add_id}-{number}"})
 
-    def _add_once_free(self, body: dict[str, Any]) -> None:
+    def _send_add(self, body: dict[str, Any]) -> None:
         """Send the add, and again while another change too large for one commit holds the session: that one
         ends within moments, or lapses within the server's lease when its writer stopped."""
         wait, longest = _HELD_WAIT_SECONDS
