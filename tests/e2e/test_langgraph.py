@@ -12,6 +12,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from langgraph.checkpoint.conformance.spec.test_prune import ALL_PRUNE_TESTS
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command
+from langgraph.types import Command, Send
 
 from cairn.client import Address, HttpClient
 from cairn.integrations.langgraph import CairnSaver, CheckpointStale
@@ -320,6 +321,66 @@ def test_a_delta_channel_reads_as_langgraphs_own_saver_rebuilds_it_in_a_few_requ
     assert [s.values for s in cairn.get_state_history(config)] == [s.values for s in memory.get_state_history(config)]
     # The head, the checkpoint named, and its 30 ancestors in two pages; read one at a time, 37 requests.
     assert requests <= 4
+
+
+FANNED_OUT = 100
+
+
+class _Fanned(TypedDict):
+    done: Annotated[list[int], operator.add]
+
+
+class _Stopped(Exception):
+    """The process running the graph ended here."""
+
+
+class _StoppingAfterTheFanOutsWrites(httpx.HTTPTransport):
+    """Sends requests until the planning task's writes (its `Send`s) begin to land, then stops, as a process
+    killed there would: the first request of those writes is the last one sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.planned = threading.Event()
+        self.stopped = False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.stopped:
+            raise _Stopped()
+        answer = super().handle_request(request)
+        if self.planned.is_set() and request.url.path.endswith("/writes"):
+            self.stopped = True
+        return answer
+
+
+def _fan_out_graph(saver: BaseCheckpointSaver, planned: threading.Event | None = None):
+    """A task that sends one work item to `work` for each of `FANNED_OUT` numbers (LangGraph's map step)."""
+
+    def plan(state: _Fanned) -> dict:
+        if planned is not None:
+            planned.set()
+        return {}
+
+    builder = StateGraph(_Fanned)
+    builder.add_node("plan", plan)
+    builder.add_node("work", lambda n: {"done": [n]})
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", lambda _: [Send("work", n) for n in range(FANNED_OUT)], ["work"])
+    builder.add_edge("work", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_fan_out_whose_process_stops_as_its_writes_land_resumes_with_every_work_item(address: Address):
+    """LangGraph treats a task with any stored writes as finished and reapplies them: writes stored in part
+    would resume the graph with some of its `Send`s silently gone. A task's writes land whole or not at all."""
+    stopping = _StoppingAfterTheFanOutsWrites()
+    stopped = Address.from_json(address.to_json(), http=HttpClient(transport=stopping))
+    config = {"configurable": {"thread_id": "fan-out"}}
+    with pytest.raises(_Stopped):
+        _fan_out_graph(CairnSaver(stopped), stopping.planned).invoke({"done": []}, config)
+
+    resumed = _fan_out_graph(CairnSaver(address)).invoke(None, config)
+
+    assert sorted(resumed["done"]) == list(range(FANNED_OUT))
 
 
 # -- hostile input -----------------------------------------------------------------

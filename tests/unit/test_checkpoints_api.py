@@ -100,7 +100,11 @@ def test_writes_that_do_not_fit_one_answer_are_read_after_it(api: LambdaClient, 
     cairn = CairnSaver(address)
     stored = cairn.put(generate_config("writes"), generate_checkpoint(), generate_metadata(), {})
     values = [os.urandom(threads.MAX_INLINE_WRITE_BYTES - 64) for _ in range(100)]
-    cairn.put_writes(stored, [(f"ch{index}", value) for index, value in enumerate(values)], "task")
+    # Two tasks of 50 writes, each task's in one commit.
+    tasks = [f"task{index // 50}" for index in range(len(values))]
+    for task in ("task0", "task1"):
+        writes = [(f"ch{index}", value) for index, value in enumerate(values) if tasks[index] == task]
+        cairn.put_writes(stored, writes, task)
 
     answer = search(
         api, address, thread_id="writes", checkpoint_ns="", checkpoint_id=stored["configurable"]["checkpoint_id"]
@@ -110,7 +114,37 @@ def test_writes_that_do_not_fit_one_answer_are_read_after_it(api: LambdaClient, 
 
     found = cairn.get_tuple(stored)
     assert found is not None
-    assert found.pending_writes == [("task", f"ch{index}", value) for index, value in enumerate(values)]
+    assert sorted(found.pending_writes) == sorted(zip(tasks, (f"ch{i}" for i in range(100)), values, strict=True))
+
+
+@pytest.mark.parametrize("size", [8, threads.MAX_INLINE_WRITE_BYTES], ids=["small", "inline-sized"])
+def test_a_tasks_writes_more_than_one_commit_holds_land_in_one_and_read_back_as_they_were(
+    api: LambdaClient, address: Address, size: int
+):
+    """A map step's hundreds of `Send`s: stored in part, LangGraph would resume the task as finished with only
+    those. They travel as one write, in one request (uploaded as parts when large), and read back as each."""
+    requests: list[str] = []
+
+    def counting(request: httpx.Request) -> httpx.Response:
+        requests.append(f"{request.method} {request.url.path.rsplit('/', 1)[-1]}")
+        return api.handle(request)
+
+    counted = Address.from_json(address.to_json(), http=HttpClient(transport=httpx.MockTransport(counting)))
+    cairn = CairnSaver(counted)
+    stored = cairn.put(generate_config("map"), generate_checkpoint(), generate_metadata(), {})
+    writes = [("__interrupt__", "asked"), *((f"ch{index % 7}", os.urandom(size)) for index in range(150))]
+    requests.clear()
+
+    cairn.put_writes(stored, writes, "task")
+    cairn.put_writes(stored, writes, "task")  # sent again: nothing twice
+
+    assert requests.count("POST writes") == 2
+    uploads = sum(request.startswith("PUT ") for request in requests)
+    assert uploads > 0 if size > 8 else uploads == 0
+    found = cairn.get_tuple(stored)
+    assert found is not None
+    assert found.pending_writes == [("task", channel, value) for channel, value in writes]
+    assert len(search(api, address, thread_id="map")["checkpoints"][0]["writes"]) == 2
 
 
 def test_a_checkpoint_naming_a_part_never_uploaded_is_refused_and_not_stored(api: LambdaClient, address: Address):

@@ -6,6 +6,12 @@ its bytes, so whatever LangGraph stores comes back as it was. A value too
 large to travel inline is uploaded first as parts (each named by its
 SHA-256, checked again when read), which the checkpoint then names.
 
+A task's writes land whole: LangGraph takes a task with any writes stored
+for finished and resumes from them, so writes stored in part (a map step's
+`Send`s, by the hundred) would go on without the rest. Those that one commit
+cannot hold travel as one write holding them all (`BUNDLED_WRITES`), which
+reads give back as the writes they hold.
+
 Write ownership: a put sends the checkpoint it continues, and the server
 commits it only while that is still the thread's head; a writer another
 overtook gets `CheckpointStale`. The first put of a thread continues no
@@ -54,6 +60,8 @@ MAX_WRITES = 64
 MAX_ACTIONS = 100
 # The actions of a commit of writes besides the writes and their parts' checks: the address's check and its count.
 _COMMIT_ACTIONS = 2
+# The channel of a write holding a task's writes that one commit cannot hold (reserved: never a graph's own).
+BUNDLED_WRITES = "__cairn_bundled_writes__"
 # Runs or threads one prune or deletion request names (`MAX_RUN_IDS`, `MAX_PRUNE_THREADS`).
 MAX_NAMED = 100
 # Threads this saver found empty and has not written since (a bound on what it remembers).
@@ -151,9 +159,7 @@ class CairnSaver(BaseCheckpointSaver[int]):
             writes.extend(page["writes"])
             after = page["next"]
         writes.sort(key=lambda write: writes_sort_key(write["task_path"], write["task_id"], write["idx"]))
-        pending: list[PendingWrite] = [
-            (write["task_id"], write["channel"], self._load(thread_id, write["value"])) for write in writes
-        ]
+        pending = [each for write in writes for each in self._pending(thread_id, write)]
         parent = found["parent_id"]
         return CheckpointTuple(
             config=_config(thread_id, checkpoint_ns, found["checkpoint_id"]),
@@ -226,10 +232,14 @@ class CairnSaver(BaseCheckpointSaver[int]):
         indexed = {
             WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(writes)
         }
+        encoded = {index: (channel, *self.serde.dumps_typed(value)) for index, (channel, value) in indexed.items()}
+        if not _one_commit_holds(encoded):
+            encoded = self._bundled(encoded)
         entries = [
-            {"idx": index, "channel": channel, "value": self._dump(thread_id, value, MAX_INLINE_WRITE_BYTES)}
-            for index, (channel, value) in indexed.items()
+            {"idx": index, "channel": channel, "value": self._stored(thread_id, kind, data, MAX_INLINE_WRITE_BYTES)}
+            for index, (channel, kind, data) in encoded.items()
         ]
+        # One batch but for special writes too large to share a commit with the others.
         for batch in _batches(entries):
             request = {
                 "thread_id": thread_id,
@@ -244,8 +254,19 @@ class CairnSaver(BaseCheckpointSaver[int]):
             except CheckpointPartMissing:
                 # As in `put`: the batch's parts uploaded again, it may name them.
                 for entry in batch:
-                    entry["value"] = self._dump(thread_id, indexed[entry["idx"]][1], MAX_INLINE_WRITE_BYTES)
+                    _, kind, data = encoded[entry["idx"]]
+                    entry["value"] = self._stored(thread_id, kind, data, MAX_INLINE_WRITE_BYTES)
                 self._post("/writes", request)
+
+    def _bundled(self, encoded: dict[int, tuple[str, str, bytes]]) -> dict[int, tuple[str, str, bytes]]:
+        """The special writes as they are and every other one in one write (`BUNDLED_WRITES`, under the first
+        one's index: never a special write's, which a later one replaces)."""
+        ordinary = sorted((index, write) for index, write in encoded.items() if index >= 0)
+        if not ordinary:
+            return encoded
+        kind, data = self.serde.dumps_typed([[index, *write] for index, write in ordinary])
+        special = {index: write for index, write in encoded.items() if index < 0}
+        return {**special, ordinary[0][0]: (BUNDLED_WRITES, kind, data)}
 
     def delete_thread(self, thread_id: str) -> None:
         """Remove the thread's checkpoints and writes in every namespace."""
@@ -345,7 +366,10 @@ class CairnSaver(BaseCheckpointSaver[int]):
 
     def _dump(self, thread_id: str, value: Any, max_inline: int) -> dict[str, Any]:
         """The value as the serializer makes it: inline, or uploaded as parts first."""
-        kind, data = self.serde.dumps_typed(value)
+        return self._stored(thread_id, *self.serde.dumps_typed(value), max_inline)
+
+    def _stored(self, thread_id: str, kind: str, data: bytes, max_inline: int) -> dict[str, Any]:
+        """A serialized value as it travels: inline, or uploaded as parts first."""
         if len(data) <= max_inline:
             return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
         parts = []
@@ -373,6 +397,15 @@ class CairnSaver(BaseCheckpointSaver[int]):
             raise CheckpointPartMissing("The parts read back do not make the stored size.", parts=value["parts"])
         return self.serde.loads_typed((value["type"], data))
 
+    def _pending(self, thread_id: str, write: dict[str, Any]) -> Iterator[PendingWrite]:
+        """The write as LangGraph reads it; a bundle (`BUNDLED_WRITES`) as the writes it holds, in order."""
+        value = self._load(thread_id, write["value"])
+        if write["channel"] != BUNDLED_WRITES:
+            yield write["task_id"], write["channel"], value
+            return
+        for _, channel, kind, data in value:
+            yield write["task_id"], channel, self.serde.loads_typed((kind, data))
+
     def _post(self, path: str, request: dict[str, Any]) -> dict[str, Any]:
         answer: dict[str, Any] = self._http.request(
             "POST", self._url + path, token=self._token, body=json_body(request)
@@ -395,6 +428,18 @@ def _thread(config: RunnableConfig) -> tuple[str, str]:
 
 def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}}
+
+
+def _one_commit_holds(encoded: Mapping[int, tuple[str, str, bytes]]) -> bool:
+    """Whether one request of writes takes these serialized writes: as many as it holds, each inline or as
+    its parts, within one transaction's actions."""
+    actions = _COMMIT_ACTIONS + sum(1 + _parts_of(len(data), MAX_INLINE_WRITE_BYTES) for _, _, data in encoded.values())
+    return len(encoded) <= MAX_WRITES and actions <= MAX_ACTIONS
+
+
+def _parts_of(size: int, max_inline: int) -> int:
+    """How many parts a serialized value of `size` bytes is uploaded as (0: it travels inline)."""
+    return 0 if size <= max_inline else -(-size // PART_BYTES)
 
 
 def _batches(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
