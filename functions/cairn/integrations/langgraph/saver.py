@@ -233,30 +233,28 @@ class CairnSaver(BaseCheckpointSaver[int]):
             WRITES_IDX_MAP.get(channel, index): (channel, value) for index, (channel, value) in enumerate(writes)
         }
         encoded = {index: (channel, *self.serde.dumps_typed(value)) for index, (channel, value) in indexed.items()}
-        if not _one_commit_holds(encoded):
+        if len(list(_batches(encoded))) > 1:
             encoded = self._bundled(encoded)
-        entries = [
-            {"idx": index, "channel": channel, "value": self._stored(thread_id, kind, data, MAX_INLINE_WRITE_BYTES)}
-            for index, (channel, kind, data) in encoded.items()
-        ]
-        # One batch but for special writes too large to share a commit with the others.
-        for batch in _batches(entries):
+        # One request but for special writes too large to share a commit with the others.
+        for batch in _batches(encoded):
             request = {
                 "thread_id": thread_id,
                 "checkpoint_ns": checkpoint_ns,
                 "checkpoint_id": checkpoint_id,
                 "task_id": task_id,
                 "task_path": task_path,
-                "writes": batch,
+                "writes": [self._write_entry(thread_id, index, encoded[index]) for index in batch],
             }
             try:
                 self._post("/writes", request)
             except CheckpointPartMissing:
                 # As in `put`: the batch's parts uploaded again, it may name them.
-                for entry in batch:
-                    _, kind, data = encoded[entry["idx"]]
-                    entry["value"] = self._stored(thread_id, kind, data, MAX_INLINE_WRITE_BYTES)
+                request["writes"] = [self._write_entry(thread_id, index, encoded[index]) for index in batch]
                 self._post("/writes", request)
+
+    def _write_entry(self, thread_id: str, index: int, write: tuple[str, str, bytes]) -> dict[str, Any]:
+        channel, kind, data = write
+        return {"idx": index, "channel": channel, "value": self._stored(thread_id, kind, data, MAX_INLINE_WRITE_BYTES)}
 
     def _bundled(self, encoded: dict[int, tuple[str, str, bytes]]) -> dict[int, tuple[str, str, bytes]]:
         """The special writes as they are and every other one in one write (`BUNDLED_WRITES`, under the first
@@ -430,28 +428,22 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableC
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}}
 
 
-def _one_commit_holds(encoded: Mapping[int, tuple[str, str, bytes]]) -> bool:
-    """Whether one request of writes takes these serialized writes: as many as it holds, each inline or as
-    its parts, within one transaction's actions."""
-    actions = _COMMIT_ACTIONS + sum(1 + _parts_of(len(data), MAX_INLINE_WRITE_BYTES) for _, _, data in encoded.values())
-    return len(encoded) <= MAX_WRITES and actions <= MAX_ACTIONS
+def _write_actions(size: int) -> int:
+    """The actions a write of a serialized value of `size` bytes takes in its commit: its item, and a check of
+    each part it is uploaded as when it does not travel inline."""
+    return 1 + (0 if size <= MAX_INLINE_WRITE_BYTES else -(-size // PART_BYTES))
 
 
-def _parts_of(size: int, max_inline: int) -> int:
-    """How many parts a serialized value of `size` bytes is uploaded as (0: it travels inline)."""
-    return 0 if size <= max_inline else -(-size // PART_BYTES)
-
-
-def _batches(entries: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """Writes in requests the server takes: at most MAX_WRITES, within one transaction's actions."""
-    batch: list[dict[str, Any]] = []
+def _batches(encoded: Mapping[int, tuple[str, str, bytes]]) -> Iterator[list[int]]:
+    """The writes' indexes in requests the server takes: at most MAX_WRITES, within one transaction's actions."""
+    batch: list[int] = []
     actions = _COMMIT_ACTIONS
-    for entry in entries:
-        cost = 1 + len(entry["value"].get("parts", ()))
+    for index, (_, _, data) in encoded.items():
+        cost = _write_actions(len(data))
         if batch and (len(batch) == MAX_WRITES or actions + cost > MAX_ACTIONS):
             yield batch
             batch, actions = [], _COMMIT_ACTIONS
-        batch.append(entry)
+        batch.append(index)
         actions += cost
     if batch:
         yield batch
