@@ -34,6 +34,7 @@ def test_the_saver_sends_within_the_servers_limits():
     assert saver.MAX_INLINE_CHECKPOINT_BYTES == threads.MAX_INLINE_CHECKPOINT_BYTES
     assert saver.MAX_INLINE_WRITE_BYTES == threads.MAX_INLINE_WRITE_BYTES
     assert saver.PART_BYTES == threads.PART_BYTES
+    assert saver.MAX_PARTS == threads.MAX_PARTS
     assert saver.MAX_WRITES == threads.MAX_WRITES
     assert saver.MAX_ACTIONS == threads.MAX_ACTIONS
 
@@ -145,6 +146,23 @@ def test_a_tasks_writes_more_than_one_commit_holds_land_in_one_and_read_back_as_
     assert found is not None
     assert found.pending_writes == [("task", channel, value) for channel, value in writes]
     assert len(search(api, address, thread_id="map")["checkpoints"][0]["writes"]) == 2
+
+
+def test_writes_larger_in_all_than_one_value_holds_go_in_several_commits_rather_than_be_refused(
+    api: LambdaClient, address: Address, monkeypatch: pytest.MonkeyPatch
+):
+    # Here one value holds 3 parts (6 MiB) and the writes take 4.
+    monkeypatch.setattr(saver, "MAX_PARTS", 3)
+    cairn = CairnSaver(address)
+    stored = cairn.put(generate_config("huge"), generate_checkpoint(), generate_metadata(), {})
+    writes = [(f"ch{index}", os.urandom(threads.MAX_INLINE_WRITE_BYTES)) for index in range(150)]
+
+    cairn.put_writes(stored, writes, "task")
+
+    found = cairn.get_tuple(stored)
+    assert found is not None
+    assert found.pending_writes == [("task", channel, value) for channel, value in writes]
+    assert search(api, address, thread_id="huge")["checkpoints"][0]["writes"][0]["channel"] == "ch0"  # each its own
 
 
 def test_a_checkpoint_naming_a_part_never_uploaded_is_refused_and_not_stored(api: LambdaClient, address: Address):

@@ -56,6 +56,7 @@ from cairn.integrations.langgraph import delta
 MAX_INLINE_CHECKPOINT_BYTES = 262_144
 MAX_INLINE_WRITE_BYTES = 49_152
 PART_BYTES = 2_097_152
+MAX_PARTS = 32
 MAX_WRITES = 64
 MAX_ACTIONS = 100
 # The actions of a commit of writes besides the writes and their parts' checks: the address's check and its count.
@@ -258,11 +259,14 @@ class CairnSaver(BaseCheckpointSaver[int]):
 
     def _bundled(self, encoded: dict[int, tuple[str, str, bytes]]) -> dict[int, tuple[str, str, bytes]]:
         """The special writes as they are and every other one in one write (`BUNDLED_WRITES`, under the first
-        one's index: never a special write's, which a later one replaces)."""
+        one's index: never a special write's, which a later one replaces). Writes larger in all than one value
+        holds (`MAX_PARTS` parts, 64 MiB) stay as they are, to go in several commits rather than be refused."""
         ordinary = sorted((index, write) for index, write in encoded.items() if index >= 0)
         if not ordinary:
             return encoded
         kind, data = self.serde.dumps_typed([[index, *write] for index, write in ordinary])
+        if _write_actions(len(data)) - 1 > MAX_PARTS:
+            return encoded
         special = {index: write for index, write in encoded.items() if index < 0}
         return {**special, ordinary[0][0]: (BUNDLED_WRITES, kind, data)}
 
