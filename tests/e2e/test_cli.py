@@ -45,17 +45,20 @@ class Cli:
     outputs: list[str]
 
     def __call__(self, *args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Run:
-        env = {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url, **(env or {})}
-        done = run_command(list(args), env, (stdin or "").encode())
+        done = run_command(list(args), self._environment(env), (stdin or "").encode())
         stdout, stderr = done.stdout.decode(), done.stderr.decode()
         self.outputs += [stdout, stderr]
         return Run(done.returncode, stdout, stderr)
 
     def raw(self, *args: str) -> bytes:
         """What a command printed, as bytes (`files read` prints a file's own)."""
-        done = run_command(list(args), {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url})
+        done = run_command(list(args), self._environment())
         assert done.returncode == 0, done.stderr
         return done.stdout
+
+    def _environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The test's environment with this home and server, as a user who set them would run the command."""
+        return {**os.environ, "CAIRN_HOME": str(self.home), "CAIRN_URL": self.url, **(extra or {})}
 
     def read_token(self, task: str) -> str:
         return Address.restore(TaskStore(self.home).address_path(task)).read_token
