@@ -20,9 +20,10 @@ from cairn.client import Address, HttpClient, RetryPolicy
 from cairn.dynamodb import keys
 from cairn.dynamodb.agent_session_items import POP_CLAIM_SECONDS, ROW_OVERHEAD, item_bytes
 from cairn.dynamodb.agent_session_table import STAGE_LEASE
-from cairn.errors import StorageLimitExceeded
+from cairn.errors import SessionConflict, StorageLimitExceeded
 from cairn.files.ports import stored_bytes
 from cairn.integrations.openai_agents import CairnSession
+from cairn.integrations.openai_agents import session as openai_agents_session
 from cairn.jsontext import canonical, sent_size
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient, Reply
@@ -854,6 +855,25 @@ def test_a_large_add_waits_while_another_large_change_of_the_session_is_written(
 
     assert answers == [409, 201]
     assert stored(api, address) == [*old, *turn(150)]
+
+
+def test_a_large_add_held_off_for_longer_than_a_stopped_writer_holds_the_session_is_refused(
+    moto_env: None, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+):
+    """The server's clock stands still here, so the stage never lapses: `CairnSession` stops sending the add
+    again once the wait has run out, and raises the refusal."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 30)
+    fail_transactions(api, {3, 4})
+    assert replace(api, address, items=compaction_of(said(200))).status == 503
+    monkeypatch.setattr(openai_agents_session, "_HELD_WAIT_LIMIT_SECONDS", 0.3)
+
+    with pytest.raises(SessionConflict) as refused:
+        asyncio.run(CairnSession(address, "s").add_items(turn(150)))
+
+    assert refused.value.details["reason"] == "held"
+    assert stored(api, address) == old
 
 
 # -- replacements of the newest items, however many ---------------------------------------

@@ -50,8 +50,11 @@ _PAGE_ITEMS = 1000
 _ITEMS_PER_ADD = 1000
 _BYTES_PER_ADD = 3_400_000
 # An add too large for one commit is refused while another such change of the session is being written (409
-# `session_conflict`, reason `held`): it is sent again, after waits growing to this, until that one ends.
+# `session_conflict`, reason `held`): it is sent again, after waits growing to this, until that one ends, or
+# for as long as the server lets a stopped writer hold the session (five minutes) and a margin; then the
+# refusal is raised.
 _HELD_WAIT_SECONDS = (0.05, 2.0)
+_HELD_WAIT_LIMIT_SECONDS = 330.0
 # A snapshot spanning pages is read again when the session changed between them, this many times at most.
 _SNAPSHOT_READS = 3
 # Refusals that leave a replacement undone and the session as it was: the compaction is skipped, not failed.
@@ -99,12 +102,13 @@ class CairnSession(SessionABC):
         """Send the add, and again while another change too large for one commit holds the session: that one
         ends within moments, or lapses within the server's lease when its writer stopped."""
         wait, longest = _HELD_WAIT_SECONDS
+        give_up = time.monotonic() + _HELD_WAIT_LIMIT_SECONDS
         while True:
             try:
                 self._request("POST", "", body)
                 return
             except SessionConflict as conflict:
-                if conflict.details.get("reason") != "held":
+                if conflict.details.get("reason") != "held" or time.monotonic() + wait > give_up:
                     raise
             time.sleep(wait)
             wait = min(wait * 2, longest)
