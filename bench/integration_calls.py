@@ -17,6 +17,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.types import Send
 from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
 
 from bench.calls import CairnProcess, status_text
@@ -37,6 +38,8 @@ COMPACTED_HISTORY = 300
 COMPACTED_SUMMARY = 251
 # A turn of 150 tool calls: each call and its output.
 STAGED_ADD_ITEMS = 300
+# A LangGraph map step's `Send`s.
+FANNED_OUT = 100
 # As the SDKs hand them over: an OpenAI Agents input item, a Strands message (typed dicts on their side).
 ITEM: Any = {"role": "user", "content": QUESTION}
 MESSAGE: Any = {"role": "user", "content": [{"text": QUESTION}]}
@@ -177,6 +180,12 @@ class Thread:
         self.saver.put_writes(self.head, [("messages", ITEM), ("next", "tools")], f"task-{self.steps}")
         return "stored"
 
+    def fan_out(self) -> str:
+        # A map step: one `Send` a work item, more writes than one commit holds, so they travel as one.
+        sends = [("__pregel_tasks", Send("work", index)) for index in range(FANNED_OUT)]
+        self.saver.put_writes(self.head, sends, f"plan-{self.steps}")
+        return "stored"
+
 
 def _saver_rows(counting: Counting) -> None:
     saver = CairnSaver(counting.address)
@@ -187,6 +196,7 @@ def _saver_rows(counting: Counting) -> None:
     counting.count("CairnSaver.put (continuing the head)", [thread.put for thread in threads])
     counting.count("CairnSaver.put (stale parent, refused)", [thread.put_stale for thread in threads])
     counting.count("CairnSaver.put_writes (2 writes)", [thread.put_writes for thread in threads])
+    counting.count(f"CairnSaver.put_writes ({FANNED_OUT} Sends, as one)", [thread.fan_out for thread in threads])
     counting.count("CairnSaver.get_tuple (latest)", [thread.get_latest for thread in threads])
     counting.count("CairnSaver.get_tuple (by checkpoint id)", [thread.get_head for thread in threads])
 
