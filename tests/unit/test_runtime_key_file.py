@@ -10,7 +10,7 @@ from typing import Any
 from cairn.local.runtime_key_file import load_or_create
 
 STARTS = 8
-ROUNDS = 6
+ROUNDS = 20
 
 
 def _start(path: Path, barrier: Any, answers: Any) -> None:
