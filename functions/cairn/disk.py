@@ -13,12 +13,13 @@ import secrets
 from pathlib import Path
 
 
-def write_durably(path: Path, data: bytes, *, exclusive: bool = False) -> None:
+def write_durably(path: str | Path, data: bytes, *, exclusive: bool = False) -> None:
     """`data` at `path`, owner-only (0600), in place whole and on disk when this returns.
 
     With `exclusive`, an existing file wins and `FileExistsError` is raised:
     two processes creating the same file cannot both believe they did.
     """
+    path = Path(path)
     # Named apart from `path`, so a name as long as the file system takes still has room for it; the
     # leading dot keeps it out of listings that look for finished files.
     temporary = path.with_name(f".cairn-{secrets.token_hex(6)}.tmp")

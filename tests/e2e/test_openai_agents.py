@@ -16,7 +16,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -388,30 +389,41 @@ def test_the_sdks_compaction_after_a_run_of_many_tool_calls_replaces_that_run_an
     ]
 
 
+@contextmanager
+def reading_all_the_while(reader: Callable[..., None], *arguments: Any, processes: int = 3) -> Iterator[list[Any]]:
+    """`processes` processes each running `reader(*arguments, done, results)` while the block runs; once it
+    ends, the list it was given holds what each reported."""
+    context = process_context()
+    done, results = context.Event(), context.Queue()
+    readers = [context.Process(target=reader, args=(*arguments, done, results)) for _ in range(processes)]
+    for each in readers:
+        each.start()
+    reports: list[Any] = []
+    try:
+        yield reports
+    finally:
+        done.set()
+    reports += [results.get(timeout=120) for _ in readers]
+    for each in readers:
+        each.join(timeout=60)
+        assert each.exitcode == 0
+
+
 def test_a_run_of_many_tool_calls_is_stored_whole_while_other_processes_read(address: Address, served: ServeProcess):
     """150 tool calls: the SDK adds the calls and their outputs, 300 items, at once, more rows than one DynamoDB
     transaction holds. Processes reading the session all the while never see a call without its output, a
     history the model's API refuses."""
     set_tracing_disabled(True)
-    context = process_context()
-    done, results = context.Event(), context.Queue()
-    reading = (served.base_url, address.id, address.read_token, "steps", done, results)
-    readers = [context.Process(target=openai_agents_runs.read_tool_calls_while, args=reading) for _ in range(3)]
-    for reader in readers:
-        reader.start()
     agent = Agent(
         name="worker",
         instructions="Do every step.",
         model=openai_agents_runs.ToolCallingModel(calls=150),
         tools=[openai_agents_runs.step],
     )
+    where = (served.base_url, address.id, address.read_token, "steps")
 
-    result = asyncio.run(Runner.run(agent, "Do the steps.", session=CairnSession(address, "steps")))
-    done.set()
-    reads = [results.get(timeout=120) for _ in readers]
-    for reader in readers:
-        reader.join(timeout=60)
-        assert reader.exitcode == 0
+    with reading_all_the_while(openai_agents_runs.read_tool_calls_while, *where) as reads:
+        result = asyncio.run(Runner.run(agent, "Do the steps.", session=CairnSession(address, "steps")))
 
     assert result.final_output == "done 150 steps"
     stored = asyncio.run(CairnSession(address, "steps").get_items())
@@ -513,32 +525,11 @@ def test_a_compaction_keeping_more_user_messages_than_one_commit_holds_replaces_
     history = [{"role": "user", "content": f"message {index}"} for index in range(300)]
     summary = [*history, {"type": "compaction", "id": "cmp_1", "encrypted_content": "300 items"}]
     asyncio.run(CairnSession(address, "long").add_items(history))
-    context = process_context()
-    done, results = context.Event(), context.Queue()
-    readers = [
-        context.Process(
-            target=openai_agents_runs.read_while,
-            args=(
-                served.base_url,
-                address.id,
-                address.read_token,
-                "long",
-                {"history": history, "summary": summary},
-                done,
-                results,
-            ),
-        )
-        for _ in range(3)
-    ]
-    for reader in readers:
-        reader.start()
+    known = {"history": history, "summary": summary}
+    where = (served.base_url, address.id, address.read_token, "long", known)
 
-    asyncio.run(compacting(address, "long", endpoint).run_compaction({"force": True}))
-    done.set()
-    reads = [results.get(timeout=120) for _ in readers]
-    for reader in readers:
-        reader.join(timeout=60)
-        assert reader.exitcode == 0
+    with reading_all_the_while(openai_agents_runs.read_while, *where) as reads:
+        asyncio.run(compacting(address, "long", endpoint).run_compaction({"force": True}))
 
     assert asyncio.run(CairnSession(address, "long").get_items()) == summary
     assert [others for _, others in reads] == [[], [], []]

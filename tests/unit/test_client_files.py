@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from cairn.client import Address, CursorFile, UnsafeFile
-from cairn.client.private import ensure_private_dir, read_private, write_private
+from cairn.client.private import ensure_private_dir, read_private
 from cairn.client.tasks import TaskStore
+from cairn.disk import write_durably
 
 DOCUMENT = {
     "address": {"id": "addr_x", "email": "addr_x@cairn.localhost", "expires_at": None},
@@ -44,8 +45,8 @@ def test_a_saved_address_is_owner_only_and_restores_identically(tmp_path: Path):
 
 def test_saving_again_replaces_the_file_atomically_and_leaves_no_temporary_files(tmp_path: Path):
     path = tmp_path / "address.json"
-    write_private(path, b"one")
-    write_private(path, b"two")
+    write_durably(path, b"one")
+    write_durably(path, b"two")
     assert read_private(path) == b"two"
     assert [p.name for p in tmp_path.iterdir()] == ["address.json"]
 
@@ -64,7 +65,7 @@ def test_a_written_file_is_flushed_and_then_its_directory_entry(
         real_fsync(descriptor)
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
-    write_private(path, b"token", exclusive=exclusive)
+    write_durably(path, b"token", exclusive=exclusive)
     assert flushed == [(path.stat().st_ino, False), (tmp_path.stat().st_ino, True)]
 
 
@@ -88,9 +89,9 @@ def test_symbolic_links_are_refused(tmp_path: Path):
 
 def test_exclusive_writes_never_replace_an_existing_file(tmp_path: Path):
     path = tmp_path / "task.json"
-    write_private(path, b"first", exclusive=True)
+    write_durably(path, b"first", exclusive=True)
     with pytest.raises(FileExistsError):
-        write_private(path, b"second", exclusive=True)
+        write_durably(path, b"second", exclusive=True)
     assert read_private(path) == b"first"
     assert [p.name for p in tmp_path.iterdir()] == ["task.json"]
 
@@ -136,14 +137,14 @@ def test_processes_advancing_one_cursor_at_once_never_put_it_back(tmp_path: Path
 
 def test_a_cursor_file_that_is_not_a_number_is_refused(tmp_path: Path):
     for saved in (b"\xff\xfe7\n", b"seven\n", b""):
-        write_private(tmp_path / "feed.cursor", saved)
+        write_durably(tmp_path / "feed.cursor", saved)
         with pytest.raises(UnsafeFile, match="does not hold a cursor"):
             CursorFile(tmp_path / "feed.cursor").read()
 
 
 def test_a_file_named_as_long_as_the_file_system_allows_is_written(tmp_path: Path):
     path = tmp_path / ("a" * 255)
-    write_private(path, b"saved")
+    write_durably(path, b"saved")
     assert read_private(path) == b"saved"
 
 

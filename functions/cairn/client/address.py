@@ -15,9 +15,10 @@ from cairn.client.http import HttpClient, json_body
 from cairn.client.inbox import Inbox
 from cairn.client.mailbox import Mailbox
 from cairn.client.paths import segment
-from cairn.client.private import read_private, write_private
+from cairn.client.private import read_private
 from cairn.client.state import State
 from cairn.client.subscriptions import Subscriptions
+from cairn.disk import write_durably
 
 ADDRESSES_PATH = "/api/v1/addresses"
 
@@ -107,7 +108,7 @@ class Address:
 
     def save(self, path: str | Path) -> None:
         """Write the address to `path`, readable and writable by its owner only (0600)."""
-        write_private(path, self.to_json().encode())
+        write_durably(path, self.to_json().encode())
 
     @classmethod
     def restore(cls, path: str | Path, *, http: HttpClient | None = None) -> Address:

@@ -7,7 +7,7 @@ from pathlib import Path
 from cairn.client.http import HttpClient
 from cairn.client.models import Download, Event
 from cairn.client.paths import segment
-from cairn.client.private import write_private
+from cairn.disk import write_durably
 
 
 class Attachments:
@@ -25,6 +25,6 @@ class Attachments:
         event_id = event if isinstance(event, str) else event["id"]
         url = f"{self._url}/{segment(event_id, 'event id')}/attachments/{segment(attachment_id, 'attachment id')}"
         response = self._http.request("GET", url, token=self._token)
-        write_private(path, response.content)
+        write_durably(path, response.content)
         content_type = response.headers.get("content-type", "application/octet-stream")
         return {"path": str(path), "size": len(response.content), "content_type": content_type}

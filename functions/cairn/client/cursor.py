@@ -6,8 +6,9 @@ import reprlib
 from pathlib import Path
 
 from cairn.client.errors import UnexpectedAnswer
-from cairn.client.private import UnsafeFile, locked, read_private, write_private
+from cairn.client.private import UnsafeFile, locked, read_private
 from cairn.decimal_text import MAX_DIGITS, parse_decimal
+from cairn.disk import write_durably
 
 
 def feed_position(value: object) -> int:
@@ -53,5 +54,5 @@ class CursorFile:
             current = self.read()
             if sequence <= current:
                 return current
-            write_private(self.path, f"{sequence}\n".encode())
+            write_durably(self.path, f"{sequence}\n".encode())
         return sequence

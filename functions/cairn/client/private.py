@@ -4,8 +4,9 @@ A read token is a bearer credential: whoever can read the file holds the
 address. Directories are created 0700 and files 0600, written atomically (a
 crash leaves the old file or the new one, never half of one) and durably (the
 directory entry is flushed too, so a file written before a power cut is
-there after it), and refused on read when they are symbolic links, belong to
-someone else, or are open to the group or the world.
+there after it: `cairn.disk.write_durably` writes them), and refused on read
+when they are symbolic links, belong to someone else, or are open to the
+group or the world.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-from cairn.disk import write_durably
 
 
 class UnsafeFile(Exception):
@@ -37,15 +36,6 @@ def ensure_private_dir(path: str | Path) -> Path:
     if path.is_symlink() or not path.is_dir():
         raise UnsafeFile(f"{path} is not a plain directory.")
     return path
-
-
-def write_private(path: str | Path, data: bytes, *, exclusive: bool = False) -> None:
-    """Write `data` to `path` with mode 0600, atomically and durably (`cairn.disk.write_durably`).
-
-    With `exclusive`, an existing file wins and `FileExistsError` is raised:
-    two processes creating the same file cannot both believe they did.
-    """
-    write_durably(Path(path), data, exclusive=exclusive)
 
 
 @contextmanager

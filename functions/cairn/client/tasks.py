@@ -15,7 +15,8 @@ from pathlib import Path
 from cairn.client.address import Address
 from cairn.client.cursor import CursorFile
 from cairn.client.http import HttpClient
-from cairn.client.private import ensure_private_dir, write_private
+from cairn.client.private import ensure_private_dir
+from cairn.disk import write_durably
 
 
 class TaskStore:
@@ -44,7 +45,7 @@ class TaskStore:
         """Keep a newly provisioned address; `FileExistsError` if the task already has one."""
         self.prepare()
         path = self.address_path(task)
-        write_private(path, address.to_json().encode(), exclusive=True)
+        write_durably(path, address.to_json().encode(), exclusive=True)
         return path
 
     def load(self, task: str, *, http: HttpClient) -> Address:

@@ -133,20 +133,11 @@ class Head:
         return replace(self, stage=stage)._quietly_written()
 
     def flipped(self) -> Head:
-        """The stage's rows made the session's items, every item below them hidden, as a clear hides them."""
+        """The stage's rows made the session's items, every item below them hidden, as a clear hides them: the
+        stage appended to a session emptied up to its base, which the floor hides, so nothing is left to pass by."""
         assert self.stage is not None
-        stage = self.stage
-        return replace(
-            self,
-            floor=stage.base,
-            last_seq=stage.last,
-            count=stage.written,
-            stored_bytes=stage.size,
-            stage=None,
-            version=self.version + 1,
-            hidden_low=0,
-            hidden_high=0,
-        )
+        emptied = replace(self, floor=self.stage.base, last_seq=self.stage.base, count=0, stored_bytes=0)
+        return replace(emptied.appended(), hidden_low=0, hidden_high=0)
 
     def appended(self) -> Head:
         """The stage's rows made the newest items, after every live one. The sequences between, where no item
