@@ -226,6 +226,10 @@ def test_stdio_answers_every_line_that_is_no_message_and_goes_on(served: ServePr
         '[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]',
         '{"jsonrpc": "1.0", "id": 2, "method": "ping"}',
         '{"jsonrpc": "2.0", "id": 3}',
+        # Requests whose id is no request id: the mcp package read them as notifications, never answered.
+        '{"jsonrpc": "2.0", "id": 4.5, "method": "ping"}',
+        '{"jsonrpc": "2.0", "id": null, "method": "tools/list"}',
+        '{"jsonrpc": "2.0", "id": true, "method": "ping"}',
     ]
     initialize = {
         "jsonrpc": "2.0",
@@ -236,13 +240,10 @@ def test_stdio_answers_every_line_that_is_no_message_and_goes_on(served: ServePr
     command = [sys.executable, "-m", "cairn.cli", "mcp", "--url", served.base_url]
     # Blank lines between messages are no messages and get no answer.
     sent = "\n".join(["", *lines, "   ", json.dumps(initialize)]) + "\n"
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(sent)
-        process.stdin.flush()
-        answers = [json.loads(process.stdout.readline()) for _ in range(len(lines) + 1)]
-        process.stdin.close()
-        assert process.wait(timeout=30) == 0
+    # All at once, then the end of input: the server answers what it read before it stops.
+    done = subprocess.run(command, input=sent, capture_output=True, text=True, timeout=30, check=True)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(answers) == len(lines) + 1
     codes = [(answer["id"], answer["error"]["code"]) for answer in answers[:-1]]
-    assert codes == [(None, -32700), (None, -32600), (None, -32600), (None, -32600)]
+    assert codes == [(None, -32700), *[(None, -32600)] * (len(lines) - 1)]
     assert answers[-1]["id"] == 7 and answers[-1]["result"]["serverInfo"]["name"] == "cairn"

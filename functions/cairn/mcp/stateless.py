@@ -16,9 +16,7 @@ from typing import Any
 
 from mcp_types import (
     INVALID_PARAMS,
-    INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
     EmptyResult,
     ErrorData,
@@ -31,16 +29,14 @@ from mcp_types import (
     Result,
     ServerCapabilities,
     ToolsCapability,
-    jsonrpc_message_adapter,
     methods,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
 import cairn
-from cairn import jsontext
-from cairn.errors import InvalidJson, named_problems
-from cairn.mcp import tools
+from cairn.errors import named_problems
+from cairn.mcp import messages, tools
 
 # What streamable HTTP says to assume when a request carries no MCP-Protocol-Version header.
 DEFAULT_VERSION = "2025-03-26"
@@ -56,13 +52,9 @@ class Reply:
 
 def answer(raw: bytes, protocol_version: str | None, operations: tools.Operations, toolset: tools.Toolset) -> Reply:
     """Answer one POSTed message with `toolset`; `protocol_version` is the request's MCP-Protocol-Version header."""
-    payload = _payload(raw)
-    if isinstance(payload, Reply):
-        return payload
-    try:
-        message = jsonrpc_message_adapter.validate_python(payload)
-    except ValidationError:
-        return _error(400, None, INVALID_REQUEST, "The body is not a JSON-RPC 2.0 message.")
+    message = messages.read(raw)
+    if isinstance(message, messages.Refusal):
+        return _error(message.status, None, message.code, message.message)
     request_id = message.id if isinstance(message, JSONRPCRequest) else None
     if isinstance(message, JSONRPCRequest) and message.method == "initialize":
         requested = (message.params or {}).get("protocolVersion")
@@ -100,30 +92,6 @@ def answer(raw: bytes, protocol_version: str | None, operations: tools.Operation
 def _named(text: str) -> str:
     """A client's name for something, as an error repeats it: short, so no answer grows with what was sent."""
     return reprlib.repr(text)
-
-
-def _is_request_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _payload(raw: bytes) -> Any:
-    """The body's one JSON value, or the `Reply` that refuses it before it is read as JSON-RPC."""
-    if raw and jsontext.holds_more_values(raw.decode("utf-8", "replace"), jsontext.MAX_VALIDATED_VALUES):
-        # Validation would name each of its problems, about 1.5 KB of memory apiece.
-        too_many = f"The body holds more than {jsontext.MAX_VALIDATED_VALUES:,} JSON values; send less at once."
-        return _error(413, None, INVALID_REQUEST, too_many)
-    if not raw.strip():
-        return _error(400, None, PARSE_ERROR, "The body is empty: send one JSON-RPC message.")
-    try:
-        payload = jsontext.parse(raw)
-    except InvalidJson as error:
-        return _error(400, None, PARSE_ERROR, error.message)
-    if isinstance(payload, list):
-        return _error(400, None, INVALID_REQUEST, "Send one JSON-RPC message per POST; batches are not supported.")
-    if isinstance(payload, dict) and "method" in payload and "id" in payload and not _is_request_id(payload["id"]):
-        # Read as a notification, it would go unanswered: the client would wait for its answer in vain.
-        return _error(400, None, INVALID_REQUEST, "A request's id is a string or an integer.")
-    return payload
 
 
 def _dispatch(

@@ -8,8 +8,10 @@ negotiation, framing, both eras) is the mcp package's own server.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterable, Mapping
-from typing import Any, Protocol
+import io
+import sys
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from typing import Any, TextIO
 
 import anyio
 import anyio.to_thread
@@ -20,8 +22,6 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import (
     INVALID_PARAMS,
-    INVALID_REQUEST,
-    PARSE_ERROR,
     CallToolRequestParams,
     CallToolResult,
     ErrorData,
@@ -29,12 +29,11 @@ from mcp_types import (
     ListToolsResult,
     PaginatedRequestParams,
 )
-from pydantic import ValidationError
 
 import cairn
 from cairn.client import Address, HttpClient
 from cairn.errors import NotFound
-from cairn.mcp import tools
+from cairn.mcp import messages, tools
 
 
 class ClientOperations:
@@ -151,49 +150,43 @@ def serve(base_url: str, http: HttpClient) -> None:
     server = build_server(ClientOperations(base_url, http))
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            readable_in, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-            async with anyio.create_task_group() as group:
-                group.start_soon(_screen, read_stream, readable_in, write_stream)
-                await server.run(readable, write_stream, server.create_initialization_options())
+        refusals_in, refusals = anyio.create_memory_object_stream[JSONRPCError](0)
+        # Undecodable bytes replaced, as the mcp package reads stdin: one would otherwise end the reading.
+        stdin = _ScreenedLines(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"), refusals_in)
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream), anyio.create_task_group() as group:
+            group.start_soon(_answer, refusals, write_stream)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+            group.cancel_scope.cancel()
 
     anyio.run(main)
 
 
-class _Replies(Protocol):
-    async def send(self, item: SessionMessage, /) -> None: ...
+class _ScreenedLines(anyio.AsyncFile[str]):
+    """stdin's lines as `stdio_server` reads them, less each line that holds no message: that line is
+    answered with its error instead (`refusals`).
 
-
-async def _screen(
-    lines: AsyncIterable[SessionMessage | Exception],
-    readable: MemoryObjectSendStream[SessionMessage | Exception],
-    replies: _Replies,
-) -> None:
-    """Pass each message on, and answer a line that is none with a JSON-RPC error (`id` null).
-
-    The mcp package hands the server an exception for such a line, which it
-    only logs: a client that sent a batch waited for an answer forever.
+    The mcp package would only log such a line, or read a request whose id is
+    no request id as a notification, which is never answered: either way the
+    client waited for an answer forever.
     """
-    async with readable:
-        async for item in lines:
-            if isinstance(item, Exception):
-                if not _blank(item):  # a blank line between messages is no message, and asks no answer
-                    await replies.send(SessionMessage(_unreadable(item)))
-            else:
-                await readable.send(item)
+
+    def __init__(self, lines: TextIO, refusals: MemoryObjectSendStream[JSONRPCError]) -> None:
+        super().__init__(lines)
+        self._refusals = refusals
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async with self._refusals:
+            async for line in super().__aiter__():
+                if not line.strip():
+                    continue  # a blank line between messages is no message, and asks no answer
+                read = messages.read(line.encode())
+                if isinstance(read, messages.Refusal):
+                    error = ErrorData(code=read.code, message=read.message)
+                    await self._refusals.send(JSONRPCError(jsonrpc="2.0", id=None, error=error))
+                else:
+                    yield line
 
 
-def _blank(error: Exception) -> bool:
-    if not isinstance(error, ValidationError):
-        return False
-    return all(isinstance(problem.get("input"), str) and not problem["input"].strip() for problem in error.errors())
-
-
-def _unreadable(error: Exception) -> JSONRPCError:
-    not_json = isinstance(error, ValidationError) and any(
-        problem["type"] == "json_invalid" for problem in error.errors()
-    )
-    if not_json:
-        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="Not JSON."))
-    text = "Not a JSON-RPC 2.0 message (one message a line; batches are not supported)."
-    return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=text))
+async def _answer(refusals: AsyncIterable[JSONRPCError], replies: MemoryObjectSendStream[SessionMessage]) -> None:
+    async for refusal in refusals:
+        await replies.send(SessionMessage(refusal))
