@@ -51,6 +51,7 @@ from cairn.client.http import HttpClient, json_body
 from cairn.client.paths import segment
 from cairn.errors import CheckpointPartMissing
 from cairn.integrations.langgraph import delta
+from cairn.integrations.settled import settled
 
 # The server's limits (`cairn.checkpoints.threads`): values above the inline ones travel as parts.
 MAX_INLINE_CHECKPOINT_BYTES = 262_144
@@ -312,7 +313,8 @@ class CairnSaver(BaseCheckpointSaver[int]):
             for remembered in [key for key in self._found_empty if key[0] == thread_id]:
                 del self._found_empty[remembered]
 
-    # -- async twins: the same calls, on a worker thread --------------------------
+    # -- async twins: the same calls, on a worker thread; a write's cancelled caller hears of it once it has
+    # settled (`cairn.integrations.settled`) ---------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -341,7 +343,7 @@ class CairnSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        return await settled(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self,
@@ -350,19 +352,19 @@ class CairnSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        await settled(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
+        await settled(self.delete_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
+        await settled(self.delete_for_runs, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        await settled(self.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+        await settled(self.prune, thread_ids, strategy=strategy)
 
     # -- values on the wire --------------------------------------------------
 

@@ -37,6 +37,7 @@ from langgraph.store.base import (
 
 from cairn.client.address import Address
 from cairn.client.http import HttpClient, json_body
+from cairn.integrations.settled import settled
 
 # The server's limit (`cairn.graphstore.batches.MAX_OPS`): longer batches travel as several requests.
 MAX_OPS = 100
@@ -77,7 +78,11 @@ class CairnStore(BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await asyncio.to_thread(self.batch, list(ops))
+        listed = list(ops)
+        if any(isinstance(op, PutOp) for op in listed):
+            # A cancelled caller hears of it once the puts have settled (`cairn.integrations.settled`).
+            return await settled(self.batch, listed)
+        return await asyncio.to_thread(self.batch, listed)
 
     # -- write ownership: an extension of BaseStore ----------------------------
 
@@ -125,9 +130,7 @@ class CairnStore(BaseStore):
         expected_version: int,
         ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> int:
-        return await asyncio.to_thread(
-            self.put_if_version, namespace, key, value, expected_version=expected_version, ttl=ttl
-        )
+        return await settled(self.put_if_version, namespace, key, value, expected_version=expected_version, ttl=ttl)
 
     def _refresh(self, refresh_ttl: bool | None) -> bool:
         """As `BaseStore.get` decides: the call's choice, else the TTL config's, else refresh."""
