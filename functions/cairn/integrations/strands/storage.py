@@ -20,6 +20,7 @@ from strands.types.exceptions import StorageError
 
 from cairn import errors
 from cairn.client.address import Address
+from cairn.integrations.settled import settled
 
 # The server's limit (`cairn.files.files`).
 MAX_FILE_BYTES = 3 * 1024 * 1024
@@ -45,19 +46,22 @@ class CairnStorage(Storage):
     async def write(self, key: str, data: bytes) -> None:
         if len(data) > MAX_FILE_BYTES:
             raise StorageError(f"Cairn keeps files of at most {MAX_FILE_BYTES} bytes; {key!r} has {len(data)}.")
-        await self._run("write", lambda: self._files.write(key, data))
+        await self._run("write", lambda: self._files.write(key, data), settle=True)
 
     async def read(self, key: str) -> bytes | None:
         return await self._run("read", lambda: self._files.read(key))
 
     async def delete(self, key: str) -> None:
-        await self._run("delete", lambda: self._files.delete(key))
+        await self._run("delete", lambda: self._files.delete(key), settle=True)
 
     async def list(self, query: str) -> builtins.list[str]:
         return await self._run("list", lambda: builtins.list(self._files.keys(query)))
 
-    async def _run(self, what: str, call: Callable[[], _T]) -> _T:
+    async def _run(self, what: str, call: Callable[[], _T], *, settle: bool = False) -> _T:
+        """`call` on a worker thread. `settle`, for a write: a cancellation meanwhile is raised once it has
+        answered (`cairn.integrations.settled`). The last write wins, so a write still on its way when its
+        caller went on could land over a newer snapshot that a resumed run stored."""
         try:
-            return await asyncio.to_thread(call)
+            return await (settled(call) if settle else asyncio.to_thread(call))
         except errors.CairnError as error:
             raise StorageError(f"Cairn's files {what}: {error}") from error

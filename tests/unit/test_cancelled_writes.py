@@ -1,5 +1,6 @@
-"""LangGraph's async writes on `CairnSaver` and `CairnStore`, cancelled midway: the caller hears of it once the
-write has settled, so a run resumed right after reads what the cancelled one stored."""
+"""The frameworks' async writes, cancelled midway (LangGraph's on `CairnSaver` and `CairnStore`, Strands' on
+`CairnStorage`): the caller hears of it once the write has settled, so a run resumed right after reads what
+the cancelled one stored, and nothing it stores is overwritten by a write still on its way."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from cairn.client import Address, HttpClient
 from cairn.integrations.langgraph import CairnSaver, CairnStore
+from cairn.integrations.strands import CairnStorage
 from tests.support.fakes import FakeClock
 from tests.support.lambda_client import LambdaClient
 
@@ -45,7 +47,7 @@ class HeldWrite:
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         writing = request.method in ("POST", "DELETE") and request.url.path.endswith(self._path_end)
-        reading = request.url.path.endswith(("/search", "/get"))  # searches POST too
+        reading = request.url.path.endswith(("/search", "/get", "/read", "/list"))  # reads that POST
         if not writing or reading:
             return self._api.handle(request)
         self._writes += 1
@@ -163,3 +165,28 @@ def test_each_async_write_of_the_store_settles_before_its_cancelled_caller_hears
     assert asyncio.run(cancelled_midway(STORE_WRITES[write](CairnStore(address_over(record, held))), held))
     stored = CairnStore(address_over(record, api.handle)).get(("notes",), "k")
     assert (stored and stored.value) == (None if write == "adelete" else {"v": 2})
+
+
+def test_a_strands_snapshot_written_as_its_run_is_cancelled_lands_before_the_next_run_writes_its_own(
+    api: LambdaClient, record: dict[str, Any]
+):
+    """Storage keeps the last write. A write still on its way after its caller heard of the cancellation
+    landed over the snapshot the next run wrote meanwhile, which was lost."""
+    held = HeldWrite(api)
+
+    async def cancelled_then_written_again() -> bool:
+        settled = await cancelled_midway(CairnStorage(address_over(record, held)).write("snapshot", b"cancelled"), held)
+        await CairnStorage(address_over(record, api.handle)).write("snapshot", b"resumed")
+        await asyncio.to_thread(held.answered.wait, 30)
+        return settled
+
+    settled = asyncio.run(cancelled_then_written_again())
+    assert asyncio.run(CairnStorage(address_over(record, api.handle)).read("snapshot")) == b"resumed"
+    assert settled
+
+
+def test_a_strands_delete_settles_before_its_cancelled_caller_hears(api: LambdaClient, record: dict[str, Any]):
+    asyncio.run(CairnStorage(address_over(record, api.handle)).write("snapshot", b"old"))
+    held = HeldWrite(api)
+    assert asyncio.run(cancelled_midway(CairnStorage(address_over(record, held)).delete("snapshot"), held))
+    assert asyncio.run(CairnStorage(address_over(record, api.handle)).read("snapshot")) is None
