@@ -435,6 +435,30 @@ def test_a_run_of_many_tool_calls_is_stored_whole_while_other_processes_read(add
     assert reads == [(0, len(stored))] * 3  # none saw half of the turn, and each read on past its end
 
 
+def test_a_run_whose_tool_outputs_are_more_than_one_request_holds_is_stored_whole_while_other_processes_read(
+    address: Address, served: ServeProcess
+):
+    """70 tool calls each answering a page of 60 KB: the turn's 4 MB go in two requests, parts of one add,
+    and processes reading the session all the while never see a call without its output."""
+    set_tracing_disabled(True)
+    agent = Agent(
+        name="reader",
+        instructions="Read every page.",
+        model=openai_agents_runs.ToolCallingModel(calls=70, tool="read_page"),
+        tools=[openai_agents_runs.read_page],
+    )
+    where = (served.base_url, address.id, address.read_token, "pages")
+
+    with reading_all_the_while(openai_agents_runs.read_tool_calls_while, *where) as reads:
+        result = asyncio.run(Runner.run(agent, "Read the pages.", session=CairnSession(address, "pages")))
+
+    assert result.final_output == "done 70 steps"
+    stored = asyncio.run(CairnSession(address, "pages").get_items())
+    outputs = [item for item in stored if item.get("type") == "function_call_output"]
+    assert len(outputs) == 70 and sum(len(json.dumps(item)) for item in outputs) > 4_000_000
+    assert reads == [(0, len(stored))] * 3  # none saw part of the turn, and each read on past its end
+
+
 ENCRYPTION_KEY = Fernet.generate_key().decode("ascii")
 
 

@@ -367,6 +367,18 @@ def verify_session_add_staged(api: LambdaClient, created: dict, first: Reply, re
     assert sum("AGS#" in row["sk"]["S"] for row in rows) == 1 + len(SESSION_ITEMS) + len(LONG_TURN) + 1
 
 
+def send_session_add_parts(api: LambdaClient, created: dict) -> Reply:
+    """An add larger than one request holds, as `CairnSession` sends it: its parts under one add_id, in order."""
+    reply = None
+    for offset, more in ((0, True), (100, False)):
+        body = {"items": LONG_TURN[offset : offset + 100], "add_id": "fault-add-parts", "offset": offset, "more": more}
+        reply = api.request("POST", session_items_path(created), json_body=body, token=token(created))
+        if reply.status != 201:
+            return reply
+    assert reply is not None
+    return reply
+
+
 def strands_path(created: dict) -> str:
     return f"/api/v1/addresses/{created['address']['id']}/strands/faults/agents/default"
 
@@ -411,6 +423,7 @@ OPERATIONS = {
     "session_replace": Operation(with_session, send_session_replace, verify_session_replace),
     "session_replace_staged": Operation(with_session, send_session_replace_staged, verify_session_replace_staged),
     "session_add_staged": Operation(with_session, send_session_add_staged, verify_session_add_staged),
+    "session_add_parts": Operation(with_session, send_session_add_parts, verify_session_add_staged),
     "strands_message": Operation(with_strands_agent, send_strands_message, verify_strands_message),
 }
 

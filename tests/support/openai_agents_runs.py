@@ -59,12 +59,13 @@ class StoringModel(EchoingModel):
 
 
 class ToolCallingModel(Model):
-    """A scripted model, no network, that first calls the `step` tool `calls` times in one answer, then, given
+    """A scripted model, no network, that first calls the `tool` tool `calls` times in one answer, then, given
     their outputs, says it is done: one run makes two items a call (the call and its output) beside its
     messages. Each answer has an id, as the Responses API's stored answers do."""
 
-    def __init__(self, calls: int) -> None:
+    def __init__(self, calls: int, tool: str = "step") -> None:
         self.calls = calls
+        self.tool = tool
 
     async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
         called = not isinstance(input, str) and any(item.get("type") == "function_call_output" for item in input)
@@ -74,7 +75,7 @@ class ToolCallingModel(Model):
             )
         calls: list[Any] = [
             ResponseFunctionToolCall(
-                type="function_call", id=f"fc_{n}", call_id=f"call_{n}", name="step", arguments=json.dumps({"n": n})
+                type="function_call", id=f"fc_{n}", call_id=f"call_{n}", name=self.tool, arguments=json.dumps({"n": n})
             )
             for n in range(self.calls)
         ]
@@ -88,6 +89,16 @@ class ToolCallingModel(Model):
 def step(n: int) -> str:
     """Do step `n` of the work."""
     return f"step {n} done"
+
+
+# What `read_page` answers: a page of text large enough that 70 of them are more than one request to Cairn holds.
+PAGE_CHARACTERS = 60_000
+
+
+@function_tool
+def read_page(n: int) -> str:
+    """Read page `n` of the document."""
+    return f"page {n}: " + "lorem ipsum " * (PAGE_CHARACTERS // 12)
 
 
 def _text(item: dict[str, Any]) -> str:

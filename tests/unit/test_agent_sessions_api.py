@@ -278,34 +278,40 @@ def test_a_cancelled_caller_sees_its_cancellation_once_the_write_has_settled(
     assert stored(api, address) == history
 
 
-def test_cairn_session_adds_more_than_one_add_holds_in_order_and_a_lost_answer_adds_nothing_twice(
+def test_cairn_session_adds_more_than_one_request_holds_at_once_and_a_lost_answer_adds_nothing_twice(
     api: LambdaClient, address: Address
 ):
-    """The SDK hands a session a conversation of any length (a run's whole input, many tool calls): more
-    items or bytes than one add holds go as several adds, in order; the second add's first answer is lost
-    here, and its retry adds nothing twice."""
+    """The SDK hands a session a conversation of any length (a run's whole input, many tool calls, large tool
+    outputs): more items or bytes than one request holds go in parts, in order, and no reader sees any of them
+    until the last part commits them all; the second part's first answer is lost here, and its retry adds
+    nothing twice."""
+    call(api, address, "POST", json_body={"items": said(2)})
+    before = stored(api, address)
     large = [{"role": "tool", "content": str(index) * 1_500_000} for index in range(3)]
     items = [*said(1010), *large, {"role": "user", "content": "last"}]
-    adds: list[int] = []
+    parts: list[int] = []
+    seen_after_each: list[list[dict[str, Any]]] = []
 
-    def losing_the_second_add(request: httpx.Request) -> httpx.Response:
+    def losing_the_second_part(request: httpx.Request) -> httpx.Response:
         answer = api.handle(request)
         if request.method == "POST" and request.url.path.endswith("/items"):
-            adds.append(len(json.loads(request.content)["items"]))
-            if len(adds) == 2:
+            parts.append(len(json.loads(request.content)["items"]))
+            seen_after_each.append(stored(api, address))
+            if len(parts) == 2:
                 return httpx.Response(502, json={"message": "Internal server error"})
         return answer
 
     base_url = address.address_url.split("/api/v1/", 1)[0]
-    http = HttpClient(transport=httpx.MockTransport(losing_the_second_add), retry=RetryPolicy(base_delay=0.0))
+    http = HttpClient(transport=httpx.MockTransport(losing_the_second_part), retry=RetryPolicy(base_delay=0.0))
     session = CairnSession(Address.connect(base_url, address.id, address.read_token, http=http), "s")
 
     asyncio.run(session.add_items(items))
 
-    # 1,000 (as many as one add holds), 10 and two large items (3 MB; its answer lost, then sent again), the
+    # 1,000 (as many as one request holds), 10 and two large items (3 MB; its answer lost, then sent again), the
     # third and the last.
-    assert adds == [1000, 12, 12, 2]
-    assert stored(api, address) == items
+    assert parts == [1000, 12, 12, 2]
+    assert seen_after_each == [before, before, before, [*before, *items]]
+    assert stored(api, address) == [*before, *items]
 
 
 def test_sessions_and_files_share_the_address_storage_limit_and_an_add_past_it_changes_nothing(
@@ -874,6 +880,96 @@ def test_a_large_add_held_off_for_longer_than_a_stopped_writer_holds_the_session
 
     assert refused.value.details["reason"] == "held"
     assert stored(api, address) == old
+
+
+# -- adds larger than one request, in parts -----------------------------------------------
+
+
+def part(
+    api: LambdaClient, address: Address, items: list[dict[str, Any]], offset: int, more: bool, add_id: str
+) -> Reply:
+    return call(api, address, "POST", json_body={"items": items, "add_id": add_id, "offset": offset, "more": more})
+
+
+def test_an_add_in_parts_is_seen_whole_after_its_last_part_and_after_the_adds_made_meanwhile(
+    moto_env: None, clock: FakeClock
+):
+    """Parts sent again write nothing twice, a part past those sent is refused, and any part sent again once
+    the last committed answers the count and adds nothing."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 10)
+    rows, counted_before = session_rows(api, address), usage(api, address)
+    first, second, last = turn(3), turn(2), said(1)
+
+    assert part(api, address, first, 0, True, "big").json()["count"] == 10
+    assert part(api, address, first, 0, True, "big").json()["count"] == 10  # its answer lost, sent again
+    meanwhile = {"role": "user", "content": "meanwhile"}
+    assert call(api, address, "POST", json_body={"items": [meanwhile]}).json()["count"] == 11
+    skipped = part(api, address, last, 10, False, "big")
+    assert (skipped.status, skipped.error_code, skipped.json()["error"]["field"]) == (400, "invalid_request", "offset")
+    assert part(api, address, second, 6, True, "big").json()["count"] == 11
+    assert stored(api, address) == [*old, meanwhile]
+    assert part(api, address, last, 10, False, "big").json()["count"] == 22
+    assert part(api, address, last, 10, False, "big").json()["count"] == 22  # sent again once committed
+    assert part(api, address, first, 0, True, "big").json()["count"] == 22  # and its first part too
+    assert part(api, address, said(1), 0, True, "next").status == 201  # while another add in parts is open
+    assert part(api, address, last, 10, False, "big").json()["count"] == 22
+
+    added = [meanwhile, *first, *second, *last]
+    assert stored(api, address) == [*old, *added]
+    assert len(session_rows(api, address)) == len(rows) + len(added) + 1 + 1  # the add's claim, the open part
+    assert usage(api, address) == counted_before + cost(added) + ROW_OVERHEAD + cost(said(1))
+    unnamed = call(api, address, "POST", json_body={"items": last, "offset": 3, "more": True})
+    assert (unnamed.status, unnamed.error_code, unnamed.json()["error"]["field"]) == (400, "invalid_request", "add_id")
+
+
+def test_an_add_whose_sender_stops_between_parts_is_never_seen_and_holds_large_changes_off_until_it_lapses(
+    moto_env: None, clock: FakeClock
+):
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    old = history(api, address, 10)
+    rows, counted_before = session_rows(api, address), usage(api, address)
+    assert part(api, address, turn(20), 0, True, "stopped").status == 201
+
+    held = replace(api, address, items=compaction_of(said(200)))  # more rows than one commit holds
+    assert (held.status, held.error_code, held.json()["error"]["reason"]) == (409, "session_conflict", "held")
+    held = part(api, address, said(2), 0, True, "other")
+    assert (held.status, held.error_code, held.json()["error"]["reason"]) == (409, "session_conflict", "held")
+    assert stored(api, address) == old
+
+    # Once its hold lapses, the next change lets it go: its rows deleted, its bytes no longer counted.
+    clock.advance(STAGE_LEASE)
+    late = said(3)
+    assert part(api, address, late[:2], 0, True, "other").status == 201
+    assert part(api, address, late[2:], 2, False, "other").json()["count"] == 13
+    assert stored(api, address) == [*old, *late]
+    assert len(session_rows(api, address)) == len(rows) + len(late) + 1
+    assert usage(api, address) == counted_before + cost(late) + ROW_OVERHEAD
+    resumed = part(api, address, said(1), 40, False, "stopped")
+    assert (resumed.status, resumed.error_code, resumed.json()["error"]["reason"]) == (
+        409,
+        "session_conflict",
+        "parts_lost",
+    )
+    assert stored(api, address) == [*old, *late]
+
+
+def test_a_part_past_the_storage_limit_is_refused_and_lets_the_add_go(moto_env: None, clock: FakeClock):
+    item = {"role": "tool", "content": "x" * 3000}
+    head = len(b"s") + ROW_OVERHEAD
+    api = LambdaClient.on_moto(clock, storage_max_bytes=head + 5 * cost([item]) + 99)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    assert part(api, address, [item] * 3, 0, True, "big").status == 201
+
+    refused = part(api, address, [item] * 3, 3, False, "big")
+
+    assert (refused.status, refused.error_code) == (413, "storage_limit_exceeded")
+    assert stored(api, address) == []
+    assert usage(api, address) == head
+    # Nothing holds the session any more: another large change goes through.
+    assert replace(api, address, items=[item] * 4).json()["count"] == 4
 
 
 # -- replacements of the newest items, however many ---------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 from cairn import jsontext
 from cairn.addresses.ports import AddressStore
-from cairn.agent_sessions.ports import Replaced, SessionItemStore
+from cairn.agent_sessions.ports import AddPart, Replaced, SessionItemStore
 from cairn.checkpoints.models import Admission, Owner, owner_of
 from cairn.clock import Clock
 from cairn.errors import InvalidRequest, PayloadTooLarge
@@ -36,6 +36,8 @@ MAX_ITEMS_PER_REPLACE = MAX_PAGE_ITEMS
 MAX_ADD_BYTES = 3_500_000
 # What one answer carries (its JSON as Lambda sends it), far below Lambda's 6 MB; one item always fits.
 ANSWER_BUDGET = 4_000_000
+# The largest sequence an item may have (12 digits, as keys spell it).
+MAX_SEQUENCE = 999_999_999_999
 SESSION_ID = re.compile(r"[A-Za-z0-9._:@~+=-]{1,256}")
 
 
@@ -61,18 +63,25 @@ class AgentSessions:
         items: Sequence[dict[str, Any]],
         *,
         add_id: str | None = None,
+        part: AddPart | None = None,
     ) -> int:
         """Append `items` in order, all or none; the session's item count after them.
 
         `add_id` makes a retry safe: an add sent again under it after it committed adds nothing.
+        `part`: the items are a part of an add larger than one request holds, sent in parts under one
+        `add_id`; nothing of it is seen until its last part commits every part's items at once.
         """
         _check_session_id(session_id)
         if not 1 <= len(items) <= MAX_ITEMS_PER_ADD:
             raise InvalidRequest(f"Add 1 to {MAX_ITEMS_PER_ADD} items at once.", field="items")
+        if part is not None and not (part.offset or part.more):
+            part = None  # the whole add in one request
+        if part is not None and add_id is None:
+            raise InvalidRequest("An add sent in parts needs an add_id, the same in each part.", field="add_id")
         texts = _stored_texts(items)
         admission = self._admission(address_id, read_token)
         return self._store.add(
-            admission, session_id, texts, add_id=add_id, now=self._clock(), max_bytes=self._max_bytes
+            admission, session_id, texts, add_id=add_id, now=self._clock(), max_bytes=self._max_bytes, part=part
         )
 
     def replace(

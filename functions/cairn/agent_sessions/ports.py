@@ -35,6 +35,15 @@ class Popped:
     token_checked: bool
 
 
+@dataclass(frozen=True)
+class AddPart:
+    """Where a part of an add sent over several requests (under one `add_id`) lies: `offset`, how many of the
+    add's items the parts before it hold; `more`, whether parts follow it."""
+
+    offset: int
+    more: bool
+
+
 class SessionItemStore(Protocol):
     def add(
         self,
@@ -45,6 +54,7 @@ class SessionItemStore(Protocol):
         add_id: str | None,
         now: float,
         max_bytes: int,
+        part: AddPart | None = None,
     ) -> int:
         """Append the items (canonical JSON texts) in order, all in one commit; the session's count after it.
 
@@ -53,6 +63,9 @@ class SessionItemStore(Protocol):
 
         The first add creates the session; two first adds at once still make one.
         An add whose `add_id` was committed before adds nothing and answers the count now.
+
+        `part` (with an `add_id`): these items are a part of a larger add; no reader sees any of its parts
+        until its last one commits them all at once. A part written before writes nothing when sent again.
         """
         ...
 

@@ -27,12 +27,26 @@ class ItemsAddRequest(Schema):
         pattern=CLIENT_ID_PATTERN,
         description="A random id for this add: sent again after the add committed, it adds nothing.",
     )
+    offset: int = Field(
+        default=0,
+        ge=0,
+        le=conversations.MAX_SEQUENCE,
+        description="For an add larger than one request holds, sent in parts under one `add_id`: how many of its "
+        "items the parts before this one hold.",
+    )
+    more: bool = Field(
+        default=False,
+        description="Parts of this add follow. No reader sees any part until the last one (`more` false) "
+        "commits every part's items at once; a sender that stops before it leaves nothing to see.",
+    )
 
 
 class ItemsAddedResponse(Schema):
     session_id: str
     added: int
-    count: int = Field(description="Items the session holds once this add committed.")
+    count: int = Field(
+        description="Items the session holds once this add committed (before it, for a part that others follow)."
+    )
 
 
 class ItemsResponse(Schema):

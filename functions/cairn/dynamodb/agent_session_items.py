@@ -126,10 +126,12 @@ class Head:
         """A replacement's stage opened above `base`, held until `until`; none of its rows written yet."""
         return replace(self, stage=Stage(stage_id, base, base, 0, until))._quietly_written()
 
-    def staged(self, items: int, size: int) -> Head:
-        """`items` more rows of `size` counted bytes written to the open stage."""
+    def staged(self, items: int, size: int, *, until: int | None = None) -> Head:
+        """`items` more rows of `size` counted bytes written to the open stage; held until `until`, if given."""
         assert self.stage is not None
         stage = replace(self.stage, last=self.stage.last + items, size=self.stage.size + size)
+        if until is not None:
+            stage = replace(stage, until=until)
         return replace(self, stage=stage)._quietly_written()
 
     def flipped(self) -> Head:
@@ -272,6 +274,11 @@ _UNCLAIMED = {"ConditionExpression": "attribute_not_exists(pk)", "ReturnValuesOn
 def added_digest(items: Sequence[str]) -> str:
     """What an add's items are, whatever their number: canonical JSON texts hold no raw line break."""
     return credentials.digest("\n".join(items))
+
+
+# What an add sent in parts is to its claim: its add_id alone, which each part carries, so that any of its parts
+# sent again after the last one committed finds the add made (a request holds a part, never the whole add).
+PARTED_ADD_DIGEST = credentials.digest("an add sent in parts")
 
 
 def replaced_digest(items: Sequence[str], newest: int | None, version: int | None) -> str:

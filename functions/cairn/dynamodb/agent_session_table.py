@@ -17,8 +17,10 @@ every item (the OpenAI Agents SDK's compaction keeps every user message), or
 an add (a turn of many tool calls). Its rows are written a commit at a time
 above the live items, where no read looks, under a stage the head records,
 and one last commit makes them the session's items: as the floor moves under
-them, for a replacement; after the live items, for an add. A writer that
-stops midway leaves its stage to lapse; the next commit after that lets it go.
+them, for a replacement; after the live items, for an add. An add larger than
+one request holds is staged across its requests, its parts', the last part
+making it the session's. A writer that stops midway leaves its stage to
+lapse; the next commit after that lets it go.
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cairn import jsontext
-from cairn.agent_sessions.ports import ItemPage, Popped, Replaced
+from cairn.agent_sessions.ports import AddPart, ItemPage, Popped, Replaced
 from cairn.checkpoints.models import Admission, Owner
 from cairn.dynamodb import address_items, agent_session_items, blobs, checkpoint_items, keys, storage_usage, table_ops
 from cairn.dynamodb.agent_session_items import Head
 from cairn.dynamodb.items import get_int, key
-from cairn.errors import IdempotencyKeyReused, InvalidRequest, SessionConflict, Unavailable
+from cairn.errors import IdempotencyKeyReused, InvalidRequest, SessionConflict, StorageLimitExceeded, Unavailable
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -111,6 +113,15 @@ class _Staged:
     change_id: str | None
     digest: str
     appending: bool = False
+    # For a part of an add sent over several requests: the add's items the parts before it hold (rows the stage
+    # has already), and whether parts follow, whose rows the stage waits for before its last commit.
+    offset: int = 0
+    more: bool = False
+
+    @property
+    def through(self) -> int:
+        """How many rows the stage holds once this part's are written."""
+        return self.offset + len(self.items)
 
 
 class AgentSessionTable:
@@ -131,11 +142,16 @@ class AgentSessionTable:
         add_id: str | None,
         now: float,
         max_bytes: int,
+        part: AddPart | None = None,
     ) -> int:
         owner, head = self._owner_and_head(admission, session_id)
+        sizes = [jsontext.sent_size(text) for text in items]
+        if part is not None and add_id is not None:
+            digest = agent_session_items.PARTED_ADD_DIGEST
+            parted = _Staged(owner, session_id, items, sizes, None, add_id, digest, True, part.offset, part.more)
+            return self._add_part(parted, head, now=now, max_bytes=max_bytes).count
         digest = agent_session_items.added_digest(items)
         claims = self._claims(owner, session_id, add_id, digest)
-        sizes = [jsontext.sent_size(text) for text in items]
         size = sum(agent_session_items.item_bytes(each) for each in sizes)
         # The claim stays as long as the address: it counts for good.
         claimed_bytes = agent_session_items.ROW_OVERHEAD * len(claims)
@@ -373,6 +389,64 @@ class AgentSessionTable:
             raise
         return head
 
+    def _add_part(self, staged: _Staged, head: Head, *, now: float, max_bytes: int) -> Head:
+        """A part of an add sent over several requests under one `add_id` (`staged.offset`, `staged.more`): its
+        rows written to the add's own stage, which its first part opens and each part holds on to, and after its
+        last part's rows, the commit making every part's rows the session's newest items at once. Answers the
+        head as left.
+
+        A part sent again once written writes nothing, and any part sent again once the last committed answers
+        the head now. Until the last part, the add holds the session's other changes too large for one commit
+        off (`held`), and a sender that stops leaves the stage to lapse, with nothing a reader sees. A part
+        whose stage is gone (it lapsed, and another change let it go) is refused: the add starts again.
+        """
+        owner, session_id = staged.owner, staged.session_id
+        assert staged.change_id is not None
+        stage_id = f"add:{staged.change_id}"
+        read = functools.partial(self._head, owner.address_id, session_id)
+        try:
+            head = self._into_parts_stage(staged, stage_id, head, now=now, max_bytes=max_bytes)
+            step = functools.partial(self._stage_step, staged, stage_id, now=now, max_bytes=max_bytes)
+            while head.stage is not None and not (staged.more and head.stage.written >= staged.through):
+                head = self._until_committed(head, read, step)
+        except _Claimed as claimed:
+            return self._replaced_before(claimed.item, staged.digest, owner.address_id, session_id, field="add_id")
+        except StorageLimitExceeded:
+            # The add cannot end: its stage goes now rather than hold the session's large changes off.
+            self._drop_stage(owner, session_id, stage_id, now)
+            raise
+        if not staged.more and head.hidden_high:
+            self._sweep_hidden(owner, session_id, head, now=now)
+        return head
+
+    def _into_parts_stage(self, staged: _Staged, stage_id: str, head: Head, *, now: float, max_bytes: int) -> Head:
+        """The head with the add's stage open, as far as this part finds it: opened for its first part, or left
+        as an earlier part (or this one, sent before) left it. `_Claimed` when the add committed already."""
+        owner, session_id = staged.owner, staged.session_id
+        stage = head.lapsed(now).stage
+        if stage is not None and stage.stage_id == stage_id:
+            if stage.written < staged.offset:
+                raise InvalidRequest(
+                    f"This add's parts so far hold {stage.written} items; send the part that follows them.",
+                    field="offset",
+                )
+            return head
+        if staged.offset:
+            claim = self._row(owner.address_id, keys.agent_session_add_sk(session_id, staged.change_id or ""))
+            if claim is not None:  # a part sent again after the last committed
+                raise _Claimed(claim)
+            raise SessionConflict(
+                "This add's earlier parts were let go before this one came (their hold lapsed): send the add "
+                "again from its first part, under a new add_id.",
+                reason="parts_lost",
+            )
+        read = functools.partial(self._head, owner.address_id, session_id)
+        opened = functools.partial(self._open_stage, staged, stage_id, now=now, max_bytes=max_bytes)
+        seen, head = self._until_committed(head, read, opened)
+        if seen.stage is not None:  # a lapsed stage, let go of by the opening
+            self._delete_stage_rows(owner.address_id, session_id, seen.stage)
+        return head
+
     def _open_stage(
         self, staged: _Staged, stage_id: str, seen: Head, *, now: float, max_bytes: int
     ) -> tuple[Head, Head]:
@@ -409,7 +483,7 @@ class AgentSessionTable:
         if staged.version is not None and seen.visible_version != staged.version:
             raise _Stale(seen)
         owner, session_id = staged.owner, staged.session_id
-        if stage.written == len(staged.items):
+        if stage.written == staged.through:
             if staged.appending and seen.hidden_high:
                 # Rows an earlier replacement hid and could not delete: gone before this head stops hiding them.
                 self._delete_items(owner.address_id, session_id, seen.hidden_low + 1, seen.hidden_high)
@@ -419,7 +493,8 @@ class AgentSessionTable:
             self._commit(owner, session_id, (seen, new), claims, now=now, claimed=bool(claims), growth=growth)
             return new
         puts, count, size = self._stage_part(staged, stage)
-        new = seen.staged(count, size)
+        # The parts of an add that come over several requests keep their stage for as long as they keep coming.
+        new = seen.staged(count, size, until=int(now) + STAGE_LEASE if staged.offset or staged.more else None)
         self._commit(owner, session_id, (seen, new), puts, now=now, growth=Growth(0, max_bytes))
         return new
 
@@ -429,7 +504,7 @@ class AgentSessionTable:
         puts: list[Item] = []
         count = size = 0
         room = table_ops.MAX_TRANSACTION_ACTIONS - _OWN_ACTIONS
-        for index in range(stage.written, len(staged.items)):
+        for index in range(stage.written - staged.offset, len(staged.items)):
             sent = staged.sizes[index]
             item = agent_session_items.item_puts(
                 self._table, staged.owner, staged.session_id, stage.last + count + 1, staged.items[index], sent

@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from cairn.agent_sessions import conversations
+from cairn.agent_sessions.ports import AddPart
 from cairn.api.agent_session_schemas import (
     CLIENT_ID_PATTERN,
     ClearedResponse,
@@ -27,8 +28,6 @@ from cairn.services import Services
 
 ITEMS = "/api/v1/addresses/<address_id>/sessions/<session_id>/items"
 TAGS = ["sessions"]
-# The largest sequence a `before` may name (12 digits, as stored).
-MAX_SEQUENCE = 999_999_999_999
 
 
 def register(app: ConcurrentRestResolver, services: Services) -> None:
@@ -43,13 +42,17 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         description="All the items commit together, after every item added before, or none does; concurrent "
         "adds from other processes are never lost. The first add creates the session. An add sent again under "
         "its `add_id` after it committed adds nothing; other items under a used `add_id` are refused (422 "
-        "`idempotency_key_reused`).",
+        "`idempotency_key_reused`). An add larger than one request holds goes in parts under one `add_id` "
+        "(`offset`, `more`): no reader sees any part before the last commits them all; meanwhile the session's "
+        "other changes too large for one commit wait (409 `session_conflict`, reason `held`), and a part whose "
+        "earlier parts were let go, their sender silent past the hold, is refused (409, reason `parts_lost`).",
         tags=TAGS,
         security=BEARER,
         status_code=201,
     )
     def add(address_id: str, session_id: str, body: Annotated[ItemsAddRequest, Body()]) -> Response[ItemsAddedResponse]:
-        count = services.agent_sessions.add(address_id, token(), session_id, body.items, add_id=body.add_id)
+        part = AddPart(body.offset, body.more)
+        count = services.agent_sessions.add(address_id, token(), session_id, body.items, add_id=body.add_id, part=part)
         answer = ItemsAddedResponse(session_id=session_id, added=len(body.items), count=count)
         return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=answer)
 
@@ -65,7 +68,7 @@ def register(app: ConcurrentRestResolver, services: Services) -> None:
         address_id: str,
         session_id: str,
         limit: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
-        before: Annotated[int | None, Query(ge=1, le=MAX_SEQUENCE)] = None,
+        before: Annotated[int | None, Query(ge=1, le=conversations.MAX_SEQUENCE)] = None,
     ) -> ItemsResponse:
         page = services.agent_sessions.items(address_id, token(), session_id, limit=limit, before=before)
         return ItemsResponse(session_id=session_id, items=page.items, next=page.next, version=page.version)

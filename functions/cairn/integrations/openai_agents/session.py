@@ -1,9 +1,10 @@
 """`CairnSession`: the OpenAI Agents SDK's `Session` on an address's session routes.
 
-Every method is one request (a long read, or an add longer than one add
-holds, a few): an add commits whole and after every earlier add (one of
-more rows than a DynamoDB transaction holds too: the server writes it
-where no read looks before one commit makes it the session's), a pop
+Every method is one request (a long read, or an add longer than one
+request holds, a few): an add commits whole and after every earlier add
+(one of more rows than a DynamoDB transaction holds, or sent in parts, too:
+the server writes it where no read looks before one commit makes it the
+session's), a pop
 takes an item no other process gets, and a read sees only committed adds,
 so any number of processes, machines or Lambda invocations can share one
 session. Items are the SDK's input items,
@@ -45,8 +46,8 @@ _Answer = TypeVar("_Answer")
 
 # The most items one answer holds (the server's page), and so what one read asks for.
 _PAGE_ITEMS = 1000
-# What one add holds (the server's `MAX_ITEMS_PER_ADD`, and below its `MAX_ADD_BYTES` of canonical JSON by
-# a margin for how this client's encoding may differ): a longer `add_items` travels as several adds.
+# What one request of an add holds (the server's `MAX_ITEMS_PER_ADD`, and below its `MAX_ADD_BYTES` of canonical
+# JSON by a margin for how this client's encoding may differ): a longer `add_items` travels in parts.
 _ITEMS_PER_ADD = 1000
 _BYTES_PER_ADD = 3_400_000
 # An add too large for one commit is refused while another such change of the session is being written (409
@@ -87,16 +88,23 @@ class CairnSession(SessionABC):
         return await asyncio.to_thread(self._get_items, resolve_session_limit(limit, self.session_settings))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Add the items after every item already there: whole when one add holds them (1,000 items, 3,500,000
-        bytes of JSON), else as several adds in order, each whole."""
+        """Add the items after every item already there, all at once, whatever their number: more than one
+        request holds (1,000 items, 3,500,000 bytes of JSON) go in parts, which the server makes the session's
+        items together with the last."""
         if items:
             await _settled(self._add, list(items))
 
     def _add(self, items: list[TResponseInputItem]) -> None:
-        # One id for every attempt of each add: a retry after a lost answer adds nothing twice.
+        # One id for every attempt of the add and each of its parts: a retry after a lost answer adds nothing twice.
         add_id = uuid.uuid4().hex
-        for number, part in enumerate(_parts(items)):
-            self._send_add({"items": part, "add_id": f"{add_id}-{number}"})
+        parts = _parts(items)
+        if len(parts) == 1:
+            self._send_add({"items": items, "add_id": add_id})
+            return
+        offset = 0
+        for number, part in enumerate(parts, start=1):
+            self._send_add({"items": part, "add_id": add_id, "offset": offset, "more": number < len(parts)})
+            offset += len(part)
 
     def _send_add(self, body: dict[str, Any]) -> None:
         """Send the add, and again while another change too large for one commit holds the session: that one
@@ -256,7 +264,7 @@ async def _settled(write: Callable[..., _Answer], *arguments: Any) -> _Answer:
 
 
 def _parts(items: list[TResponseInputItem]) -> list[list[TResponseInputItem]]:
-    """The items in order, as few adds as hold them; an item too large for any add goes alone, for the
+    """The items in order, in as few requests as hold them; an item too large for any goes alone, for the
     server to refuse."""
     parts: list[list[TResponseInputItem]] = [[]]
     size = 0
