@@ -38,6 +38,8 @@ COMPACTED_HISTORY = 300
 COMPACTED_SUMMARY = 251
 # A turn of 150 tool calls: each call and its output.
 STAGED_ADD_ITEMS = 300
+# An add of more items than one request holds (`MAX_ITEMS_PER_ADD`): two parts.
+PARTED_ADD_ITEMS = 1500
 # A LangGraph map step's `Send`s.
 FANNED_OUT = 100
 # As the SDKs hand them over: an OpenAI Agents input item, a Strands message (typed dicts on their side).
@@ -126,6 +128,11 @@ def _session_rows(counting: Counting) -> None:
     counting.count(
         f"CairnSession.add_items ({STAGED_ADD_ITEMS} items, staged)",
         [partial(add, s, STAGED_ADD_ITEMS) for s in sessions],
+    )
+    # More items than one request holds: parts of one add, staged across their requests.
+    counting.count(
+        f"CairnSession.add_items ({PARTED_ADD_ITEMS} items, in parts)",
+        [partial(add, s, PARTED_ADD_ITEMS) for s in sessions],
     )
     counting.count(f"CairnSession.get_items(limit={TURN_ITEMS})", [partial(get, s) for s in sessions])
     counting.count("CairnSession.pop_item", [partial(pop, s) for s in sessions])
