@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from agents import Agent, Runner, SessionSettings, set_tracing_disabled
+from agents import Agent, FunctionTool, Runner, SessionSettings, set_tracing_disabled
 from agents.extensions.memory import EncryptedSession
 from agents.memory import OpenAIResponsesCompactionSession
 from cryptography.fernet import Fernet
@@ -409,53 +409,38 @@ def reading_all_the_while(reader: Callable[..., None], *arguments: Any, processe
         assert each.exitcode == 0
 
 
-def test_a_run_of_many_tool_calls_is_stored_whole_while_other_processes_read(address: Address, served: ServeProcess):
-    """150 tool calls: the SDK adds the calls and their outputs, 300 items, at once, more rows than one DynamoDB
-    transaction holds. Processes reading the session all the while never see a call without its output, a
-    history the model's API refuses."""
+@pytest.mark.parametrize(
+    ("calls", "tool", "at_least_bytes"),
+    [(150, openai_agents_runs.step, 0), (70, openai_agents_runs.read_page, 4_000_000)],
+    ids=["more-rows-than-a-transaction", "more-bytes-than-a-request"],
+)
+def test_a_run_of_many_tool_calls_is_stored_whole_while_other_processes_read(
+    address: Address, served: ServeProcess, calls: int, tool: FunctionTool, at_least_bytes: int
+):
+    """The SDK adds a turn's calls and their outputs at once. 150 calls make 300 items, more rows than one
+    DynamoDB transaction holds; 70 calls each answering a page of 60 KB make 4 MB, more than one request holds,
+    which go as parts of one add. Processes reading the session all the while never see a call without its
+    output, a history the model's API refuses."""
     set_tracing_disabled(True)
     agent = Agent(
         name="worker",
         instructions="Do every step.",
-        model=openai_agents_runs.ToolCallingModel(calls=150),
-        tools=[openai_agents_runs.step],
+        model=openai_agents_runs.ToolCallingModel(calls=calls, tool=tool.name),
+        tools=[tool],
     )
     where = (served.base_url, address.id, address.read_token, "steps")
 
     with reading_all_the_while(openai_agents_runs.read_tool_calls_while, *where) as reads:
         result = asyncio.run(Runner.run(agent, "Do the steps.", session=CairnSession(address, "steps")))
 
-    assert result.final_output == "done 150 steps"
+    assert result.final_output == f"done {calls} steps"
     stored = asyncio.run(CairnSession(address, "steps").get_items())
     assert Counter(item.get("type", "message") for item in stored) == {
         "message": 2,
-        "function_call": 150,
-        "function_call_output": 150,
+        "function_call": calls,
+        "function_call_output": calls,
     }
-    assert reads == [(0, len(stored))] * 3  # none saw half of the turn, and each read on past its end
-
-
-def test_a_run_whose_tool_outputs_are_more_than_one_request_holds_is_stored_whole_while_other_processes_read(
-    address: Address, served: ServeProcess
-):
-    """70 tool calls each answering a page of 60 KB: the turn's 4 MB go in two requests, parts of one add,
-    and processes reading the session all the while never see a call without its output."""
-    set_tracing_disabled(True)
-    agent = Agent(
-        name="reader",
-        instructions="Read every page.",
-        model=openai_agents_runs.ToolCallingModel(calls=70, tool="read_page"),
-        tools=[openai_agents_runs.read_page],
-    )
-    where = (served.base_url, address.id, address.read_token, "pages")
-
-    with reading_all_the_while(openai_agents_runs.read_tool_calls_while, *where) as reads:
-        result = asyncio.run(Runner.run(agent, "Read the pages.", session=CairnSession(address, "pages")))
-
-    assert result.final_output == "done 70 steps"
-    stored = asyncio.run(CairnSession(address, "pages").get_items())
-    outputs = [item for item in stored if item.get("type") == "function_call_output"]
-    assert len(outputs) == 70 and sum(len(json.dumps(item)) for item in outputs) > 4_000_000
+    assert len(json.dumps(stored)) > at_least_bytes
     assert reads == [(0, len(stored))] * 3  # none saw part of the turn, and each read on past its end
 
 
