@@ -220,6 +220,38 @@ def test_processes_adding_and_popping_at_once_lose_nothing_and_pop_nothing_twice
             assert left[index + 1] == text[:-1] + "b"
 
 
+def test_adds_larger_than_one_request_from_several_processes_at_once_each_land_whole_and_unbroken(
+    address: Address, served: ServeProcess
+):
+    """Three processes each add a turn of 40 items of 100 KB (more than one request holds: parts of one add)
+    while two others add a pair of items: every item is stored once, and each turn's items stand together in
+    order, with nothing of another add between them."""
+    context = process_context()
+    turns = {
+        worker: [{"role": "tool", "content": f"{worker}-{index}-" + "x" * 100_000} for index in range(40)]
+        for worker in "abc"
+    }
+    pairs = {worker: [{"role": "user", "content": f"{worker}-{index}"} for index in range(2)] for worker in "de"}
+    processes = [
+        context.Process(
+            target=openai_agents_runs.add, args=(served.base_url, address.id, address.read_token, "busy", items)
+        )
+        for items in [*turns.values(), *pairs.values()]
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=240)
+        assert process.exitcode == 0
+
+    stored = contents(asyncio.run(CairnSession(address, "busy").get_items()))
+    added = contents([item for items in [*turns.values(), *pairs.values()] for item in items])
+    assert sorted(stored) == sorted(added)  # each once, none lost
+    for items in [*turns.values(), *pairs.values()]:
+        first = stored.index(items[0]["content"])
+        assert stored[first : first + len(items)] == contents(items)
+
+
 # -- an agent that goes on in another process ---------------------------------------
 
 
