@@ -189,7 +189,15 @@ def test_large_and_binary_content_round_trips_exactly(address: Address, served: 
         {"role": "user", "content": [{"text": "look"}, {"image": {"format": "png", "source": {"bytes": picture}}}]},
         {"role": "assistant", "content": [{"text": "Überblick: 日本語, emoji 🎉 " + "x" * 1_000_000}]},
     ]
-    Agent(model=strands_runs.EchoingModel(), messages=history, session_manager=manager, callback_handler=None)
+    # What the agent keeps beside its messages (`agent.state`) may be larger than one DynamoDB item too.
+    notes = {"draft": "Entwurf " * 200_000, "sources": [f"https://example.com/{index}" for index in range(1000)]}
+    Agent(
+        model=strands_runs.EchoingModel(),
+        messages=history,
+        state=notes,
+        session_manager=manager,
+        callback_handler=None,
+    )
 
     restored = Agent(
         model=strands_runs.EchoingModel(),
@@ -198,6 +206,7 @@ def test_large_and_binary_content_round_trips_exactly(address: Address, served: 
     )
 
     assert restored.messages == history
+    assert restored.state.get() == notes
 
 
 def test_a_graphs_state_is_kept_and_each_run_goes_on_from_the_version_stored(address: Address, served: ServeProcess):
@@ -211,9 +220,11 @@ def test_a_graphs_state_is_kept_and_each_run_goes_on_from_the_version_stored(add
         result = builder.build()(task)
         return str(result.results["echo"].result).strip()
 
-    first, second = graph_run("first task"), graph_run("second task")
+    # The graph's state holds its task and each node's result: a long document makes it larger than one item.
+    document = "Kapitel " * 100_000
+    first, second = graph_run("first task"), graph_run(document)
 
     state = CairnSessionRepository(address).read_multi_agent("graph", "default_graph")
-    assert (first, second) == ("heard: first task", "heard: second task")
+    assert (first, second) == ("heard: first task", f"heard: {document}".strip())
     assert state is not None and state["status"] == "completed"
-    assert state["current_task"] == "second task" and state["execution_order"] == ["echo"]
+    assert state["current_task"] == document and state["execution_order"] == ["echo"]

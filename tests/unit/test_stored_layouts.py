@@ -17,6 +17,7 @@ import pytest
 from cairn import credentials
 from cairn.addresses.models import AddressRecord, NewEvent
 from cairn.addresses.ports import AppendRequest
+from cairn.dynamodb import blobs
 from cairn.dynamodb.address_table import AddressTable
 from cairn.dynamodb.client import make_client
 from cairn.dynamodb.items import b, key, n, s
@@ -173,3 +174,16 @@ def test_run_records_and_checkpoints_with_their_own_pieces(client) -> None:
     assert record.payload == payload and record.event_key == "k"
     checkpoint = backend.load_checkpoint("run-1")
     assert checkpoint is not None and checkpoint.id == "susp-1" and checkpoint.data == payload
+
+
+def test_an_item_whose_key_begins_anothers_reads_its_own_pieces_alone(client) -> None:
+    """A Strands agent's head (its state in pieces) and its messages, whose keys the head's begins."""
+    pk = "A#addr_layouts"
+    payloads = {"STS#s#A#agent": b"s" * 800_000, "STS#s#A#agent#M#000000000000": b"m" * 700_000}
+    for sk, data in payloads.items():
+        payload, chunks = blobs.split(pk, sk, data)
+        put(client, {**key(pk, sk), **payload}, *chunks)
+
+    for sk, data in payloads.items():
+        item = client.get_item(TableName=TABLE, Key=key(pk, sk))["Item"]
+        assert blobs.read(client, TABLE, item, legacy_prefix="unused") == data

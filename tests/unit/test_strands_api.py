@@ -16,6 +16,7 @@ from strands.types.session import Session, SessionAgent, SessionMessage, Session
 from cairn import errors
 from cairn.agent_sessions import strands
 from cairn.client import Address, HttpClient
+from cairn.dynamodb import table_ops
 from cairn.dynamodb.strands_session_items import message_bytes, row_bytes
 from cairn.integrations.strands import CairnSessionRepository, SessionConflict
 from cairn.jsontext import canonical
@@ -185,7 +186,7 @@ HOSTILE = [
     ("PUT", "", {}, 422, "invalid_request"),
     ("PUT", "", {"session": []}, 422, "invalid_request"),
     ("POST", "/agents/default", {"value": agent(), "extra": 1}, 422, "invalid_request"),
-    ("POST", "/agents/default", {"value": {"x": "y" * strands.MAX_RECORD_BYTES}}, 413, "payload_too_large"),
+    ("POST", "/agents/default", {"value": {"x": "y" * strands.MAX_STATE_BYTES}}, 413, "payload_too_large"),
     ("PUT", "/agents/default", {"value": agent()}, 422, "invalid_request"),
     ("PUT", "/agents/default", {"value": agent(), "if_version": 0}, 422, "invalid_request"),
     ("PUT", "/agents/default", {"value": agent(), "if_version": 2, "writer": "a b"}, 422, "invalid_request"),
@@ -326,6 +327,51 @@ def test_messages_larger_than_one_answer_are_read_a_page_at_a_time_and_whole(api
     assert first["messages"] == large[: len(first["messages"])]
     assert [m.to_dict() for m in repository.list_messages("s", "default")] == large
     assert [m.to_dict() for m in repository.list_messages("s", "default", offset=1, limit=2)] == large[1:3]
+
+
+def state_pieces(api: LambdaClient, address: Address) -> int:
+    """The piece rows the address's Strands agents and multi-agents keep their states in."""
+    settings = api.services.settings
+    pieces = table_ops.query_prefix(
+        api.services.client, settings.table_name, f"A#{address.id}", "C#", ProjectionExpression="sk"
+    )
+    return sum(1 for _ in pieces)
+
+
+@pytest.mark.parametrize("path", ["/agents/default", "/multi_agents/graph"])
+def test_a_state_larger_than_one_item_round_trips_and_a_smaller_one_leaves_no_piece_behind(
+    api: LambdaClient, address: Address, path: str
+):
+    """Strands keeps what an agent's `state` holds, and a multi-agent's results of its nodes, in one value of
+    any size its own file and S3 backends take: up to 3,500,000 bytes of JSON here, in pieces beside the head
+    when larger than one item, replaced with the head in one commit."""
+    seeded(api, address)
+    created = {"results": {"writer": "w" * 1_200_000}}
+    if path.startswith("/multi"):
+        assert call(api, address, "POST", path, json_body={"value": created}).status == 201
+    else:
+        created = agent({"notes": "n" * 1_200_000})
+        assert call(api, address, "PUT", path, json_body={"value": created, "if_version": 1}).status == 200
+    version = call(api, address, "GET", path).json()["version"]
+    assert call(api, address, "GET", path).json()["value"] == created
+    used = usage(api, address)
+
+    larger = {"results": {"writer": "w" * 2_000_000, "editor": "e" * 1_000_000}}
+    body = {"value": larger, "if_version": version, "writer": "w1"}
+    assert [call(api, address, "PUT", path, json_body=body).status for _ in range(2)] == [200, 200]  # a retry
+    read = call(api, address, "GET", path).json()
+    assert (read["value"], read["version"]) == (larger, version + 1)
+    assert state_pieces(api, address) == 9
+    assert usage(api, address) == used + len(canonical(larger)) - len(canonical(created))
+
+    smaller = {"results": {}}
+    body = {"value": smaller, "if_version": version + 1, "writer": "w1"}
+    assert call(api, address, "PUT", path, json_body=body).status == 200
+    assert call(api, address, "GET", path).json()["value"] == smaller
+    assert state_pieces(api, address) == 0
+    too_large = {"results": {"writer": "w" * strands.MAX_STATE_BYTES}}
+    body = {"value": too_large, "if_version": version + 2, "writer": "w1"}
+    assert call(api, address, "PUT", path, json_body=body).error_code == "payload_too_large"
 
 
 def test_strands_writes_count_against_the_address_storage_limit_to_the_byte(moto_env: None, clock: FakeClock):

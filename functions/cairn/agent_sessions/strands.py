@@ -25,10 +25,11 @@ from cairn.errors import InvalidRequest, PayloadTooLarge
 
 # Record kinds as the routes name them, and as the store keys them.
 KINDS = {"agents": "A", "multi_agents": "X"}
-# An agent's or multi-agent's state is one DynamoDB item; a message may be split into pieces, within one
-# transaction (4 MB with the head's update).
-MAX_RECORD_BYTES = 350_000
+# A session's record is one DynamoDB item; an agent's or multi-agent's state and a message may be split into
+# pieces, within one transaction (4 MB with the head's update): a multi-agent's state holds its nodes' results.
+MAX_SESSION_BYTES = 350_000
 MAX_MESSAGE_BYTES = 3_500_000
+MAX_STATE_BYTES = MAX_MESSAGE_BYTES
 MAX_PAGE_MESSAGES = 1000
 # A run's hold outlasts a slow model call or tool; one that crashed frees the session when it lapses.
 MAX_HOLD_SECONDS = 3600
@@ -47,7 +48,7 @@ class StrandsSessions:
 
     def create_session(self, address_id: str, read_token: str | None, session_id: str, session: dict[str, Any]) -> None:
         owner = self._owner(address_id, read_token, session_id)
-        self._store.create_session(owner, session_id, _text(session, MAX_RECORD_BYTES), now=self._clock())
+        self._store.create_session(owner, session_id, _text(session, MAX_SESSION_BYTES), now=self._clock())
 
     def session(self, address_id: str, read_token: str | None, session_id: str) -> dict[str, Any] | None:
         self._owner(address_id, read_token, session_id)
@@ -58,7 +59,7 @@ class StrandsSessions:
         self, address_id: str, read_token: str | None, session_id: str, kind: str, record_id: str, value: dict[str, Any]
     ) -> None:
         owner = self._owner(address_id, read_token, session_id, record_id)
-        text = _text(value, MAX_RECORD_BYTES)
+        text = _text(value, MAX_STATE_BYTES)
         self._store.create_record(owner, session_id, KINDS[kind], record_id, text, now=self._clock())
 
     def record(
@@ -78,7 +79,7 @@ class StrandsSessions:
         claim: Claim,
     ) -> int:
         owner = self._owner(address_id, read_token, session_id, record_id)
-        text = _text(value, MAX_RECORD_BYTES)
+        text = _text(value, MAX_STATE_BYTES)
         return self._store.update_record(owner, session_id, KINDS[kind], record_id, text, claim, now=self._clock())
 
     def create_message(

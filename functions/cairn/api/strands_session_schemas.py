@@ -32,7 +32,7 @@ class SessionResponse(Schema):
 class RecordCreateRequest(_Request):
     value: Value = Field(
         description="An agent (`SessionAgent.to_dict()`) or a multi-agent's serialized state, "
-        f"at most {strands.MAX_RECORD_BYTES} bytes as JSON."
+        f"at most {strands.MAX_STATE_BYTES} bytes as JSON."
     )
 
 
@@ -48,7 +48,7 @@ class _Claimed(_Request):
 
 
 class RecordUpdateRequest(_Claimed):
-    value: Value = Field(description=f"The new agent or multi-agent state, at most {strands.MAX_RECORD_BYTES} bytes.")
+    value: Value = Field(description=f"The new agent or multi-agent state, at most {strands.MAX_STATE_BYTES} bytes.")
 
 
 class MessageWriteRequest(_Claimed):

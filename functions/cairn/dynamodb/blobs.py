@@ -3,7 +3,8 @@
 A payload that fits stays inline in its item's `data`; a larger one is cut
 into pieces written, in the same transaction, as items at
 `keys.payload_chunk_sk(<item sk>, n)`, and the item keeps their count in
-`pieces`. Every table writes this layout.
+`pieces`, by which they are read back (from the first key to the last). Every
+table writes this layout.
 
 Items written before it keep their pieces elsewhere, counted in `chunks` or
 `data_chunks`: `read` finds those under the caller's legacy prefix, so
@@ -65,11 +66,14 @@ def read(client: DynamoDBClient, table: str, item: Item, *, legacy_prefix: str) 
     inline = item.get("data")
     if inline is not None:
         return inline["S"].encode("utf-8") if "S" in inline else bytes(inline["B"])
+    pk, sk = item["pk"]["S"], item["sk"]["S"]
     if PIECES in item:
-        prefix = keys.payload_chunk_prefix(item["sk"]["S"])
+        # Its pieces by their first and last keys, not by their prefix: an item's key may begin another's (a
+        # Strands agent's head, its messages), and the prefix would take the other's pieces too.
+        last = int(item[PIECES]["N"]) - 1
+        parts = table_ops.query_range(client, table, pk, keys.payload_chunk_sk(sk, 0), keys.payload_chunk_sk(sk, last))
     elif is_split(item):
-        prefix = legacy_prefix
+        parts = table_ops.query_prefix(client, table, pk, legacy_prefix)
     else:
         return None
-    parts = table_ops.query_prefix(client, table, item["pk"]["S"], prefix)
     return b"".join(bytes(part["data"]["B"]) for part in parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from cairn import jsontext
@@ -44,18 +45,42 @@ def session_put(table: str, owner: Owner, session_id: str, text: str) -> Item:
     return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
 
 
-def record_put(table: str, owner: Owner, session_id: str, kind: str, record_id: str, text: str) -> Item:
-    """A new agent or multi-agent head: version 1, no messages, held by no one."""
+def record_puts(table: str, owner: Owner, session_id: str, kind: str, record_id: str, text: str) -> list[Item]:
+    """A new agent or multi-agent head (version 1, no messages, held by no one), then its state's pieces when
+    the state is larger than one item holds."""
+    state = state_writes(table, owner, session_id, kind, record_id, text)
     item = {
         **key(keys.address_pk(owner.address_id), keys.strands_record_sk(session_id, kind, record_id)),
         "record_id": s(record_id),
-        "data": s(text),
-        DATA_BYTES: n(len(text.encode())),
+        **state.sets,
         VERSION: n(1),
         MESSAGES: n(0),
         **expiry(owner),
     }
-    return {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+    head = {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+    return [head, *state.puts]
+
+
+@dataclass(frozen=True)
+class StateWrites:
+    """A head's state as an update writes it: attributes set, the one removed, pieces put beside the head."""
+
+    sets: Item
+    removes: str
+    puts: list[Item]
+
+
+def state_writes(table: str, owner: Owner, session_id: str, kind: str, record_id: str, text: str) -> StateWrites:
+    """How a head's update replaces its state with `text`: the attributes it sets, those it removes, and the
+    pieces it puts (none when the state fits the head)."""
+    pk, sk = keys.address_pk(owner.address_id), keys.strands_record_sk(session_id, kind, record_id)
+    payload, pieces = blobs.split(pk, sk, text.encode(), text=True, **expiry(owner))
+    gone = blobs.PIECES if "data" in payload else "data"
+    return StateWrites({**payload, DATA_BYTES: n(len(text.encode()))}, gone, _puts(table, pieces))
+
+
+def _puts(table: str, items: list[Item]) -> list[Item]:
+    return [{"Put": {"TableName": table, "Item": each}} for each in items]
 
 
 def head_update(
@@ -67,11 +92,12 @@ def head_update(
     claim: Claim,
     *,
     now: float,
-    text: str | None = None,
+    state: StateWrites | None = None,
     message_condition: str | None = None,
     message_id: int = 0,
 ) -> Item:
-    """The head moved one version on under `claim`, taking the writer's hold; `text` replaces its state.
+    """The head moved one version on under `claim`, taking the writer's hold; `state` replaces its state (its
+    pieces are the transaction's other actions).
 
     `message_condition` adds a test of the message count against `message_id`: `next` (a new message must be
     the next index, and counts) or `stored` (an updated message must be there).
@@ -85,10 +111,14 @@ def head_update(
         values.update({":me": s(claim.writer), ":until": n(int(claim.held_until)), ":now": n(int(now))})
         sets += ["#writer = :me", "#until = :until"]
         conditions.append("(attribute_not_exists(#writer) OR #writer = :me OR #until <= :now)")
-    if text is not None:
-        names.update({"#data": "data", "#data_bytes": DATA_BYTES})
-        values.update({":data": s(text), ":data_bytes": n(len(text.encode()))})
-        sets += ["#data = :data", "#data_bytes = :data_bytes"]
+    removes = []
+    if state is not None:
+        for index, (name, value) in enumerate(state.sets.items()):
+            names[f"#state{index}"] = name
+            values[f":state{index}"] = value
+            sets.append(f"#state{index} = :state{index}")
+        names["#gone"] = state.removes
+        removes.append("#gone")
     if message_condition is not None:
         names["#messages"] = MESSAGES
         values[":index"] = n(message_id)
@@ -102,7 +132,7 @@ def head_update(
         "Update": {
             "TableName": table,
             "Key": key(keys.address_pk(owner.address_id), keys.strands_record_sk(session_id, kind, record_id)),
-            "UpdateExpression": "SET " + ", ".join(sets),
+            "UpdateExpression": "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else ""),
             "ConditionExpression": " AND ".join(conditions),
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
@@ -131,11 +161,11 @@ def message_puts(table: str, owner: Owner, session_id: str, agent_id: str, messa
     # Its size as an answer carries it (escaped), which is what a page's budget counts.
     size = jsontext.sent_size(text)
     item = {**key(pk, sk), "message_id": n(message_id), "size": n(size), **payload, **expiry(owner)}
-    return [{"Put": {"TableName": table, "Item": each}} for each in [item, *pieces]]
+    return _puts(table, [item, *pieces])
 
 
 def stale_pieces(table: str, stored: Item, keep: int) -> list[Item]:
-    """Deletes of the stored message's pieces past the first `keep` (a replacement's own count)."""
+    """Deletes of the stored message's or state's pieces past the first `keep` (a replacement's own count)."""
     sk = stored["sk"]["S"]
     count = get_int(stored, blobs.PIECES)
     pk = stored["pk"]["S"]
@@ -150,8 +180,9 @@ def pieces_in(actions: list[Item]) -> int:
     return len(actions) - 1
 
 
-def record_from(item: Item) -> StoredRecord:
-    return StoredRecord(get_s(item, "data") or "{}", get_int(item, VERSION), get_int(item, MESSAGES))
+def record_from(item: Item, text: str) -> StoredRecord:
+    """The head as its record; `text`, its state as read (from its pieces, when it has them)."""
+    return StoredRecord(text or "{}", get_int(item, VERSION), get_int(item, MESSAGES))
 
 
 def holder(item: Item, *, now: float) -> tuple[str, float] | None:

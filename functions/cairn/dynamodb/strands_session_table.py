@@ -61,23 +61,27 @@ class StrandsSessionTable:
         self._commit(owner, [put], now=now, refused=lambda _: _exists("session"), growth=growth)
 
     def create_record(self, owner: Owner, session_id: str, kind: str, record_id: str, text: str, *, now: float) -> None:
-        put = strands_session_items.record_put(self._table, owner, session_id, kind, record_id, text)
+        puts = strands_session_items.record_puts(self._table, owner, session_id, kind, record_id, text)
         refused = lambda _: _exists("agent" if kind == "A" else "multi-agent")  # noqa: E731
-        self._commit(owner, [put], now=now, refused=refused, growth=strands_session_items.row_bytes(text, record_id))
+        self._commit(owner, puts, now=now, refused=refused, growth=strands_session_items.row_bytes(text, record_id))
 
     def update_record(
         self, owner: Owner, session_id: str, kind: str, record_id: str, text: str, claim: Claim, *, now: float
     ) -> int:
-        same = lambda old: get_s(old, "data") == text  # noqa: E731
+        same = lambda old: self._text(old) == text  # noqa: E731
         refused = lambda old: _refusal(old, claim, now=now, written=same)  # noqa: E731
         current = self._claimed_head(owner.address_id, session_id, kind, record_id, claim, refused)
         if current is None:
             return claim.version + 1
+        state = strands_session_items.state_writes(self._table, owner, session_id, kind, record_id, text)
         head = strands_session_items.head_update(
-            self._table, owner, session_id, kind, record_id, claim, now=now, text=text
+            self._table, owner, session_id, kind, record_id, claim, now=now, state=state
         )
+        # The pieces the state held beyond the new one's go with the same commit: the head read was at the
+        # claimed version, and the commit holds only while it still is.
+        stale = strands_session_items.stale_pieces(self._table, current, len(state.puts))
         growth = len(text.encode()) - strands_session_items.state_bytes(current)
-        self._commit(owner, [head], now=now, refused=refused, growth=growth)
+        self._commit(owner, [head, *state.puts, *stale], now=now, refused=refused, growth=growth)
         return claim.version + 1
 
     def create_message(
@@ -128,15 +132,18 @@ class StrandsSessionTable:
         when the head shows this very write committed already (a retry after a lost answer).
         """
         sk = keys.strands_record_sk(session_id, kind, record_id)
-        # Its version and counts only: a state may be hundreds of kilobytes.
+        # Its key, version and counts only: a state may be hundreds of kilobytes.
         head = self._client.get_item(
             TableName=self._table,
             Key=key(keys.address_pk(address_id), sk),
             ConsistentRead=True,
-            ProjectionExpression="#version, #bytes",
+            ProjectionExpression="#pk, #sk, #version, #bytes, #pieces",
             ExpressionAttributeNames={
+                "#pk": "pk",
+                "#sk": "sk",
                 "#version": strands_session_items.VERSION,
                 "#bytes": strands_session_items.DATA_BYTES,
+                "#pieces": blobs.PIECES,
             },
         ).get("Item")
         if head is not None and get_int(head, strands_session_items.VERSION) == claim.version:
@@ -229,11 +236,11 @@ class StrandsSessionTable:
 
     def read_session(self, address_id: str, session_id: str) -> str | None:
         item = self._get(address_id, keys.strands_session_sk(session_id))
-        return None if item is None else strands_session_items.record_from(item).text
+        return None if item is None else self._text(item)
 
     def read_record(self, address_id: str, session_id: str, kind: str, record_id: str) -> StoredRecord | None:
         item = self._get(address_id, keys.strands_record_sk(session_id, kind, record_id))
-        return None if item is None else strands_session_items.record_from(item)
+        return None if item is None else strands_session_items.record_from(item, self._text(item))
 
     def messages(
         self, address_id: str, session_id: str, agent_id: str, *, offset: int, limit: int, max_bytes: int
