@@ -374,6 +374,25 @@ def test_a_state_larger_than_one_item_round_trips_and_a_smaller_one_leaves_no_pi
     assert call(api, address, "PUT", path, json_body=body).error_code == "payload_too_large"
 
 
+def test_a_state_replaced_while_it_is_read_is_read_again_never_a_mix(api: LambdaClient, address: Address):
+    """A state in pieces is read after its head: a replacement committing between the two reads is seen
+    whole (the read goes again), never its pieces under the head before it."""
+    seeded(api, address)
+    first, second = agent({"notes": "a" * 1_000_000}), agent({"notes": "b" * 700_000})
+    assert call(api, address, "PUT", "/agents/default", json_body={"value": first, "if_version": 1}).status == 200
+    replaced = []
+
+    def replacing_once(model: Any, **_: Any) -> None:
+        if model.name == "Query" and not replaced:  # the pieces' read, after the head's
+            replaced.append(call(api, address, "PUT", "/agents/default", json_body={"value": second, "if_version": 2}))
+
+    api.services.client.meta.events.register("before-call.dynamodb", replacing_once)
+    read = call(api, address, "GET", "/agents/default")
+
+    assert [each.status for each in replaced] == [200]
+    assert (read.status, read.json()["value"], read.json()["version"]) == (200, second, 3)
+
+
 def test_strands_writes_count_against_the_address_storage_limit_to_the_byte(moto_env: None, clock: FakeClock):
     limit = 20_000
     api = LambdaClient.on_moto(clock, storage_max_bytes=limit)

@@ -239,8 +239,29 @@ class StrandsSessionTable:
         return None if item is None else self._text(item)
 
     def read_record(self, address_id: str, session_id: str, kind: str, record_id: str) -> StoredRecord | None:
-        item = self._get(address_id, keys.strands_record_sk(session_id, kind, record_id))
-        return None if item is None else strands_session_items.record_from(item, self._text(item))
+        """The head with its state. A state in pieces is read after the head, and a write may replace them
+        between the two reads: it stands only if the head is still at the version read, else it is read again."""
+        sk = keys.strands_record_sk(session_id, kind, record_id)
+        for attempt in range(_ATTEMPTS):
+            item = self._get(address_id, sk)
+            if item is None:
+                return None
+            text = self._text(item)
+            version = get_int(item, strands_session_items.VERSION)
+            if blobs.PIECES not in item or self._version(address_id, sk) == version:
+                return strands_session_items.record_from(item, text)
+            table_ops.pause_after_conflict(attempt)
+        raise Unavailable("The session is too busy right now; retry shortly.")
+
+    def _version(self, address_id: str, sk: str) -> int:
+        head = self._client.get_item(
+            TableName=self._table,
+            Key=key(keys.address_pk(address_id), sk),
+            ConsistentRead=True,
+            ProjectionExpression="#version",
+            ExpressionAttributeNames={"#version": strands_session_items.VERSION},
+        ).get("Item")
+        return 0 if head is None else get_int(head, strands_session_items.VERSION)
 
     def messages(
         self, address_id: str, session_id: str, agent_id: str, *, offset: int, limit: int, max_bytes: int
