@@ -393,6 +393,29 @@ def test_a_state_replaced_while_it_is_read_is_read_again_never_a_mix(api: Lambda
     assert (read.status, read.json()["value"], read.json()["version"]) == (200, second, 3)
 
 
+def test_a_message_replaced_while_a_page_reads_it_is_read_again_never_cut_short(api: LambdaClient, address: Address):
+    """A message in pieces is read after its item: a redaction into more pieces committing between the two
+    reads would have the page join the first of them only."""
+    version = seeded(api, address)
+    first, redacted = message(0, "a" * 700_000), message(0, "b" * 1_200_000)
+    body = {"message": first, "if_version": version, "writer": "w1"}
+    assert call(api, address, "POST", "/agents/default/messages", json_body=body).status == 201
+    queries, replaced = [], []
+
+    def replacing_at_the_pieces_read(model: Any, **_: Any) -> None:
+        if model.name == "Query":
+            queries.append(model.name)
+            if len(queries) == 2:  # the page's items, then the first message's pieces
+                body = {"message": redacted, "if_version": version + 1, "writer": "w1"}
+                replaced.append(call(api, address, "PUT", "/agents/default/messages/0", json_body=body))
+
+    api.services.client.meta.events.register("before-call.dynamodb", replacing_at_the_pieces_read)
+    page = call(api, address, "GET", "/agents/default/messages")
+
+    assert [each.status for each in replaced] == [200]
+    assert (page.status, page.json()["messages"]) == (200, [redacted])
+
+
 def test_strands_writes_count_against_the_address_storage_limit_to_the_byte(moto_env: None, clock: FakeClock):
     limit = 20_000
     api = LambdaClient.on_moto(clock, storage_max_bytes=limit)

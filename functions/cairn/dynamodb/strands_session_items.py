@@ -20,6 +20,8 @@ WRITER = "writer"
 HELD_UNTIL = "held_until"
 # A head's state's length in bytes, so that a replacement knows what it frees without reading the state.
 DATA_BYTES = "data_bytes"
+# The head's version a message's write committed at: a replacement's item differs from the one it replaced.
+WRITTEN_AT = "written_at"
 # What a row counts against its address's storage limit beyond the JSON it holds: its key and attributes.
 ROW_OVERHEAD = 128
 
@@ -153,14 +155,24 @@ def release_update(table: str, owner: Owner, session_id: str, agent_id: str, wri
     }
 
 
-def message_puts(table: str, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str) -> list[Item]:
-    """The message's `Put`, then its pieces' when its text is larger than one item holds."""
+def message_puts(
+    table: str, owner: Owner, session_id: str, agent_id: str, message_id: int, text: str, *, version: int
+) -> list[Item]:
+    """The message's `Put`, then its pieces' when its text is larger than one item holds. `version`: the agent's
+    head's once this write commits, which tells this write's item from any other's of the same message."""
     pk = keys.address_pk(owner.address_id)
     sk = keys.strands_message_sk(session_id, agent_id, message_id)
     payload, pieces = blobs.split(pk, sk, text.encode(), text=True, **expiry(owner))
     # Its size as an answer carries it (escaped), which is what a page's budget counts.
     size = jsontext.sent_size(text)
-    item = {**key(pk, sk), "message_id": n(message_id), "size": n(size), **payload, **expiry(owner)}
+    item = {
+        **key(pk, sk),
+        "message_id": n(message_id),
+        "size": n(size),
+        WRITTEN_AT: n(version),
+        **payload,
+        **expiry(owner),
+    }
     return _puts(table, [item, *pieces])
 
 

@@ -189,7 +189,10 @@ class StrandsSessionTable:
             message_condition=condition,
             message_id=message_id,
         )
-        return head, strands_session_items.message_puts(self._table, owner, session_id, agent_id, message_id, text)
+        puts = strands_session_items.message_puts(
+            self._table, owner, session_id, agent_id, message_id, text, version=claim.version + 1
+        )
+        return head, puts
 
     def _commit(
         self,
@@ -280,7 +283,7 @@ class StrandsSessionTable:
             size = strands_session_items.size_of(item)
             if len(texts) == limit or (texts and size > budget):
                 return MessagePage(texts, get_int(item, "message_id"))
-            texts.append(self._text(item))
+            texts.append(self._settled_text(item))
             budget -= size
         return MessagePage(texts, None)
 
@@ -299,9 +302,25 @@ class StrandsSessionTable:
         return self._get(address_id, keys.strands_message_sk(session_id, agent_id, message_id))
 
     def _get(self, address_id: str, sk: str) -> Item | None:
-        return self._client.get_item(
-            TableName=self._table, Key=key(keys.address_pk(address_id), sk), ConsistentRead=True
-        ).get("Item")
+        return self._item(keys.address_pk(address_id), sk)
+
+    def _item(self, pk: str, sk: str) -> Item | None:
+        return self._client.get_item(TableName=self._table, Key=key(pk, sk), ConsistentRead=True).get("Item")
+
+    def _settled_text(self, item: Item) -> str:
+        """The text of a message as one write left it. One in pieces is read after its item, and a replacement
+        may rewrite them between the two reads: it stands only if the item is still the one read, else the
+        item and its pieces are read again."""
+        for attempt in range(_ATTEMPTS):
+            text = self._text(item)
+            if blobs.PIECES not in item:
+                return text
+            again = self._item(item["pk"]["S"], item["sk"]["S"])
+            if again is None or again == item:
+                return text
+            item = again
+            table_ops.pause_after_conflict(attempt)
+        raise Unavailable("The session is too busy right now; retry shortly.")
 
     def _text(self, item: Item) -> str:
         data = blobs.read(self._client, self._table, item, legacy_prefix=keys.payload_chunk_prefix(item["sk"]["S"]))
