@@ -956,6 +956,37 @@ def test_an_add_whose_sender_stops_between_parts_is_never_seen_and_holds_large_c
     assert stored(api, address) == [*old, *late]
 
 
+def test_cairn_session_sends_an_add_again_whole_when_its_parts_were_let_go_between_two(
+    moto_env: None, clock: FakeClock
+):
+    """Its first part's hold lapses before the second comes (minutes of a slow network), and another large
+    change lets the parts go: the second part is refused `parts_lost`, and `add_items` sends the whole add
+    again, which lands once."""
+    api = LambdaClient.on_moto(clock)
+    address = Address(api.provision(), http=HttpClient(transport=httpx.MockTransport(api.handle)))
+    history(api, address, 5)
+    items = [{"role": "tool", "content": str(index) * 1_500_000} for index in range(3)]  # two parts by their size
+    parts: list[int] = []
+
+    def slow_between_the_first_two_parts(request: httpx.Request) -> httpx.Response:
+        answer = api.handle(request)
+        if request.method == "POST" and request.url.path.endswith("/items"):
+            parts.append(json.loads(request.content)["offset"])
+            if len(parts) == 1:
+                clock.advance(STAGE_LEASE)
+                assert replace(api, address, items=compaction_of(said(200))).status == 200
+        return answer
+
+    base_url = address.address_url.split("/api/v1/", 1)[0]
+    http = HttpClient(transport=httpx.MockTransport(slow_between_the_first_two_parts))
+    session = CairnSession(Address.connect(base_url, address.id, address.read_token, http=http), "s")
+
+    asyncio.run(session.add_items(items))
+
+    assert parts == [0, 2, 0, 2]
+    assert stored(api, address) == [*compaction_of(said(200)), *items]  # after the change that let them go
+
+
 def test_a_part_past_the_storage_limit_is_refused_and_lets_the_add_go(moto_env: None, clock: FakeClock):
     item = {"role": "tool", "content": "x" * 3000}
     head = len(b"s") + ROW_OVERHEAD

@@ -95,12 +95,23 @@ class CairnSession(SessionABC):
             await _settled(self._add, list(items))
 
     def _add(self, items: list[TResponseInputItem]) -> None:
-        # One id for every attempt of the add and each of its parts: a retry after a lost answer adds nothing twice.
-        add_id = uuid.uuid4().hex
         parts = _parts(items)
         if len(parts) == 1:
-            self._send_add({"items": items, "add_id": add_id})
+            # One id for every attempt: a retry after a lost answer adds nothing twice.
+            self._send_add({"items": items, "add_id": uuid.uuid4().hex})
             return
+        try:
+            self._add_in_parts(parts)
+        except SessionConflict as conflict:
+            if conflict.details.get("reason") != "parts_lost":
+                raise
+            # Its hold lapsed between two parts (a server or network slow for minutes) and another change let
+            # its parts go: nothing of it was stored, so it is sent again whole, once, under an id of its own.
+            self._add_in_parts(parts)
+
+    def _add_in_parts(self, parts: list[list[TResponseInputItem]]) -> None:
+        """One add of the parts, in order, under one id: every attempt of each part carries it."""
+        add_id = uuid.uuid4().hex
         offset = 0
         for number, part in enumerate(parts, start=1):
             self._send_add({"items": part, "add_id": add_id, "offset": offset, "more": number < len(parts)})
