@@ -370,10 +370,7 @@ class AgentSessionTable:
         # Every way out but the last commit drops the stage, if it opened: an opening whose answer was lost
         # may have committed.
         try:
-            opened = functools.partial(self._open_stage, staged, stage_id, now=now, max_bytes=max_bytes)
-            seen, head = self._until_committed(head, read, opened)
-            if seen.stage is not None:  # a lapsed stage, let go of by the opening
-                self._delete_stage_rows(owner.address_id, session_id, seen.stage)
+            head = self._opened_stage(staged, stage_id, head, now=now, max_bytes=max_bytes)
             while head.stage is not None:
                 step = functools.partial(self._stage_step, staged, stage_id, now=now, max_bytes=max_bytes)
                 head = self._until_committed(head, read, step)
@@ -440,6 +437,12 @@ class AgentSessionTable:
                 "again from its first part, under a new add_id.",
                 reason="parts_lost",
             )
+        return self._opened_stage(staged, stage_id, head, now=now, max_bytes=max_bytes)
+
+    def _opened_stage(self, staged: _Staged, stage_id: str, head: Head, *, now: float, max_bytes: int) -> Head:
+        """The head once the stage `stage_id` opened on it (read again while other writers move it), and the
+        rows of a lapsed stage the opening let go of deleted."""
+        owner, session_id = staged.owner, staged.session_id
         read = functools.partial(self._head, owner.address_id, session_id)
         opened = functools.partial(self._open_stage, staged, stage_id, now=now, max_bytes=max_bytes)
         seen, head = self._until_committed(head, read, opened)

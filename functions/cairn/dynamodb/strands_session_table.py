@@ -242,29 +242,12 @@ class StrandsSessionTable:
         return None if item is None else self._text(item)
 
     def read_record(self, address_id: str, session_id: str, kind: str, record_id: str) -> StoredRecord | None:
-        """The head with its state. A state in pieces is read after the head, and a write may replace them
-        between the two reads: it stands only if the head is still at the version read, else it is read again."""
-        sk = keys.strands_record_sk(session_id, kind, record_id)
-        for attempt in range(_ATTEMPTS):
-            item = self._get(address_id, sk)
-            if item is None:
-                return None
-            text = self._text(item)
-            version = get_int(item, strands_session_items.VERSION)
-            if blobs.PIECES not in item or self._version(address_id, sk) == version:
-                return strands_session_items.record_from(item, text)
-            table_ops.pause_after_conflict(attempt)
-        raise Unavailable("The session is too busy right now; retry shortly.")
-
-    def _version(self, address_id: str, sk: str) -> int:
-        head = self._client.get_item(
-            TableName=self._table,
-            Key=key(keys.address_pk(address_id), sk),
-            ConsistentRead=True,
-            ProjectionExpression="#version",
-            ExpressionAttributeNames={"#version": strands_session_items.VERSION},
-        ).get("Item")
-        return 0 if head is None else get_int(head, strands_session_items.VERSION)
+        """The head with its state, as one write left them (`_settled`)."""
+        item = self._get(address_id, keys.strands_record_sk(session_id, kind, record_id))
+        if item is None:
+            return None
+        text, item = self._settled(item)
+        return strands_session_items.record_from(item, text)
 
     def messages(
         self, address_id: str, session_id: str, agent_id: str, *, offset: int, limit: int, max_bytes: int
@@ -283,7 +266,7 @@ class StrandsSessionTable:
             size = strands_session_items.size_of(item)
             if len(texts) == limit or (texts and size > budget):
                 return MessagePage(texts, get_int(item, "message_id"))
-            texts.append(self._settled_text(item))
+            texts.append(self._settled(item)[0])
             budget -= size
         return MessagePage(texts, None)
 
@@ -307,17 +290,18 @@ class StrandsSessionTable:
     def _item(self, pk: str, sk: str) -> Item | None:
         return self._client.get_item(TableName=self._table, Key=key(pk, sk), ConsistentRead=True).get("Item")
 
-    def _settled_text(self, item: Item) -> str:
-        """The text of a message as one write left it. One in pieces is read after its item, and a replacement
-        may rewrite them between the two reads: it stands only if the item is still the one read, else the
-        item and its pieces are read again."""
+    def _settled(self, item: Item) -> tuple[str, Item]:
+        """The text of a message or a head's state as one write left it, with the item it is of. One in pieces is
+        read after its item, and a write may replace them between the two reads: it stands only if the item is
+        still the one read (every write changes it: a head's version, a message's `written_at`), else the item
+        and its pieces are read again."""
         for attempt in range(_ATTEMPTS):
             text = self._text(item)
             if blobs.PIECES not in item:
-                return text
+                return text, item
             again = self._item(item["pk"]["S"], item["sk"]["S"])
             if again is None or again == item:
-                return text
+                return text, item
             item = again
             table_ops.pause_after_conflict(attempt)
         raise Unavailable("The session is too busy right now; retry shortly.")
